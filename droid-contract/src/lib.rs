@@ -1,0 +1,35 @@
+//! The droid-executor contract: what a caller asks for ([`ExecutionRequest`]) and what it gets back
+//! ([`ExecutionResult`]), with the validation rules, the issue vocabulary, the status rules and the
+//! JSON Schema of both.
+//!
+//! This crate is types, validation and wire conversions only. It must not depend on tokio, hyper,
+//! clap or anything that does I/O: every front-end and the engine share it, and the JSON Schema
+//! generated from it is the public wire format.
+//!
+//! Key choice: *parse, don't validate*. A request is parsed from JSON into newtypes whose
+//! constructors enforce the rules (`Objective`, `RepoRoot`, `RelPath`, `Runtime`, `TaskId`), so a
+//! value that exists is valid. Parsing walks the whole document and returns **every** violation at
+//! once, each with its JSON path, instead of stopping at the first. Facts about the host that the
+//! rules need (does `repo_root` exist, where does a symlink lead) come in through the [`PathFacts`]
+//! trait, which the engine implements; this crate never touches the file system itself.
+#![deny(missing_docs)]
+
+mod issue;
+mod paths;
+mod request;
+mod result;
+mod schema;
+mod status;
+mod text;
+mod violation;
+
+pub use issue::{Issue, IssueType};
+pub use paths::{PathFacts, PathKind, RelPath, RepoRoot, normalize};
+pub use request::{Autonomy, Context, ExecutionMode, ExecutionRequest, HostCheck};
+pub use result::{
+    ChangeType, CommandRun, CommandSource, DroidInfo, ExecutionResult, FileChange, Tests, Usage,
+};
+pub use schema::{request_schema, result_schema};
+pub use status::{ReportedStatus, RunEnd, Status, StatusFacts, Verdict, decide};
+pub use text::{Instructions, ListItem, Objective, Runtime, ShellCommand, TaskId};
+pub use violation::{Violation, Violations};

@@ -1,0 +1,644 @@
+//! The execution request: what the caller wants done, where, under which rules.
+//!
+//! Parsing walks the JSON document by hand (rather than `#[derive(Deserialize)]`) so that it can
+//! report every violation at once, each with its JSON path; serde's derive stops at the first.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::paths::{PathFacts, PathKind, RelPath, RepoRoot};
+use crate::text::{Instructions, ListItem, Objective, Runtime, ShellCommand, TaskId};
+use crate::violation::{Violation, Violations};
+
+/// Most constraints or acceptance criteria in one request.
+pub const MAX_LIST_ITEMS: usize = 100;
+/// Most suggested commands in one request.
+pub const MAX_COMMANDS: usize = 50;
+/// Most files of interest in one request.
+pub const MAX_FILES: usize = 1_000;
+/// Longest `notes_for_human`, in characters.
+pub const NOTES_MAX: usize = 100_000;
+/// Longest `model` / `session_id` value, in characters.
+pub const NAME_MAX: usize = 256;
+/// Reasoning efforts droid 0.225.2 accepts (`droid exec -r`).
+pub const REASONING_EFFORTS: &[&str] = &[
+    "none", "dynamic", "off", "minimal", "low", "medium", "high", "xhigh", "max",
+];
+
+/// What kind of work the task is; selects the default autonomy (code → low, otherwise medium).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionMode {
+    /// Mostly code changes.
+    Code,
+    /// Mostly running commands.
+    Command,
+    /// Both (the default).
+    #[default]
+    Mixed,
+}
+
+impl ExecutionMode {
+    /// The autonomy this mode runs with when the request names none.
+    pub fn default_autonomy(self) -> Autonomy {
+        match self {
+            Self::Code => Autonomy::Low,
+            Self::Command | Self::Mixed => Autonomy::Medium,
+        }
+    }
+}
+
+/// How much droid may do without asking (droid's `--auto` levels). Ordered from least to most.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Autonomy {
+    /// No `--auto`: reads, plus commands the model itself labels low-risk.
+    ReadOnly,
+    /// `--auto low`: file edits and low-risk commands.
+    Low,
+    /// `--auto medium`: most development commands.
+    Medium,
+    /// `--auto high`: everything but droid's deny-list.
+    High,
+}
+
+impl Autonomy {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read_only",
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+        }
+    }
+}
+
+/// Where the task runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Context {
+    /// Absolute path of the repository (must exist, be a directory, lie under an allowed root).
+    pub repo_root: RepoRoot,
+    /// Files or directories the task is about, relative to `repo_root` (or absolute inside it).
+    #[serde(default)]
+    #[schemars(length(max = 1000))]
+    pub files_of_interest: Vec<RelPath>,
+}
+
+/// A decided, well-specified coding task for droid.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "ExecutionRequest")]
+pub struct ExecutionRequest {
+    /// The caller's id for this task, echoed back in the result.
+    #[serde(default)]
+    pub task_id: Option<TaskId>,
+    /// What must be achieved, in a sentence or two.
+    pub objective: Objective,
+    /// How to do it, in detail.
+    #[serde(default)]
+    pub instructions: Instructions,
+    /// Where.
+    pub context: Context,
+    /// Rules droid must keep.
+    #[serde(default)]
+    #[schemars(length(max = 100))]
+    pub constraints: Vec<ListItem>,
+    /// How the caller will judge the work.
+    #[serde(default)]
+    #[schemars(length(max = 100))]
+    pub acceptance_criteria: Vec<ListItem>,
+    /// code | command | mixed (default).
+    #[serde(default)]
+    pub execution_mode: ExecutionMode,
+    /// Commands droid should run, which the executor re-runs itself to verify the work.
+    #[serde(default)]
+    #[schemars(length(max = 50))]
+    pub suggested_commands: Vec<ShellCommand>,
+    /// Wall-clock budget in seconds; the server's default (600) when absent.
+    #[serde(default)]
+    pub max_runtime_seconds: Option<Runtime>,
+    /// Echoed back, never sent to droid.
+    #[serde(default)]
+    #[schemars(length(max = 100000))]
+    pub notes_for_human: Option<String>,
+    /// Requested autonomy, capped by the server's `max_autonomy`; from `execution_mode` when absent.
+    #[serde(default)]
+    pub autonomy: Option<Autonomy>,
+    /// droid model id (`-m`), e.g. `custom:MyModel-0`.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 256))]
+    pub model: Option<String>,
+    /// droid reasoning effort (`-r`).
+    #[serde(default)]
+    #[schemars(extend("enum" = ["none", "dynamic", "off", "minimal", "low", "medium", "high", "xhigh", "max", null]))]
+    pub reasoning_effort: Option<String>,
+    /// droid session to continue (`-s`).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 256))]
+    pub session_id: Option<String>,
+}
+
+/// Host facts plus policy for the checks that need the file system: `repo_root` must exist, be a
+/// directory and lie under one of `allowed_roots` (an empty list allows any directory), and
+/// `files_of_interest` must not leave the repository through a symlink.
+#[derive(Clone, Copy)]
+pub struct HostCheck<'a> {
+    /// How to ask the host about paths.
+    pub facts: &'a dyn PathFacts,
+    /// Directories under which a repo_root may lie.
+    pub allowed_roots: &'a [PathBuf],
+}
+
+impl std::fmt::Debug for HostCheck<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostCheck")
+            .field("allowed_roots", &self.allowed_roots)
+            .finish_non_exhaustive()
+    }
+}
+
+const FIELDS: &[&str] = &[
+    "task_id",
+    "objective",
+    "instructions",
+    "context",
+    "constraints",
+    "acceptance_criteria",
+    "execution_mode",
+    "suggested_commands",
+    "max_runtime_seconds",
+    "notes_for_human",
+    "autonomy",
+    "model",
+    "reasoning_effort",
+    "session_id",
+];
+const CONTEXT_FIELDS: &[&str] = &["repo_root", "files_of_interest"];
+
+impl ExecutionRequest {
+    /// Parse a request from JSON text, checking every rule, host rules included when `host` is
+    /// given.
+    ///
+    /// # Errors
+    /// Every violation found, each with its JSON path.
+    pub fn from_json(text: &str, host: Option<HostCheck<'_>>) -> Result<Self, Violations> {
+        match serde_json::from_str::<Value>(text) {
+            Ok(v) => Self::from_value(&v, host),
+            Err(e) => Err(Violations(vec![Violation::new(
+                "$",
+                format!("not valid JSON: {e}"),
+            )])),
+        }
+    }
+
+    /// Parse a request from a JSON value; see [`ExecutionRequest::from_json`].
+    ///
+    /// # Errors
+    /// Every violation found, each with its JSON path.
+    pub fn from_value(value: &Value, host: Option<HostCheck<'_>>) -> Result<Self, Violations> {
+        let mut p = Parser { out: Vec::new() };
+        let req = p.request(value, host);
+        match req {
+            Some(r) if p.out.is_empty() => Ok(r),
+            _ => {
+                if p.out.is_empty() {
+                    p.out.push(Violation::new("$", "invalid request"));
+                }
+                Err(Violations(p.out))
+            }
+        }
+    }
+
+    /// The autonomy this request runs with: the requested one (or the mode's default), capped at
+    /// `max`.
+    pub fn effective_autonomy(&self, max: Autonomy) -> Autonomy {
+        self.autonomy
+            .unwrap_or_else(|| self.execution_mode.default_autonomy())
+            .min(max)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ExecutionRequest {
+    /// Shape rules only (no host checks): for reading back a request that was accepted before.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        Self::from_value(&v, None).map_err(serde::de::Error::custom)
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+struct Parser {
+    out: Vec<Violation>,
+}
+
+impl Parser {
+    fn bad(&mut self, path: impl Into<String>, msg: impl Into<String>) {
+        self.out.push(Violation::new(path, msg));
+    }
+
+    fn unknown(&mut self, obj: &Map<String, Value>, base: &str, allowed: &[&str]) {
+        for k in obj.keys() {
+            if !allowed.contains(&k.as_str()) {
+                self.bad(
+                    format!("{base}.{k}"),
+                    format!("unknown field {k:?}; allowed fields: {}", allowed.join(", ")),
+                );
+            }
+        }
+    }
+
+    /// A string field; `None` when absent or null (and not required), or when it is the wrong type.
+    fn string<'v>(
+        &mut self,
+        obj: &'v Map<String, Value>,
+        key: &str,
+        base: &str,
+        required: bool,
+    ) -> Option<&'v str> {
+        match obj.get(key) {
+            None | Some(Value::Null) => {
+                if required {
+                    self.bad(format!("{base}.{key}"), "is required");
+                }
+                None
+            }
+            Some(Value::String(s)) => Some(s),
+            Some(other) => {
+                self.bad(
+                    format!("{base}.{key}"),
+                    format!("must be a string, got {}", type_name(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn typed<T: TryFrom<String, Error = String>>(
+        &mut self,
+        obj: &Map<String, Value>,
+        key: &str,
+        base: &str,
+        required: bool,
+    ) -> Option<T> {
+        let s = self.string(obj, key, base, required)?;
+        match T::try_from(s.to_owned()) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.bad(format!("{base}.{key}"), e);
+                None
+            }
+        }
+    }
+
+    fn list<T: TryFrom<String, Error = String>>(
+        &mut self,
+        obj: &Map<String, Value>,
+        key: &str,
+        max: usize,
+    ) -> Vec<T> {
+        let path = format!("$.{key}");
+        let items = match obj.get(key) {
+            None | Some(Value::Null) => return Vec::new(),
+            Some(Value::Array(a)) => a,
+            Some(Value::String(_)) => {
+                self.bad(path, "must be an array of strings, got a string; wrap it in [ ]");
+                return Vec::new();
+            }
+            Some(other) => {
+                self.bad(path, format!("must be an array of strings, got {}", type_name(other)));
+                return Vec::new();
+            }
+        };
+        if items.len() > max {
+            self.bad(
+                path.clone(),
+                format!("has {} items; the limit is {max}", items.len()),
+            );
+        }
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            match item {
+                Value::String(s) => match T::try_from(s.clone()) {
+                    Ok(v) => out.push(v),
+                    Err(e) => self.bad(format!("{path}[{i}]"), e),
+                },
+                other => self.bad(
+                    format!("{path}[{i}]"),
+                    format!("must be a string, got {}", type_name(other)),
+                ),
+            }
+        }
+        out
+    }
+
+    fn enumeration<T: serde::de::DeserializeOwned>(
+        &mut self,
+        obj: &Map<String, Value>,
+        key: &str,
+        allowed: &str,
+    ) -> Option<T> {
+        let v = obj.get(key)?;
+        if v.is_null() {
+            return None;
+        }
+        match serde_json::from_value::<T>(v.clone()) {
+            Ok(t) => Some(t),
+            Err(_) => {
+                self.bad(
+                    format!("$.{key}"),
+                    format!("must be one of {allowed}, got {v}"),
+                );
+                None
+            }
+        }
+    }
+
+    fn name(&mut self, obj: &Map<String, Value>, key: &str) -> Option<String> {
+        let s = self.string(obj, key, "$", false)?;
+        let path = format!("$.{key}");
+        if s.is_empty() {
+            self.bad(path, "must not be empty (leave it out instead)");
+            return None;
+        }
+        if s.chars().count() > NAME_MAX {
+            self.bad(path, format!("is longer than {NAME_MAX} characters"));
+            return None;
+        }
+        if s.starts_with('-') {
+            self.bad(path, "must not start with '-' (droid would read it as an option)");
+            return None;
+        }
+        if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            self.bad(path, "must not contain whitespace or control characters");
+            return None;
+        }
+        Some(s.to_owned())
+    }
+
+    fn request(&mut self, value: &Value, host: Option<HostCheck<'_>>) -> Option<ExecutionRequest> {
+        let Value::Object(obj) = value else {
+            self.bad("$", format!("must be a JSON object, got {}", type_name(value)));
+            return None;
+        };
+        self.unknown(obj, "$", FIELDS);
+
+        let task_id = self.typed::<TaskId>(obj, "task_id", "$", false);
+        let objective = self.typed::<Objective>(obj, "objective", "$", true);
+        let instructions = match self.string(obj, "instructions", "$", false) {
+            None => Some(Instructions::default()),
+            Some(s) => match Instructions::try_from(s.to_owned()) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    self.bad("$.instructions", e);
+                    None
+                }
+            },
+        };
+        let context = self.context(obj, host);
+        let constraints = self.list::<ListItem>(obj, "constraints", MAX_LIST_ITEMS);
+        let acceptance_criteria = self.list::<ListItem>(obj, "acceptance_criteria", MAX_LIST_ITEMS);
+        let execution_mode = self
+            .enumeration::<ExecutionMode>(obj, "execution_mode", "\"code\", \"command\", \"mixed\"")
+            .unwrap_or_default();
+        let suggested_commands = self.list::<ShellCommand>(obj, "suggested_commands", MAX_COMMANDS);
+        let max_runtime_seconds = match obj.get("max_runtime_seconds") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(u) => match Runtime::try_from(u) {
+                    Ok(r) => Some(r),
+                    Err(e) => {
+                        self.bad("$.max_runtime_seconds", e);
+                        None
+                    }
+                },
+                None => {
+                    self.bad(
+                        "$.max_runtime_seconds",
+                        format!("must be a whole number of seconds from 1 to 86400, got {n}"),
+                    );
+                    None
+                }
+            },
+            Some(other) => {
+                self.bad(
+                    "$.max_runtime_seconds",
+                    format!("must be a whole number of seconds, got {}", type_name(other)),
+                );
+                None
+            }
+        };
+        let notes_for_human = self
+            .string(obj, "notes_for_human", "$", false)
+            .map(str::to_owned);
+        if let Some(n) = &notes_for_human {
+            if n.chars().count() > NOTES_MAX {
+                self.bad(
+                    "$.notes_for_human",
+                    format!("is longer than {NOTES_MAX} characters"),
+                );
+            }
+        }
+        let autonomy = self.enumeration::<Autonomy>(
+            obj,
+            "autonomy",
+            "\"read_only\", \"low\", \"medium\", \"high\"",
+        );
+        let model = self.name(obj, "model");
+        let reasoning_effort = self.string(obj, "reasoning_effort", "$", false).and_then(|s| {
+            if REASONING_EFFORTS.contains(&s) {
+                Some(s.to_owned())
+            } else {
+                self.bad(
+                    "$.reasoning_effort",
+                    format!("must be one of {}, got {s:?}", REASONING_EFFORTS.join(", ")),
+                );
+                None
+            }
+        });
+        let session_id = self.name(obj, "session_id");
+
+        Some(ExecutionRequest {
+            task_id,
+            objective: objective?,
+            instructions: instructions?,
+            context: context?,
+            constraints,
+            acceptance_criteria,
+            execution_mode,
+            suggested_commands,
+            max_runtime_seconds,
+            notes_for_human,
+            autonomy,
+            model,
+            reasoning_effort,
+            session_id,
+        })
+    }
+
+    fn context(
+        &mut self,
+        obj: &Map<String, Value>,
+        host: Option<HostCheck<'_>>,
+    ) -> Option<Context> {
+        let ctx = match obj.get("context") {
+            None | Some(Value::Null) => {
+                self.bad("$.context", "is required: {\"repo_root\": \"/abs/path\"}");
+                return None;
+            }
+            Some(Value::Object(o)) => o,
+            Some(Value::String(_)) => {
+                self.bad(
+                    "$.context",
+                    "must be an object, got a string; write {\"repo_root\": \"/abs/path\", \"files_of_interest\": [\"src/x.rs\"]}",
+                );
+                return None;
+            }
+            Some(other) => {
+                self.bad(
+                    "$.context",
+                    format!(
+                        "must be an object {{\"repo_root\", \"files_of_interest\"}}, got {}",
+                        type_name(other)
+                    ),
+                );
+                return None;
+            }
+        };
+        self.unknown(ctx, "$.context", CONTEXT_FIELDS);
+        let root = self.typed::<RepoRoot>(ctx, "repo_root", "$.context", true);
+        if let (Some(root), Some(host)) = (&root, host) {
+            self.host_root(root, host);
+        }
+        let mut files = Vec::new();
+        match ctx.get("files_of_interest") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                if items.len() > MAX_FILES {
+                    self.bad(
+                        "$.context.files_of_interest",
+                        format!("has {} items; the limit is {MAX_FILES}", items.len()),
+                    );
+                }
+                for (i, item) in items.iter().enumerate() {
+                    let path = format!("$.context.files_of_interest[{i}]");
+                    let Value::String(s) = item else {
+                        self.bad(path, format!("must be a string, got {}", type_name(item)));
+                        continue;
+                    };
+                    match RelPath::parse(s, root.as_ref()) {
+                        Ok(rel) => {
+                            if let (Some(root), Some(host)) = (&root, host) {
+                                if let Some(msg) = symlink_escape(root, &rel, host.facts) {
+                                    self.bad(path, msg);
+                                    continue;
+                                }
+                            }
+                            files.push(rel);
+                        }
+                        Err(e) => self.bad(path, e),
+                    }
+                }
+            }
+            Some(other) => self.bad(
+                "$.context.files_of_interest",
+                format!("must be an array of paths, got {}", type_name(other)),
+            ),
+        }
+        Some(Context {
+            repo_root: root?,
+            files_of_interest: files,
+        })
+    }
+
+    fn host_root(&mut self, root: &RepoRoot, host: HostCheck<'_>) {
+        let path = "$.context.repo_root";
+        match host.facts.kind(root.as_path()) {
+            PathKind::Dir => {}
+            PathKind::Missing => {
+                self.bad(path, format!("{:?} does not exist", root.as_path()));
+                return;
+            }
+            PathKind::File | PathKind::Other => {
+                self.bad(path, format!("{:?} is not a directory", root.as_path()));
+                return;
+            }
+        }
+        if host.allowed_roots.is_empty() {
+            return;
+        }
+        let real = host
+            .facts
+            .canonical(root.as_path())
+            .unwrap_or_else(|| root.as_path().to_path_buf());
+        let inside = host.allowed_roots.iter().any(|allowed| {
+            let allowed = host
+                .facts
+                .canonical(allowed)
+                .unwrap_or_else(|| allowed.clone());
+            real.starts_with(&allowed)
+        });
+        if !inside {
+            let list: Vec<String> = host
+                .allowed_roots
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            self.bad(
+                path,
+                format!(
+                    "{:?} is outside the allowed roots ({}); add it to allowed_roots in the config",
+                    root.as_path(),
+                    list.join(", ")
+                ),
+            );
+        }
+    }
+}
+
+/// When `rel` exists and its real location (symlinks resolved) is outside the real repo root.
+fn symlink_escape(root: &RepoRoot, rel: &RelPath, facts: &dyn PathFacts) -> Option<String> {
+    let full = root.as_path().join(rel.as_path());
+    let real = facts.canonical(&full)?;
+    let real_root = facts
+        .canonical(root.as_path())
+        .unwrap_or_else(|| root.as_path().to_path_buf());
+    if real.starts_with(&real_root) {
+        None
+    } else {
+        Some(format!(
+            "{:?} leads outside repo_root (to {:?}) through a symlink",
+            rel.as_path(),
+            Path::new(&real)
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,194 @@
+//! The execution result: what happened, measured rather than taken on droid's word.
+//!
+//! The shape is stable: every field is always present, optional values serialize as `null`, and
+//! lists are empty rather than missing, so a calling agent can read it without guarding.
+
+use serde::{Deserialize, Serialize};
+
+use crate::issue::{Issue, IssueType};
+use crate::status::Status;
+use crate::violation::Violations;
+
+/// How a file changed, from the repository's point of view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeType {
+    /// New file.
+    Added,
+    /// Content or mode changed.
+    Modified,
+    /// Removed.
+    Deleted,
+    /// Moved (with `old_path`), possibly also modified.
+    Renamed,
+}
+
+/// One changed file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FileChange {
+    /// Path relative to repo_root.
+    pub path: String,
+    /// How it changed.
+    pub change_type: ChangeType,
+    /// The previous path of a renamed file.
+    #[serde(default)]
+    pub old_path: Option<String>,
+    /// What droid said it did to this file.
+    #[serde(default)]
+    pub highlights: Vec<String>,
+    /// Lines added (`null` for binary files or when the repository is not a git repository).
+    #[serde(default)]
+    pub lines_added: Option<u64>,
+    /// Lines removed (same rules as `lines_added`).
+    #[serde(default)]
+    pub lines_removed: Option<u64>,
+}
+
+/// Who ran a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandSource {
+    /// droid ran it through its Execute tool.
+    Agent,
+    /// The executor re-ran it to verify the work.
+    Verify,
+}
+
+/// One command and what came of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CommandRun {
+    /// The command line.
+    pub command: String,
+    /// Exit code; `null` when it was killed or never reported one.
+    pub exit_code: Option<i32>,
+    /// Wall time in milliseconds.
+    pub duration_ms: u64,
+    /// The end of its standard output (droid's Execute mixes stderr in here).
+    pub stdout_excerpt: String,
+    /// The end of its standard error.
+    pub stderr_excerpt: String,
+    /// Who ran it.
+    pub source: CommandSource,
+    /// An excerpt was cut to its last bytes.
+    pub truncated: bool,
+}
+
+/// The verification summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Tests {
+    /// Every verification command exited 0; `null` when none ran.
+    pub passed: Option<bool>,
+    /// One line per verification command.
+    pub details: String,
+    /// The verification commands, in the order run.
+    pub commands: Vec<String>,
+}
+
+/// Token usage as droid reports it (cumulative over a resumed session).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Usage {
+    /// Prompt tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Completion tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Tokens read from the prompt cache.
+    #[serde(default)]
+    pub cache_read_input_tokens: u64,
+    /// Tokens written to the prompt cache.
+    #[serde(default)]
+    pub cache_creation_input_tokens: u64,
+    /// Factory credits spent.
+    #[serde(default)]
+    pub factory_credits: u64,
+    /// Average time to first token, when any model call succeeded.
+    #[serde(default)]
+    pub ttft_ms: Option<f64>,
+}
+
+/// What we know of the droid process.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DroidInfo {
+    /// `droid --version`.
+    pub version: Option<String>,
+    /// The model droid ran with.
+    pub model: Option<String>,
+    /// droid's exit code (`null` when it was stopped by a signal).
+    pub exit_code: Option<i32>,
+    /// Model turns, from the completion event.
+    pub num_turns: Option<u64>,
+    /// Token usage, from the completion event.
+    pub usage: Option<Usage>,
+}
+
+/// The answer to an [`crate::ExecutionRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(title = "ExecutionResult")]
+pub struct ExecutionResult {
+    /// success | partial | failed | timeout | cancelled | error.
+    pub status: Status,
+    /// What was done, in a few sentences.
+    pub summary: String,
+    /// Files changed in the repository, measured from the repository itself.
+    pub files_changed: Vec<FileChange>,
+    /// Commands droid ran, then the verification commands we ran.
+    pub commands_run: Vec<CommandRun>,
+    /// Verification summary.
+    pub tests: Tests,
+    /// Notable log lines (droid's errors, stderr, unknown events), each bounded.
+    pub logs: Vec<String>,
+    /// Problems, each with a type and a suggested action.
+    pub issues: Vec<Issue>,
+    /// The caller's task id, echoed.
+    pub task_id: Option<String>,
+    /// droid's session id (pass it as `session_id` to continue).
+    pub session_id: Option<String>,
+    /// Wall time of the whole run in milliseconds.
+    pub duration_ms: u64,
+    /// The droid process.
+    pub droid: Option<DroidInfo>,
+    /// The caller's `notes_for_human`, echoed.
+    pub notes_for_human: Option<String>,
+}
+
+impl ExecutionResult {
+    /// An `error` result carrying `issues`, for a run that never started.
+    pub fn error(task_id: Option<String>, summary: impl Into<String>, issues: Vec<Issue>) -> Self {
+        Self {
+            status: Status::Error,
+            summary: summary.into(),
+            files_changed: Vec::new(),
+            commands_run: Vec::new(),
+            tests: Tests::default(),
+            logs: Vec::new(),
+            issues,
+            task_id,
+            session_id: None,
+            duration_ms: 0,
+            droid: None,
+            notes_for_human: None,
+        }
+    }
+
+    /// The `error` result for an invalid request: one `validation_error` issue per violation.
+    pub fn invalid_request(task_id: Option<String>, violations: &Violations) -> Self {
+        let issues = violations
+            .as_slice()
+            .iter()
+            .map(|v| {
+                Issue::new(
+                    IssueType::ValidationError,
+                    v.to_string(),
+                    format!("fix {} and send the request again", v.path),
+                )
+            })
+            .collect();
+        let n = violations.as_slice().len();
+        Self::error(
+            task_id,
+            format!("invalid request: {n} violation(s); nothing ran"),
+            issues,
+        )
+    }
+}
