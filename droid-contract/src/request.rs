@@ -457,13 +457,13 @@ impl Parser {
         let notes_for_human = self
             .string(obj, "notes_for_human", "$", false)
             .map(str::to_owned);
-        if let Some(n) = &notes_for_human {
-            if n.chars().count() > NOTES_MAX {
-                self.bad(
-                    "$.notes_for_human",
-                    format!("is longer than {NOTES_MAX} characters"),
-                );
-            }
+        if let Some(n) = &notes_for_human
+            && n.chars().count() > NOTES_MAX
+        {
+            self.bad(
+                "$.notes_for_human",
+                format!("is longer than {NOTES_MAX} characters"),
+            );
         }
         let autonomy = self.enumeration::<Autonomy>(
             obj,
@@ -554,11 +554,11 @@ impl Parser {
                     };
                     match RelPath::parse(s, root.as_ref()) {
                         Ok(rel) => {
-                            if let (Some(root), Some(host)) = (&root, host) {
-                                if let Some(msg) = symlink_escape(root, &rel, host.facts) {
-                                    self.bad(path, msg);
-                                    continue;
-                                }
+                            if let (Some(root), Some(host)) = (&root, host)
+                                && let Some(msg) = symlink_escape(root, &rel, host.facts)
+                            {
+                                self.bad(path, msg);
+                                continue;
                             }
                             files.push(rel);
                         }

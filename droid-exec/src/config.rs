@@ -1,0 +1,378 @@
+//! Configuration: defaults < config file (`$XDG_CONFIG_HOME/droid-executor/config.toml`) <
+//! environment (`DROID_EXECUTOR_<KEY>`, plus the seed's `PORT`, `DROID_TIMEOUT`, `DROID_CLI_CMD`)
+//! < command-line flags (applied by the front-end). The environment is passed in as a map, never
+//! read here, so tests and front-ends decide what the engine sees.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use droid_contract::Autonomy;
+use serde::Deserialize;
+
+use crate::error::EngineError;
+use crate::locate::{Located, locate_droid};
+
+/// A snapshot of environment variables (name → value).
+pub type EnvMap = BTreeMap<String, String>;
+
+/// The settings file and environment, merged (DESIGN §7).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// The droid program (else `DROID_CLI_CMD`, else `PATH`).
+    pub droid_bin: Option<PathBuf>,
+    /// HTTP bridge port.
+    pub port: u16,
+    /// HTTP bridge bind address.
+    pub host: String,
+    /// Directories under which a repo_root may lie (default: the user's home).
+    pub allowed_roots: Vec<PathBuf>,
+    /// Highest autonomy a request may get.
+    pub max_autonomy: Autonomy,
+    /// Allow `--skip-permissions-unsafe` (never used by default).
+    pub allow_unsafe: bool,
+    /// Runs at once.
+    pub max_concurrent: usize,
+    /// Re-run `suggested_commands` after droid finishes.
+    pub verify: bool,
+    /// Default `max_runtime_seconds`.
+    pub default_timeout: u32,
+    /// Seconds a finished task's result is kept.
+    pub task_ttl: u64,
+    /// Bytes kept of each command's stdout and stderr.
+    pub excerpt_bytes: usize,
+    /// Largest HTTP request body.
+    pub body_limit: usize,
+    /// Model used when a request names none (`-m`); droid's own default otherwise.
+    pub model: Option<String>,
+    /// Extra environment variables passed to droid and to verification commands.
+    pub env_passthrough: Vec<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            droid_bin: None,
+            port: 53002,
+            host: "127.0.0.1".into(),
+            allowed_roots: Vec::new(),
+            max_autonomy: Autonomy::Medium,
+            allow_unsafe: false,
+            max_concurrent: 4,
+            verify: true,
+            default_timeout: 600,
+            task_ttl: 24 * 3600,
+            excerpt_bytes: 4096,
+            body_limit: 1024 * 1024,
+            model: None,
+            env_passthrough: Vec::new(),
+        }
+    }
+}
+
+/// Where the config file is: `$XDG_CONFIG_HOME/droid-executor/config.toml`, else
+/// `$HOME/.config/droid-executor/config.toml`.
+pub fn default_config_path(env: &EnvMap) -> Option<PathBuf> {
+    let base = env
+        .get("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| env.get("HOME").map(|h| Path::new(h).join(".config")))?;
+    Some(base.join("droid-executor").join("config.toml"))
+}
+
+fn parse_env<T: std::str::FromStr>(env: &EnvMap, name: &str) -> Result<Option<T>, EngineError>
+where
+    T::Err: std::fmt::Display,
+{
+    match env.get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .trim()
+            .parse::<T>()
+            .map(Some)
+            .map_err(|e| EngineError::Setting {
+                name: name.into(),
+                message: format!("{v:?}: {e}"),
+            }),
+    }
+}
+
+impl Settings {
+    /// Load the file at `path` (a missing file means defaults), then apply the environment.
+    ///
+    /// # Errors
+    /// [`EngineError::Config`] for an unreadable or invalid file (with line and column),
+    /// [`EngineError::Setting`] for an invalid environment value.
+    pub fn load(path: Option<&Path>, env: &EnvMap) -> Result<Self, EngineError> {
+        let mut s = match path {
+            Some(p) => match std::fs::read_to_string(p) {
+                Ok(text) => toml::from_str::<Settings>(&text).map_err(|e| EngineError::Config {
+                    path: p.to_path_buf(),
+                    message: e.to_string().trim().to_owned(),
+                })?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Settings::default(),
+                Err(source) => {
+                    return Err(EngineError::Io {
+                        action: "read",
+                        path: p.to_path_buf(),
+                        source,
+                    });
+                }
+            },
+            None => Settings::default(),
+        };
+        s.apply_env(env)?;
+        if s.allowed_roots.is_empty()
+            && let Some(home) = env.get("HOME").filter(|h| !h.is_empty())
+        {
+            s.allowed_roots.push(PathBuf::from(home));
+        }
+        Ok(s)
+    }
+
+    fn apply_env(&mut self, env: &EnvMap) -> Result<(), EngineError> {
+        if let Some(v) = env
+            .get("DROID_EXECUTOR_DROID_BIN")
+            .filter(|v| !v.is_empty())
+        {
+            self.droid_bin = Some(PathBuf::from(v));
+        }
+        if let Some(v) = parse_env::<u16>(env, "PORT")? {
+            self.port = v;
+        }
+        if let Some(v) = parse_env::<u16>(env, "DROID_EXECUTOR_PORT")? {
+            self.port = v;
+        }
+        if let Some(v) = env.get("DROID_EXECUTOR_HOST") {
+            self.host.clone_from(v);
+        }
+        if let Some(v) = env.get("DROID_EXECUTOR_ALLOWED_ROOTS") {
+            self.allowed_roots = std::env::split_paths(v).collect();
+        }
+        if let Some(v) = env.get("DROID_EXECUTOR_MAX_AUTONOMY") {
+            self.max_autonomy = serde_json::from_value(serde_json::Value::String(
+                v.trim().to_owned(),
+            ))
+            .map_err(|_| EngineError::Setting {
+                name: "DROID_EXECUTOR_MAX_AUTONOMY".into(),
+                message: format!("{v:?}: expected read_only, low, medium or high"),
+            })?;
+        }
+        if let Some(v) = parse_env::<bool>(env, "DROID_EXECUTOR_ALLOW_UNSAFE")? {
+            self.allow_unsafe = v;
+        }
+        if let Some(v) = parse_env::<usize>(env, "DROID_EXECUTOR_MAX_CONCURRENT")? {
+            self.max_concurrent = v;
+        }
+        if let Some(v) = parse_env::<bool>(env, "DROID_EXECUTOR_VERIFY")? {
+            self.verify = v;
+        }
+        if let Some(v) = parse_env::<u32>(env, "DROID_TIMEOUT")? {
+            self.default_timeout = v;
+        }
+        if let Some(v) = parse_env::<u32>(env, "DROID_EXECUTOR_DEFAULT_TIMEOUT")? {
+            self.default_timeout = v;
+        }
+        if let Some(v) = parse_env::<u64>(env, "DROID_EXECUTOR_TASK_TTL")? {
+            self.task_ttl = v;
+        }
+        if let Some(v) = parse_env::<usize>(env, "DROID_EXECUTOR_EXCERPT_BYTES")? {
+            self.excerpt_bytes = v;
+        }
+        if let Some(v) = parse_env::<usize>(env, "DROID_EXECUTOR_BODY_LIMIT")? {
+            self.body_limit = v;
+        }
+        if let Some(v) = env.get("DROID_EXECUTOR_MODEL").filter(|v| !v.is_empty()) {
+            self.model = Some(v.clone());
+        }
+        if !(1..=86_400).contains(&self.default_timeout) {
+            return Err(EngineError::Setting {
+                name: "default_timeout".into(),
+                message: format!("{} is outside 1..=86400 seconds", self.default_timeout),
+            });
+        }
+        Ok(())
+    }
+
+    /// Find droid per these settings and `env` (`DROID_CLI_CMD`, `PATH`).
+    pub fn locate_droid(&self, env: &EnvMap) -> Located {
+        locate_droid(
+            self.droid_bin.as_deref(),
+            env.get("DROID_CLI_CMD").map(String::as_str),
+            env.get("PATH").map(|p| std::ffi::OsStr::new(p.as_str())),
+        )
+    }
+
+    /// The engine configuration these settings describe, for a process whose environment is `env`.
+    pub fn engine_config(&self, env: &EnvMap) -> EngineConfig {
+        let located = self.locate_droid(env);
+        EngineConfig {
+            droid_bin: located.program,
+            droid_source: located.source,
+            droid_warnings: located.warnings,
+            env: child_env(env, &self.env_passthrough),
+            allowed_roots: self.allowed_roots.clone(),
+            max_autonomy: self.max_autonomy,
+            default_timeout: Duration::from_secs(u64::from(self.default_timeout)),
+            default_model: self.model.clone(),
+            verify: self.verify,
+            excerpt_bytes: self.excerpt_bytes,
+            kill_grace: Duration::from_secs(5),
+            exit_grace: Duration::from_secs(2),
+            scratch_root: env
+                .get("TMPDIR")
+                .filter(|t| !t.is_empty())
+                .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from),
+        }
+    }
+}
+
+/// Variables passed to droid and to verification commands (DESIGN §4.1: a minimal environment).
+/// Toolchain homes are included so that droid's commands and our verification find the same
+/// `cargo`, `npm` or `python` the user has.
+const PASS_EXACT: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "TZ",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "GOPATH",
+    "GOROOT",
+    "JAVA_HOME",
+    "PYENV_ROOT",
+    "VIRTUAL_ENV",
+    "NVM_DIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_STATE_HOME",
+];
+const PASS_PREFIX: &[&str] = &["FACTORY_", "LC_"];
+
+/// The child environment: the allow-listed variables of `env` plus `extra` names.
+pub fn child_env(env: &EnvMap, extra: &[String]) -> Vec<(OsString, OsString)> {
+    env.iter()
+        .filter(|(k, _)| {
+            PASS_EXACT.contains(&k.as_str())
+                || PASS_PREFIX.iter().any(|p| k.starts_with(p))
+                || extra.iter().any(|e| e == *k)
+        })
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect()
+}
+
+/// What the engine needs to run.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The droid program; `None` means not found (runs end `error` / `droid_not_found`).
+    pub droid_bin: Option<PathBuf>,
+    /// Where droid was looked for.
+    pub droid_source: String,
+    /// Warnings from locating droid.
+    pub droid_warnings: Vec<String>,
+    /// The base environment of droid and of verification commands.
+    pub env: Vec<(OsString, OsString)>,
+    /// Directories a repo_root must lie under (empty: any).
+    pub allowed_roots: Vec<PathBuf>,
+    /// Highest autonomy granted.
+    pub max_autonomy: Autonomy,
+    /// Budget when a request names none.
+    pub default_timeout: Duration,
+    /// Model when a request names none.
+    pub default_model: Option<String>,
+    /// Re-run suggested commands.
+    pub verify: bool,
+    /// Bytes kept per output excerpt.
+    pub excerpt_bytes: usize,
+    /// Time between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+    /// How long droid may linger after its completion event before we end it.
+    pub exit_grace: Duration,
+    /// Where per-run private directories are made.
+    pub scratch_root: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> EnvMap {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn precedence_file_then_env() {
+        let dir = std::env::temp_dir().join(format!("dx-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config.toml");
+        std::fs::write(
+            &file,
+            "port = 1234\ndefault_timeout = 30\nmax_autonomy = \"low\"\n",
+        )
+        .unwrap();
+        let s = Settings::load(
+            Some(&file),
+            &env(&[("HOME", "/home/u"), ("DROID_TIMEOUT", "45")]),
+        )
+        .unwrap();
+        assert_eq!(s.port, 1234);
+        assert_eq!(s.default_timeout, 45);
+        assert_eq!(s.max_autonomy, Autonomy::Low);
+        assert_eq!(s.allowed_roots, vec![PathBuf::from("/home/u")]);
+        std::fs::write(&file, "port = \"x\"\n").unwrap();
+        let err = Settings::load(Some(&file), &env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 1, column 8"), "{err}");
+        std::fs::write(&file, "bogus_key = 1\n").unwrap();
+        let err = Settings::load(Some(&file), &env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `bogus_key`"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let missing =
+            Settings::load(Some(Path::new("/nonexistent/config.toml")), &env(&[])).unwrap();
+        assert_eq!(missing.port, 53002);
+        let bad = Settings::load(None, &env(&[("DROID_TIMEOUT", "soon")])).unwrap_err();
+        assert_eq!(
+            bad.to_string(),
+            "invalid value for DROID_TIMEOUT: \"soon\": invalid digit found in string"
+        );
+    }
+
+    #[test]
+    fn child_env_is_minimal() {
+        let e = env(&[
+            ("PATH", "/bin"),
+            ("FACTORY_API_KEY", "fk-1"),
+            ("AWS_SECRET", "x"),
+            ("KEEP", "1"),
+        ]);
+        let names: Vec<String> = child_env(&e, &["KEEP".into()])
+            .into_iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["FACTORY_API_KEY", "KEEP", "PATH"]);
+    }
+}

@@ -1,0 +1,630 @@
+//! The engine's entry point: admit a request, run droid under supervision, verify, and assemble
+//! the result.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use droid_contract::{
+    DroidInfo, ExecutionRequest, ExecutionResult, FileChange, HostCheck, Issue, IssueType, RunEnd,
+    Status, StatusFacts, Tests, Violations, decide,
+};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::classify::{agent_commands, findings, inside_repo, tool_files};
+use crate::config::EngineConfig;
+use crate::droid::Droid;
+use crate::error::EngineError;
+use crate::event::{Phase, RunEvent};
+use crate::excerpt::head_str;
+use crate::host::FsFacts;
+use crate::prompt;
+use crate::provider::{AgentEvent, Invocation, Provider};
+use crate::redact::Redactor;
+use crate::report;
+use crate::scratch::{Scratch, unique_id};
+use crate::snapshot::{Changes, Snapshot, SnapshotLimits};
+use crate::spawn::{SpawnSpec, capture, spawn};
+use crate::supervise::{Limits, Publisher, Supervised, supervise};
+use crate::sweep::MARKER_VAR;
+use crate::verify::{Verified, VerifyPlan, verify};
+
+/// Most log lines in one result.
+const MAX_LOGS: usize = 200;
+/// Longest log line.
+const LOG_LINE_MAX: usize = 2000;
+/// Longest summary taken from droid's final message.
+const SUMMARY_MAX: usize = 4000;
+
+/// Runs execution requests. Cheap to share behind an `Arc`; runs are independent.
+#[derive(Debug)]
+pub struct Engine {
+    cfg: EngineConfig,
+    provider: Arc<dyn Provider>,
+    version: tokio::sync::OnceCell<Option<String>>,
+}
+
+impl Engine {
+    /// An engine driving droid.
+    pub fn new(cfg: EngineConfig) -> Self {
+        Self::with_provider(cfg, Arc::new(Droid))
+    }
+
+    /// An engine driving another agent CLI.
+    pub fn with_provider(cfg: EngineConfig, provider: Arc<dyn Provider>) -> Self {
+        Self {
+            cfg,
+            provider,
+            version: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// Parse a request with every rule, host rules included (repo_root exists, is a directory,
+    /// lies under `allowed_roots`; files of interest do not escape through symlinks).
+    ///
+    /// # Errors
+    /// Every violation, each with its JSON path.
+    pub fn admit(&self, value: &Value) -> Result<ExecutionRequest, Violations> {
+        ExecutionRequest::from_value(
+            value,
+            Some(HostCheck {
+                facts: &FsFacts,
+                allowed_roots: &self.cfg.allowed_roots,
+            }),
+        )
+    }
+
+    /// Admit and run; an invalid request gives an `error` result listing every violation.
+    pub async fn execute(
+        &self,
+        value: &Value,
+        cancel: CancellationToken,
+        events: Option<mpsc::Sender<RunEvent>>,
+    ) -> ExecutionResult {
+        match self.admit(value) {
+            Ok(req) => self.run(&req, cancel, events).await,
+            Err(v) => {
+                let task_id = value
+                    .get("task_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let result = ExecutionResult::invalid_request(task_id, &v);
+                if let Some(tx) = events {
+                    let _ = tx.try_send(RunEvent::Completed {
+                        status: result.status,
+                    });
+                }
+                result
+            }
+        }
+    }
+
+    /// `droid --version`, asked once per engine; `None` when droid is missing or says nothing.
+    pub async fn droid_version(&self) -> Option<String> {
+        self.version
+            .get_or_init(|| async {
+                let program = self.cfg.droid_bin.clone()?;
+                let spec = SpawnSpec {
+                    program,
+                    args: self.provider.version_args(),
+                    cwd: self.cfg.scratch_root.clone(),
+                    env: self.cfg.env.clone(),
+                    stdin_piped: false,
+                };
+                let marker = format!("version-{}", unique_id());
+                let out = capture(&spec, None, Duration::from_secs(10), 4096, &marker)
+                    .await
+                    .ok()?;
+                let v = out.stdout.text().trim().to_owned();
+                (out.code == Some(0) && !v.is_empty()).then_some(v)
+            })
+            .await
+            .clone()
+    }
+
+    /// Run an admitted request. Never fails: every outcome is a result.
+    pub async fn run(
+        &self,
+        req: &ExecutionRequest,
+        cancel: CancellationToken,
+        events: Option<mpsc::Sender<RunEvent>>,
+    ) -> ExecutionResult {
+        let started = Instant::now();
+        let publish = Publisher::new(events);
+        let mut result = self.run_inner(req, &cancel, &publish, started).await;
+        result.task_id = req.task_id.as_ref().map(|t| t.as_str().to_owned());
+        result.notes_for_human.clone_from(&req.notes_for_human);
+        result.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if publish.dropped() > 0 {
+            result.logs.push(format!(
+                "{} progress events were dropped because the consumer was slow",
+                publish.dropped()
+            ));
+        }
+        publish.send(RunEvent::Completed {
+            status: result.status,
+        });
+        result
+    }
+
+    async fn run_inner(
+        &self,
+        req: &ExecutionRequest,
+        cancel: &CancellationToken,
+        publish: &Publisher,
+        started: Instant,
+    ) -> ExecutionResult {
+        let cfg = &self.cfg;
+        let runtime = req.max_runtime_seconds.map_or(cfg.default_timeout, |r| {
+            Duration::from_secs(u64::from(r.seconds()))
+        });
+        let deadline = started + runtime;
+        let Some(program) = cfg.droid_bin.clone() else {
+            return droid_missing(&cfg.droid_source);
+        };
+        let root = req.context.repo_root.as_path();
+        let real_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+        let redact = Redactor::from_env(
+            cfg.env
+                .iter()
+                .filter_map(|(k, v)| Some((k.to_str()?, v.to_str()?))),
+        );
+        let id = unique_id();
+        let scratch = match Scratch::create(&cfg.scratch_root, &id) {
+            Ok(s) => s,
+            Err(e) => {
+                return internal_error(
+                    &e,
+                    IssueType::EnvIssue,
+                    "check that the temp directory (TMPDIR) exists and is writable",
+                );
+            }
+        };
+        publish.send(RunEvent::Progress {
+            phase: Phase::Snapshot,
+            message: format!("recording {}", root.display()),
+        });
+        let limits = SnapshotLimits::default();
+        let (before, version) = tokio::join!(
+            Snapshot::take(root, &cfg.env, scratch.path(), &limits),
+            self.droid_version()
+        );
+        let prompt_file = match scratch.write("prompt.md", prompt::render(req).as_bytes()) {
+            Ok(p) => p,
+            Err(e) => {
+                return internal_error(
+                    &e,
+                    IssueType::EnvIssue,
+                    "check that the temp directory (TMPDIR) is writable",
+                );
+            }
+        };
+        let model = req.model.clone().or_else(|| cfg.default_model.clone());
+        let autonomy = req.effective_autonomy(cfg.max_autonomy);
+        let args = self.provider.args(&Invocation {
+            cwd: root,
+            prompt_file: &prompt_file,
+            autonomy,
+            model: model.as_deref(),
+            reasoning_effort: req.reasoning_effort.as_deref(),
+            session_id: req.session_id.as_deref(),
+        });
+        let marker = format!("run-{id}");
+        let mut env: Vec<(OsString, OsString)> = cfg
+            .env
+            .iter()
+            .filter(|(k, _)| k != "TMPDIR" && k != MARKER_VAR)
+            .cloned()
+            .collect();
+        env.push(("TMPDIR".into(), scratch.tmp().into()));
+        env.push((MARKER_VAR.into(), marker.clone().into()));
+        if cancel.is_cancelled() {
+            return cancelled_before_start();
+        }
+        let spec = SpawnSpec {
+            program: program.clone(),
+            args,
+            cwd: root.to_path_buf(),
+            env: env.clone(),
+            stdin_piped: false,
+        };
+        let child = match spawn(&spec) {
+            Ok(c) => c,
+            Err(EngineError::Spawn { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return droid_missing(&format!("{} (not found)", program.display()));
+            }
+            Err(e) => {
+                return internal_error(
+                    &e,
+                    IssueType::DroidNotFound,
+                    "check that the droid binary is executable (droid-executor doctor)",
+                );
+            }
+        };
+        publish.send(RunEvent::Started {
+            pid: child.id().unwrap_or(0),
+            program: program.display().to_string(),
+            autonomy: autonomy.as_str().to_owned(),
+            model: model.clone(),
+        });
+        publish.send(RunEvent::Progress {
+            phase: Phase::Agent,
+            message: "droid is working".into(),
+        });
+        let sup = supervise(
+            child,
+            self.provider.as_ref(),
+            &Limits {
+                deadline,
+                kill_grace: cfg.kill_grace,
+                exit_grace: cfg.exit_grace,
+                marker: marker.clone(),
+            },
+            cancel,
+            publish,
+        )
+        .await;
+        publish.send(RunEvent::Progress {
+            phase: Phase::Assemble,
+            message: "reading the repository".into(),
+        });
+        let changes = match before {
+            Ok(before) => match Snapshot::take(root, &cfg.env, scratch.path(), &limits).await {
+                Ok(after) => before.diff(&after, &cfg.env).await,
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        let verified = if cfg.verify
+            && !req.suggested_commands.is_empty()
+            && (sup.end == RunEnd::Completed
+                || (sup.end == RunEnd::Failed
+                    && changes.as_ref().is_ok_and(|c| !c.files.is_empty())))
+        {
+            publish.send(RunEvent::Progress {
+                phase: Phase::Verify,
+                message: format!("re-running {} command(s)", req.suggested_commands.len()),
+            });
+            Some(
+                verify(
+                    &VerifyPlan {
+                        commands: &req.suggested_commands,
+                        cwd: root,
+                        env: &env,
+                        deadline,
+                        keep: cfg.excerpt_bytes,
+                        marker: &marker,
+                        redact: &redact,
+                    },
+                    cancel,
+                )
+                .await,
+            )
+        } else {
+            None
+        };
+        assemble(&Assembly {
+            req,
+            root,
+            real_root: &real_root,
+            runtime,
+            sup,
+            changes,
+            verified,
+            version,
+            model,
+            redact: &redact,
+            excerpt_bytes: cfg.excerpt_bytes,
+            warnings: &cfg.droid_warnings,
+        })
+    }
+}
+
+fn droid_missing(where_: &str) -> ExecutionResult {
+    ExecutionResult::error(
+        None,
+        format!("droid was not found: {where_}; nothing ran"),
+        vec![Issue::new(
+            IssueType::DroidNotFound,
+            format!("the droid CLI was not found: {where_}"),
+            "install it (npm install -g @factory/cli) or point droid_bin / DROID_CLI_CMD at it; droid-executor doctor checks the setup",
+        )],
+    )
+}
+
+fn internal_error(e: &EngineError, kind: IssueType, action: &str) -> ExecutionResult {
+    ExecutionResult::error(
+        None,
+        format!("could not start the run: {e}"),
+        vec![Issue::new(kind, e.to_string(), action)],
+    )
+}
+
+fn cancelled_before_start() -> ExecutionResult {
+    let mut r = ExecutionResult::error(
+        None,
+        "cancelled before droid started",
+        vec![Issue::new(
+            IssueType::Cancelled,
+            "the run was cancelled before droid started",
+            "submit the task again if it is still wanted",
+        )],
+    );
+    r.status = Status::Cancelled;
+    r
+}
+
+struct Assembly<'a> {
+    req: &'a ExecutionRequest,
+    root: &'a Path,
+    real_root: &'a Path,
+    runtime: Duration,
+    sup: Supervised,
+    changes: Result<Changes, EngineError>,
+    verified: Option<Verified>,
+    version: Option<String>,
+    model: Option<String>,
+    redact: &'a Redactor,
+    excerpt_bytes: usize,
+    warnings: &'a [String],
+}
+
+fn push_issue(issues: &mut Vec<Issue>, issue: Issue) {
+    if !issues.iter().any(|i| i.kind == issue.kind) {
+        issues.push(issue);
+    }
+}
+
+fn assemble(a: &Assembly<'_>) -> ExecutionResult {
+    let sup = &a.sup;
+    let mut logs: Vec<String> = a.warnings.to_vec();
+    let mut issues: Vec<Issue> = Vec::new();
+
+    let mut session_id = None;
+    let mut init_model = None;
+    let mut completion = None;
+    for ev in &sup.events {
+        match ev {
+            AgentEvent::Init {
+                session_id: s,
+                model,
+            } => {
+                session_id.clone_from(s);
+                init_model.clone_from(model);
+            }
+            AgentEvent::Completion {
+                final_text,
+                num_turns,
+                session_id: s,
+                usage,
+            } => {
+                if s.is_some() {
+                    session_id.clone_from(s);
+                }
+                completion = Some((final_text.clone(), *num_turns, usage.clone()));
+            }
+            AgentEvent::Error { source, message } => {
+                logs.push(format!("droid {source} error: {message}"));
+            }
+            AgentEvent::Unknown(line) => logs.push(format!("droid output: {line}")),
+            AgentEvent::Message { .. }
+            | AgentEvent::ToolCall { .. }
+            | AgentEvent::ToolResult { .. } => {}
+        }
+    }
+    if sup.unknown_lines > 50 {
+        logs.push(format!(
+            "{} further lines of droid output were not events and were dropped",
+            sup.unknown_lines - 50
+        ));
+    }
+    for n in &sup.oversized {
+        logs.push(format!("droid printed a {n}-byte line; it was skipped"));
+    }
+    let stderr = sup.stderr.text();
+    let stderr_lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    for l in stderr_lines.iter().rev().take(50).rev() {
+        logs.push(format!("droid stderr: {l}"));
+    }
+
+    let (prose, report) = completion
+        .as_ref()
+        .map_or((String::new(), None), |(text, _, _)| report::extract(text));
+    let report = report.unwrap_or_default();
+
+    // files: ground truth from the repository, detail from droid
+    let tools = tool_files(&sup.events, a.root, a.real_root);
+    let mut files: Vec<FileChange> = match &a.changes {
+        Ok(c) => {
+            logs.extend(c.warnings.iter().cloned());
+            c.files.clone()
+        }
+        Err(e) => {
+            issues.push(Issue::new(
+                IssueType::EnvIssue,
+                format!("could not read the repository's changes: {e}"),
+                "check that git works in repo_root; files_changed is empty because it could not be measured",
+            ));
+            Vec::new()
+        }
+    };
+    let reported: HashMap<PathBuf, &Vec<String>> = report
+        .files
+        .iter()
+        .filter_map(|(p, h)| Some((inside_repo(p, a.root, a.real_root)?, h)))
+        .collect();
+    for f in &mut files {
+        let key = PathBuf::from(&f.path);
+        if let Some(h) = reported.get(&key) {
+            f.highlights.extend(h.iter().map(|s| a.redact.apply(s)));
+        }
+        if let Some(h) = tools.highlights.get(&key) {
+            f.highlights.extend(h.iter().cloned());
+        }
+    }
+    if !tools.outside.is_empty() {
+        issues.push(Issue::new(
+            IssueType::Conflict,
+            format!(
+                "droid wrote outside repo_root: {}",
+                tools.outside.join(", ")
+            ),
+            "inspect and revert those paths; they are not listed in files_changed",
+        ));
+    }
+
+    let mut commands = agent_commands(&sup.events, a.excerpt_bytes, a.redact);
+    let completed = sup.end == RunEnd::Completed;
+    let found = findings(&sup.events, &stderr, completed);
+    issues.extend(found.issues.iter().cloned());
+    issues.extend(report.issues.iter().map(|i| Issue {
+        description: a.redact.apply(&i.description),
+        ..i.clone()
+    }));
+
+    let exit_code = sup.exit.and_then(|s| s.code());
+    let exit_ok = (sup.stopped_by_us && completed) || exit_code == Some(0);
+    let usage = completion.as_ref().and_then(|(_, _, u)| u.clone());
+    let suspect_truncated = completed
+        && usage
+            .as_ref()
+            .is_some_and(|u| u.input_tokens == 0 && u.output_tokens == 0);
+
+    match sup.end {
+        RunEnd::TimedOut => issues.push(Issue::new(
+            IssueType::Timeout,
+            format!("droid did not finish within {} s and was stopped", a.runtime.as_secs()),
+            "raise max_runtime_seconds or split the task; partial changes are listed in files_changed",
+        )),
+        RunEnd::Cancelled => issues.push(Issue::new(
+            IssueType::Cancelled,
+            "the run was cancelled and droid was stopped",
+            "partial changes are listed in files_changed; submit again if still wanted",
+        )),
+        RunEnd::Failed if found.issues.is_empty() => {
+            let why = match (exit_code, sup.exit) {
+                (Some(0), _) => "droid exited 0 without a completion event (it does so when killed by SIGTERM, when its output closes, or when a stream breaks)".to_owned(),
+                (Some(code), _) => format!("droid exited {code} without a completion event or an error message (its log in $HOME/.factory/logs/droid-log-single.log may say why)"),
+                (None, Some(status)) => format!("droid was killed ({status})"),
+                (None, None) => "droid ended without a completion event".to_owned(),
+            };
+            issues.push(Issue::new(
+                IssueType::AgentError,
+                why,
+                "run droid-executor doctor; check the model configuration; run the task again",
+            ));
+        }
+        RunEnd::Failed | RunEnd::Completed | RunEnd::NotStarted => {}
+    }
+
+    let (tests, verify_codes) = match &a.verified {
+        Some(v) => {
+            commands.extend(v.runs.iter().cloned());
+            if v.cancelled {
+                issues.push(Issue::new(
+                    IssueType::Cancelled,
+                    "cancelled during verification",
+                    "run the suggested commands yourself",
+                ));
+            }
+            (v.tests.clone(), v.codes.clone())
+        }
+        None => {
+            if !a.req.suggested_commands.is_empty() {
+                logs.push(
+                    "verification skipped: droid did not finish (or verification is off)".into(),
+                );
+            }
+            (
+                Tests {
+                    passed: None,
+                    details: String::new(),
+                    commands: a
+                        .req
+                        .suggested_commands
+                        .iter()
+                        .map(|c| c.as_str().to_owned())
+                        .collect(),
+                },
+                Vec::new(),
+            )
+        }
+    };
+
+    let verdict = decide(&StatusFacts {
+        end: if a.verified.as_ref().is_some_and(|v| v.cancelled) {
+            RunEnd::Cancelled
+        } else {
+            sup.end
+        },
+        exit_ok,
+        reported: report.status,
+        verify_exit_codes: verify_codes,
+        files_changed: files.len(),
+        permission_denied: found.permission_denied,
+        suspect_truncated,
+    });
+    for r in verdict.reasons {
+        push_issue(&mut issues, r);
+    }
+
+    let summary = match (&report.summary, sup.end) {
+        (Some(s), _) => head_str(s, SUMMARY_MAX),
+        (None, RunEnd::Completed) if !prose.is_empty() => head_str(&prose, SUMMARY_MAX),
+        (None, RunEnd::Completed) => "droid finished without a final message".to_owned(),
+        (None, RunEnd::TimedOut) => format!(
+            "timed out after {} s; {} file(s) changed before droid was stopped",
+            a.runtime.as_secs(),
+            files.len()
+        ),
+        (None, RunEnd::Cancelled) => format!(
+            "cancelled; {} file(s) changed before droid was stopped",
+            files.len()
+        ),
+        (None, RunEnd::Failed | RunEnd::NotStarted) => match &found.headline {
+            Some(h) => format!("droid failed: {}", head_str(h, 500)),
+            None => "droid failed without saying why".to_owned(),
+        },
+    };
+
+    let logs: Vec<String> = logs
+        .iter()
+        .rev()
+        .take(MAX_LOGS)
+        .rev()
+        .map(|l| a.redact.apply(&head_str(l, LOG_LINE_MAX)))
+        .collect();
+
+    ExecutionResult {
+        status: verdict.status,
+        summary: a.redact.apply(&summary),
+        files_changed: files,
+        commands_run: commands,
+        tests,
+        logs,
+        issues,
+        task_id: None,
+        session_id,
+        duration_ms: 0,
+        droid: Some(DroidInfo {
+            version: a.version.clone(),
+            model: a.model.clone().or(init_model),
+            exit_code,
+            num_turns: completion.as_ref().and_then(|(_, n, _)| *n),
+            usage,
+        }),
+        notes_for_human: None,
+    }
+}

@@ -1,0 +1,54 @@
+//! The engine's error type. Outcomes of a run (timeout, cancel, droid failing) are not errors:
+//! they are data in the `ExecutionResult`. `Err` means the engine could not do what was asked at all.
+
+use std::path::PathBuf;
+
+/// Why the engine could not do something.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// A process could not be started.
+    #[error("could not start {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reading or writing a file failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done ("read", "write", "create directory").
+        action: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The configuration file is invalid.
+    #[error("invalid config {path}: {message}")]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with line and column when known.
+        message: String,
+    },
+    /// A configuration value from the environment is invalid.
+    #[error("invalid value for {name}: {message}")]
+    Setting {
+        /// The variable or key.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A git command failed while snapshotting the repository.
+    #[error("git {args} failed: {message}")]
+    Git {
+        /// The git arguments.
+        args: String,
+        /// Its stderr, trimmed.
+        message: String,
+    },
+}

@@ -1,0 +1,43 @@
+//! droid-exec: the engine. It turns an [`droid_contract::ExecutionRequest`] into a supervised
+//! `droid exec -o stream-json` run and an [`droid_contract::ExecutionResult`] built from ground
+//! truth: `files_changed` from the repository itself (a snapshot before and after), `tests` from
+//! commands we re-run ourselves, success from droid's `completion` event (its exit code lies: it
+//! exits 0 on SIGTERM, EPIPE and truncated model streams).
+//!
+//! This is the only crate that spawns processes, measures time or parses agent output; front-ends
+//! (CLI, HTTP, MCP, ACP) decode their transport, call [`Engine`], and encode the answer. It must
+//! not depend on any front-end crate, on hyper, or on clap.
+//!
+//! Key choices:
+//! - the prompt goes through a private file (`-f`), never argv (Linux caps one argument at 128 KiB);
+//! - every process a run starts carries a marker variable in its environment, so that timeout and
+//!   cancellation can find and kill droid's Execute children even after they left droid's process
+//!   group with `setsid` (see [`sweep`]);
+//! - outcomes (timeout, cancel, droid failing) are data in the result; `Err` means "could not run".
+
+mod classify;
+pub mod config;
+pub mod droid;
+mod engine;
+pub mod error;
+pub mod event;
+pub mod excerpt;
+pub mod host;
+pub mod lines;
+pub mod locate;
+pub mod prompt;
+pub mod provider;
+pub mod redact;
+pub mod report;
+mod scratch;
+pub(crate) mod snapshot;
+pub mod spawn;
+pub mod supervise;
+pub mod sweep;
+mod verify;
+
+pub use config::{EngineConfig, EnvMap, Settings};
+pub use engine::Engine;
+pub use error::EngineError;
+pub use event::{EVENT_CHANNEL_CAPACITY, Phase, RunEvent};
+pub use provider::{AgentEvent, Invocation, Provider};

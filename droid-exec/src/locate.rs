@@ -1,0 +1,111 @@
+//! Finding the droid binary: the config's `droid_bin`, then `DROID_CLI_CMD`, then `PATH`, and
+//! nowhere else (no guessing in npm prefixes or home directories: a test or a user that wants a
+//! particular binary names it).
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use crate::spawn::resolve_program;
+
+/// Where droid was found, or why not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// The program, when found.
+    pub program: Option<PathBuf>,
+    /// Where it came from (`config droid_bin`, `DROID_CLI_CMD`, `PATH`), or what was tried.
+    pub source: String,
+    /// Things worth telling the user (ignored extra words in `DROID_CLI_CMD`, a configured path
+    /// that does not exist).
+    pub warnings: Vec<String>,
+}
+
+/// Locate droid. `cli_cmd` is the seed's `DROID_CLI_CMD`: its first word is the program; extra
+/// words (the origin's `exec --output-format json --auto high`) are ignored with a warning, since
+/// the engine sets its own flags.
+pub fn locate_droid(
+    configured: Option<&Path>,
+    cli_cmd: Option<&str>,
+    path_var: Option<&OsStr>,
+) -> Located {
+    let mut warnings = Vec::new();
+    if let Some(p) = configured {
+        return match resolve_program(p, path_var) {
+            Some(found) => Located {
+                program: Some(found),
+                source: "config droid_bin".into(),
+                warnings,
+            },
+            None => Located {
+                program: None,
+                source: format!("config droid_bin {} (not an executable file)", p.display()),
+                warnings,
+            },
+        };
+    }
+    if let Some(cmd) = cli_cmd.map(str::trim).filter(|c| !c.is_empty()) {
+        let mut words = cmd.split_whitespace();
+        let program = words.next().unwrap_or(cmd);
+        let rest: Vec<&str> = words.collect();
+        if !rest.is_empty() {
+            warnings.push(format!(
+                "DROID_CLI_CMD: ignoring {:?}; droid-executor sets droid's flags itself",
+                rest.join(" ")
+            ));
+        }
+        return match resolve_program(Path::new(program), path_var) {
+            Some(found) => Located {
+                program: Some(found),
+                source: "DROID_CLI_CMD".into(),
+                warnings,
+            },
+            None => Located {
+                program: None,
+                source: format!("DROID_CLI_CMD {program} (not found)"),
+                warnings,
+            },
+        };
+    }
+    match resolve_program(Path::new("droid"), path_var) {
+        Some(found) => Located {
+            program: Some(found),
+            source: "PATH".into(),
+            warnings,
+        },
+        None => Located {
+            program: None,
+            source: "droid on PATH (not found)".into(),
+            warnings,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_is_config_then_env_then_path() {
+        let sh = resolve_program(Path::new("sh"), Some(OsStr::new("/bin:/usr/bin"))).unwrap();
+        let path = OsStr::new("/bin:/usr/bin");
+        let l = locate_droid(Some(&sh), Some("nothing-here"), Some(path));
+        assert_eq!(l.source, "config droid_bin");
+        let l = locate_droid(
+            None,
+            Some("sh exec --output-format json --auto high"),
+            Some(path),
+        );
+        assert_eq!(l.program.as_deref(), Some(sh.as_path()));
+        assert_eq!(l.source, "DROID_CLI_CMD");
+        assert_eq!(
+            l.warnings,
+            [
+                "DROID_CLI_CMD: ignoring \"exec --output-format json --auto high\"; droid-executor sets droid's flags itself"
+            ]
+        );
+        let l = locate_droid(None, None, Some(OsStr::new("/nonexistent-dir")));
+        assert_eq!(l.program, None);
+        assert_eq!(l.source, "droid on PATH (not found)");
+        let l = locate_droid(Some(Path::new("/no/such/droid")), None, Some(path));
+        assert_eq!(l.program, None);
+    }
+}

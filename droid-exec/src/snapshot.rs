@@ -1,0 +1,1889 @@
+//! Ground truth for `files_changed`: a record of the repository's working tree taken before droid
+//! runs and again after it, and the files that differ between the two records. What droid says it
+//! changed is never trusted; this is what the result reports.
+//!
+//! In a git work tree a snapshot is a git tree object built from the working tree below `root`:
+//! the repository's index is copied into the run's scratch directory (the copy keeps git's stat
+//! cache, so unchanged files are not hashed again), then `git add -A -- .` and `git write-tree`
+//! run with `GIT_INDEX_FILE` pointing at the copy and `GIT_OBJECT_DIRECTORY` at
+//! `scratch/objects` (the repository's own object directory is only an alternate, read-only).
+//! Key choice: nothing is ever written to the user's repository, not its index, not its object
+//! store, and HEAD is irrelevant: we diff working trees, so droid committing during the run hides
+//! nothing. Both snapshots of one run share `scratch/objects`, so `git diff-tree` sees both trees
+//! and gives renames and line counts for free.
+//!
+//! Files that `.gitignore` excludes are not staged and so never reported: build output and caches
+//! are not "files changed" (a file that is already tracked is reported even when ignored, as git
+//! does). Changes inside an embedded repository show only as a change of its checked-out commit.
+//!
+//! Outside a git work tree (or when git cannot be used) the fallback walks `root` with std::fs,
+//! bounded by [`SnapshotLimits`], recording size, modification time, executable bit and a 64-bit
+//! FNV-1a hash per regular file, and the target of each symlink; line counts are then `None`.
+//! Once a run's first snapshot walked, the second walks too (a marker file in `scratch`), so a
+//! droid that runs `git init` does not make the two snapshots incomparable; `.git` entries are
+//! skipped by the walk for the same reason.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::{OsStr, OsString};
+use std::ops::ControlFlow;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use droid_contract::{ChangeType, FileChange};
+
+use crate::error::EngineError;
+use crate::excerpt::head_str;
+use crate::spawn::{SpawnSpec, capture};
+use crate::sweep::MARKER_VAR;
+
+/// How long one git command may take.
+const GIT_TIMEOUT: Duration = Duration::from_secs(120);
+/// How much of git's output we keep; more than this is an error, not a silent cut.
+const GIT_KEEP_BYTES: usize = 64 * 1024 * 1024;
+/// The file in `scratch` that makes later snapshots of a run walk once the first one walked.
+const MODE_FILE: &str = "snapshot-mode";
+/// The content of [`MODE_FILE`].
+const WALK_MODE: &[u8] = b"walk";
+/// The longest piece of git's stderr quoted in a warning or an error.
+const MAX_MESSAGE_BYTES: usize = 2000;
+/// Settings every git call gets: no fsmonitor daemon, raw path names, a full (not split) index
+/// in our copy, no automatic gc, no dying on CRLF conversions, no embedded-repository advice,
+/// and no Git LFS clean filter (it would write to `.git/lfs` and needs git-lfs installed; LFS
+/// files are hashed as they are on disk instead).
+const GIT_CONFIG: &[&str] = &[
+    "core.fsmonitor=false",
+    "core.quotepath=false",
+    "core.splitIndex=false",
+    "core.safecrlf=false",
+    "gc.auto=0",
+    "advice.addEmbeddedRepo=false",
+    "filter.lfs.clean=",
+    "filter.lfs.smudge=",
+    "filter.lfs.process=",
+    "filter.lfs.required=false",
+];
+
+/// Numbers the scratch index directories and the git processes' markers.
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn next_seq() -> u64 {
+    SEQ.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Bounds on the fallback walk of a directory that is not a git work tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SnapshotLimits {
+    /// Record at most this many files; the walk stops there with a warning.
+    pub max_files: usize,
+    /// Hash at most this many bytes in all; later files are compared by size and mtime.
+    pub max_bytes: u64,
+}
+
+impl Default for SnapshotLimits {
+    fn default() -> Self {
+        Self {
+            max_files: 20_000,
+            max_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+/// A record of the working tree below a root at one moment.
+#[derive(Debug)]
+pub(crate) struct Snapshot {
+    /// The directory the snapshot covers (where git runs).
+    root: PathBuf,
+    /// What was recorded.
+    kind: Kind,
+    /// Things the snapshot could not see, for the result's issues.
+    warnings: Vec<String>,
+}
+
+/// How a snapshot was recorded.
+#[derive(Debug)]
+enum Kind {
+    /// A git tree of the working tree below the root.
+    Git(GitTree),
+    /// A bounded walk of the directory.
+    Walk(Walk),
+}
+
+/// A git tree object holding the working tree below the root.
+#[derive(Debug)]
+struct GitTree {
+    /// The tree id: the root's subtree, so its paths are relative to the root.
+    tree: String,
+    /// The run's object directory (`scratch/objects`) where the tree was written.
+    objects: PathBuf,
+    /// The repository's object directory, used read-only as an alternate.
+    repo_objects: PathBuf,
+}
+
+/// The files found by walking the root.
+#[derive(Debug)]
+struct Walk {
+    /// Path relative to the root → what was there. Ordered as the walk visits (component-wise).
+    entries: BTreeMap<PathBuf, Entry>,
+    /// The walk stopped at the file limit: paths after the last entry were not checked.
+    truncated: bool,
+}
+
+/// One walked non-directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Entry {
+    /// A regular file.
+    File {
+        /// Its size in bytes.
+        size: u64,
+        /// Its modification time, when the platform gives one.
+        mtime: Option<SystemTime>,
+        /// Any executable bit set (the only mode bit git tracks).
+        executable: bool,
+        /// FNV-1a of its content; `None` past the byte budget or when it could not be read.
+        hash: Option<u64>,
+    },
+    /// A symbolic link (never followed).
+    Symlink {
+        /// Where it points.
+        target: PathBuf,
+    },
+    /// A FIFO, socket or device (never opened).
+    Special {
+        /// Which one.
+        kind: &'static str,
+    },
+}
+
+/// The files that differ between two snapshots.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Changes {
+    /// Changed files, paths relative to the root, sorted by path.
+    pub files: Vec<FileChange>,
+    /// What could not be checked (limits hit, files git could not stage...), without duplicates.
+    pub warnings: Vec<String>,
+}
+
+impl Snapshot {
+    /// Record the working tree below `root`.
+    ///
+    /// `root` is the absolute repository root (may be a subdirectory of a git work tree, or not
+    /// a git repo at all). `env` is the complete environment for child processes (it contains
+    /// PATH, HOME...). `scratch` is a private temp directory owned by this run (exists, deleted
+    /// by the caller afterwards); take both snapshots of a run with the same `scratch`.
+    ///
+    /// # Errors
+    /// [`EngineError::Git`] when git fails on a work tree it recognised, [`EngineError::Spawn`]
+    /// when git stops being startable mid-snapshot, [`EngineError::Io`] when `scratch` cannot be
+    /// written or `root` cannot be read.
+    pub(crate) async fn take(
+        root: &Path,
+        env: &[(OsString, OsString)],
+        scratch: &Path,
+        limits: &SnapshotLimits,
+    ) -> Result<Snapshot, EngineError> {
+        let mode_file = scratch.join(MODE_FILE);
+        let walked_before = match tokio::fs::read(&mode_file).await {
+            Ok(bytes) => bytes == WALK_MODE,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(source) => return Err(io_error("read", &mode_file, source)),
+        };
+        let mut warnings = Vec::new();
+        if !walked_before {
+            match locate(root, env).await {
+                Located::Repo(repo) => {
+                    let tree = take_git(root, env, scratch, &repo, &mut warnings).await?;
+                    return Ok(Snapshot {
+                        root: root.to_path_buf(),
+                        kind: Kind::Git(tree),
+                        warnings,
+                    });
+                }
+                Located::NotARepo => {}
+                Located::Unusable(why) => warnings.push(format!(
+                    "{why}; files were compared by walking the directory (no line counts)"
+                )),
+            }
+            tokio::fs::write(&mode_file, WALK_MODE)
+                .await
+                .map_err(|source| io_error("write", &mode_file, source))?;
+        }
+        let (walk, walk_warnings) = walk(root, *limits).await?;
+        warnings.extend(walk_warnings);
+        Ok(Snapshot {
+            root: root.to_path_buf(),
+            kind: Kind::Walk(walk),
+            warnings,
+        })
+    }
+
+    /// Files that differ between `self` (before) and `after`, paths relative to `root`, sorted
+    /// by path, with the warnings of both snapshots.
+    ///
+    /// # Errors
+    /// [`EngineError::Git`] when `git diff-tree` fails, [`EngineError::Spawn`] when git cannot
+    /// be started.
+    pub(crate) async fn diff(
+        &self,
+        after: &Snapshot,
+        env: &[(OsString, OsString)],
+    ) -> Result<Changes, EngineError> {
+        let mut warnings = Vec::new();
+        for w in self.warnings.iter().chain(&after.warnings) {
+            if !warnings.contains(w) {
+                warnings.push(w.clone());
+            }
+        }
+        let mut files = match (&self.kind, &after.kind) {
+            (Kind::Git(before), Kind::Git(now)) => diff_git(&self.root, before, now, env).await?,
+            (Kind::Walk(before), Kind::Walk(now)) => diff_walk(before, now),
+            (Kind::Git(_), Kind::Walk(_)) | (Kind::Walk(_), Kind::Git(_)) => {
+                warnings.push(
+                    "the directory stopped or started being a usable git work tree during the \
+                     run; files_changed was not measured"
+                        .to_owned(),
+                );
+                Vec::new()
+            }
+        };
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(Changes { files, warnings })
+    }
+}
+
+fn io_error(action: &'static str, path: &Path, source: std::io::Error) -> EngineError {
+    EngineError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// git
+
+/// Where the git work tree containing the root keeps things.
+#[derive(Debug)]
+struct Repo {
+    /// The root's path inside the work tree, with a trailing `/`; empty at the top.
+    prefix: OsString,
+    /// The real index file (it may not exist yet).
+    index: PathBuf,
+    /// The real object directory.
+    objects: PathBuf,
+}
+
+/// What `git rev-parse` said about the root.
+#[derive(Debug)]
+enum Located {
+    /// Inside a work tree.
+    Repo(Repo),
+    /// Not a git repository: walk, nothing to warn about.
+    NotARepo,
+    /// Git could not be used (not installed, dubious ownership, bare repository...): walk and
+    /// say why.
+    Unusable(String),
+}
+
+/// One finished git command.
+#[derive(Debug)]
+struct GitRun {
+    /// What ran, for messages (`git` and the `-c` settings left out).
+    args: String,
+    /// Exited 0.
+    success: bool,
+    /// All of stdout.
+    stdout: Vec<u8>,
+    /// Stderr, trimmed and bounded (or why the command did not finish).
+    message: String,
+}
+
+impl GitRun {
+    /// Stdout of a successful run, else [`EngineError::Git`].
+    fn into_stdout(self) -> Result<Vec<u8>, EngineError> {
+        if self.success {
+            Ok(self.stdout)
+        } else {
+            Err(self.into_error())
+        }
+    }
+
+    fn into_error(self) -> EngineError {
+        EngineError::Git {
+            args: self.args,
+            message: self.message,
+        }
+    }
+}
+
+/// Run `git <GIT_CONFIG> <args>` in `root` with `env` (plus a marker and the C locale, so that
+/// messages we recognise are in English).
+async fn git(
+    root: &Path,
+    env: &[(OsString, OsString)],
+    args: &[OsString],
+    input: Option<&[u8]>,
+) -> Result<GitRun, EngineError> {
+    let marker = format!("snapshot-{}-{}", std::process::id(), next_seq());
+    let env = with_vars(
+        env,
+        &[
+            (MARKER_VAR, OsString::from(&marker)),
+            ("LC_ALL", OsString::from("C")),
+        ],
+    );
+    let mut full = Vec::with_capacity(GIT_CONFIG.len() * 2 + args.len());
+    for setting in GIT_CONFIG {
+        full.push(OsString::from("-c"));
+        full.push(OsString::from(setting));
+    }
+    full.extend(args.iter().cloned());
+    let spec = SpawnSpec {
+        program: PathBuf::from("git"),
+        args: full,
+        cwd: root.to_path_buf(),
+        env,
+        stdin_piped: false,
+    };
+    let out = capture(&spec, input, GIT_TIMEOUT, GIT_KEEP_BYTES, &marker).await?;
+    let args = args
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let stderr = head_str(out.stderr.text().trim(), MAX_MESSAGE_BYTES);
+    let (success, message) = if out.timed_out {
+        (
+            false,
+            format!("timed out after {} s", GIT_TIMEOUT.as_secs()),
+        )
+    } else if out.stdout.truncated() {
+        (
+            false,
+            format!("its output exceeded {} MiB", GIT_KEEP_BYTES >> 20),
+        )
+    } else {
+        (out.code == Some(0), stderr)
+    };
+    Ok(GitRun {
+        args,
+        success,
+        stdout: out.stdout.bytes(),
+        message,
+    })
+}
+
+/// `env` with each of `vars` set (replacing any value it had).
+fn with_vars(env: &[(OsString, OsString)], vars: &[(&str, OsString)]) -> Vec<(OsString, OsString)> {
+    let mut out: Vec<(OsString, OsString)> = env
+        .iter()
+        .filter(|(k, _)| !vars.iter().any(|(name, _)| k == name))
+        .cloned()
+        .collect();
+    out.extend(
+        vars.iter()
+            .map(|(name, value)| (OsString::from(name), value.clone())),
+    );
+    out
+}
+
+fn os_args(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
+
+/// Ask git whether `root` is inside a work tree, and where its index and objects are.
+async fn locate(root: &Path, env: &[(OsString, OsString)]) -> Located {
+    let args = os_args(&[
+        "rev-parse",
+        "--path-format=absolute",
+        "--show-toplevel",
+        "--show-prefix",
+        "--git-path",
+        "index",
+        "--git-path",
+        "objects",
+    ]);
+    let run = match git(root, env, &args, None).await {
+        Ok(run) => run,
+        Err(e) => return Located::Unusable(format!("git could not be started ({e})")),
+    };
+    if !run.success {
+        if run.message.contains("not a git repository") {
+            return Located::NotARepo;
+        }
+        return Located::Unusable(format!("git {} failed: {}", run.args, run.message));
+    }
+    let mut stdout = run.stdout;
+    if stdout.last() == Some(&b'\n') {
+        stdout.pop();
+    }
+    let lines: Vec<&[u8]> = stdout.split(|b| *b == b'\n').collect();
+    let [_toplevel, prefix, index, objects] = lines.as_slice() else {
+        return Located::Unusable(format!(
+            "git {} printed something unexpected: {:?}",
+            run.args,
+            String::from_utf8_lossy(&stdout)
+        ));
+    };
+    Located::Repo(Repo {
+        prefix: OsString::from_vec(prefix.to_vec()),
+        index: PathBuf::from(OsString::from_vec(index.to_vec())),
+        objects: PathBuf::from(OsString::from_vec(objects.to_vec())),
+    })
+}
+
+/// Stage the working tree below `root` into a copy of the index and write it as a tree.
+async fn take_git(
+    root: &Path,
+    env: &[(OsString, OsString)],
+    scratch: &Path,
+    repo: &Repo,
+    warnings: &mut Vec<String>,
+) -> Result<GitTree, EngineError> {
+    let dir = scratch.join(format!("snap-{}", next_seq()));
+    let objects = scratch.join("objects");
+    for d in [&dir, &objects] {
+        tokio::fs::create_dir_all(d)
+            .await
+            .map_err(|source| io_error("create directory", d, source))?;
+    }
+    let index = dir.join("index");
+    copy_index(&repo.index, &index).await?;
+    let env = with_vars(
+        env,
+        &[
+            ("GIT_INDEX_FILE", index.clone().into_os_string()),
+            ("GIT_OBJECT_DIRECTORY", objects.clone().into_os_string()),
+            (
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+                alternates(&[&repo.objects], env),
+            ),
+        ],
+    );
+    // --ignore-errors: a file that cannot be read, or a nested repository without a commit,
+    // must not stop everything else from being staged; git still exits non-zero and says why.
+    let add = git(
+        root,
+        &env,
+        &os_args(&["add", "--ignore-errors", "-A", "--", "."]),
+        None,
+    )
+    .await?;
+    if !add.success {
+        warnings.push(format!(
+            "git {} could not stage everything: {}",
+            add.args, add.message
+        ));
+    }
+    let tree = write_tree(root, &env, &repo.prefix).await?;
+    Ok(GitTree {
+        tree,
+        objects,
+        repo_objects: repo.objects.clone(),
+    })
+}
+
+/// Copy the real index (when there is one) to `to`, keeping its modification time: git's
+/// racy-entry check compares file times with the index's own, so a fresh time would let a
+/// same-size edit made right after the index was written pass as unchanged.
+async fn copy_index(from: &Path, to: &Path) -> Result<(), EngineError> {
+    let (from, copy) = (from.to_path_buf(), to.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        let to = copy;
+        let meta = match std::fs::metadata(&from) {
+            Ok(meta) => meta,
+            // a repository without an index yet (fresh `git init`): git add starts one
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(source) => return Err(io_error("read", &from, source)),
+        };
+        std::fs::copy(&from, &to).map_err(|source| io_error("copy", &from, source))?;
+        if let Ok(mtime) = meta.modified() {
+            std::fs::File::options()
+                .write(true)
+                .open(&to)
+                .and_then(|f| f.set_modified(mtime))
+                .map_err(|source| io_error("set the modification time of", &to, source))?;
+        }
+        Ok(())
+    })
+    .await
+    .map_err(|e| io_error("copy", to, std::io::Error::other(e)))?
+}
+
+/// The value for `GIT_ALTERNATE_OBJECT_DIRECTORIES`: `dirs`, then whatever `env` already had.
+fn alternates(dirs: &[&Path], env: &[(OsString, OsString)]) -> OsString {
+    let mut out: Vec<u8> = Vec::new();
+    let mut seen: Vec<&Path> = Vec::new();
+    for dir in dirs {
+        if seen.contains(dir) {
+            continue;
+        }
+        seen.push(dir);
+        if !out.is_empty() {
+            out.push(b':');
+        }
+        out.extend(quote_alternate(dir.as_os_str().as_bytes()));
+    }
+    let inherited = env
+        .iter()
+        .find(|(k, _)| k == "GIT_ALTERNATE_OBJECT_DIRECTORIES")
+        .map(|(_, v)| v.as_bytes())
+        .filter(|v| !v.is_empty());
+    if let Some(inherited) = inherited {
+        out.push(b':');
+        out.extend_from_slice(inherited);
+    }
+    OsString::from_vec(out)
+}
+
+/// Git reads an alternate that starts with `"` as a C-quoted string, which is how one holding
+/// the `:` separator is written.
+fn quote_alternate(path: &[u8]) -> Vec<u8> {
+    if !path.contains(&b':') && path.first() != Some(&b'"') {
+        return path.to_vec();
+    }
+    let mut out = vec![b'"'];
+    for &b in path {
+        if b == b'"' || b == b'\\' {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out.push(b'"');
+    out
+}
+
+/// Write the index (already holding the working tree below the root) as the root's tree.
+async fn write_tree(
+    root: &Path,
+    env: &[(OsString, OsString)],
+    prefix: &OsStr,
+) -> Result<String, EngineError> {
+    let mut args = os_args(&["write-tree"]);
+    if !prefix.is_empty() {
+        let mut arg = OsString::from("--prefix=");
+        arg.push(prefix);
+        args.push(arg);
+    }
+    let mut staged_everything = false;
+    loop {
+        let run = git(root, env, &args, None).await?;
+        if run.success {
+            return tree_id(&run.stdout, &run.args);
+        }
+        if prefix.is_empty() {
+            return Err(run.into_error());
+        }
+        if run.message.contains("prefix") && run.message.contains("not found") {
+            // nothing is tracked or present below the root
+            return empty_tree(root, env).await;
+        }
+        if staged_everything {
+            return Err(run.into_error());
+        }
+        // write-tree refuses an index with unmerged entries anywhere, even outside the root
+        // (a merge in progress elsewhere in the work tree): stage the whole work tree, which
+        // resolves them, and try once more. Below the root the result is the same.
+        let add = git(
+            root,
+            env,
+            &os_args(&["add", "--ignore-errors", "-A", "--", ":/"]),
+            None,
+        )
+        .await?;
+        if !add.success {
+            return Err(add.into_error());
+        }
+        staged_everything = true;
+    }
+}
+
+/// The empty tree, written to the run's object directory (its id depends on the hash function).
+async fn empty_tree(root: &Path, env: &[(OsString, OsString)]) -> Result<String, EngineError> {
+    let run = git(root, env, &os_args(&["mktree"]), Some(b"")).await?;
+    let args = run.args.clone();
+    tree_id(&run.into_stdout()?, &args)
+}
+
+/// Parse an object id printed by git.
+fn tree_id(stdout: &[u8], args: &str) -> Result<String, EngineError> {
+    let id = String::from_utf8_lossy(stdout).trim().to_owned();
+    if matches!(id.len(), 40 | 64) && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(id)
+    } else {
+        Err(EngineError::Git {
+            args: args.to_owned(),
+            message: format!("expected an object id, got {id:?}"),
+        })
+    }
+}
+
+/// The changes between two trees of the same root.
+async fn diff_git(
+    root: &Path,
+    before: &GitTree,
+    after: &GitTree,
+    env: &[(OsString, OsString)],
+) -> Result<Vec<FileChange>, EngineError> {
+    if before.tree == after.tree {
+        return Ok(Vec::new());
+    }
+    let extra: Vec<&Path> = [
+        before.repo_objects.as_path(),
+        after.repo_objects.as_path(),
+        after.objects.as_path(),
+    ]
+    .into_iter()
+    .filter(|d| *d != before.objects)
+    .collect();
+    let env = with_vars(
+        env,
+        &[
+            (
+                "GIT_OBJECT_DIRECTORY",
+                before.objects.clone().into_os_string(),
+            ),
+            ("GIT_ALTERNATE_OBJECT_DIRECTORIES", alternates(&extra, env)),
+        ],
+    );
+    let base = ["diff-tree", "-r", "-z", "-M"];
+    let run_with = |format: &str| {
+        let mut args = os_args(&base);
+        args.push(OsString::from(format));
+        args.push(OsString::from(&before.tree));
+        args.push(OsString::from(&after.tree));
+        args
+    };
+    let status_run = git(root, &env, &run_with("--name-status"), None).await?;
+    let status_args = status_run.args.clone();
+    let statuses =
+        parse_name_status(&status_run.into_stdout()?).ok_or_else(|| EngineError::Git {
+            args: status_args,
+            message: "unexpected --name-status output".to_owned(),
+        })?;
+    let numstat_run = git(root, &env, &run_with("--numstat"), None).await?;
+    let numstat_args = numstat_run.args.clone();
+    let mut counts =
+        parse_numstat(&numstat_run.into_stdout()?).ok_or_else(|| EngineError::Git {
+            args: numstat_args,
+            message: "unexpected --numstat output".to_owned(),
+        })?;
+    Ok(statuses
+        .into_iter()
+        .map(|entry| {
+            let (lines_added, lines_removed) = counts.remove(&entry.path).unwrap_or((None, None));
+            FileChange {
+                path: String::from_utf8_lossy(&entry.path).into_owned(),
+                change_type: entry.change_type,
+                old_path: entry
+                    .old_path
+                    .map(|p| String::from_utf8_lossy(&p).into_owned()),
+                highlights: Vec::new(),
+                lines_added,
+                lines_removed,
+            }
+        })
+        .collect())
+}
+
+/// One `--name-status` record.
+#[derive(Debug, PartialEq, Eq)]
+struct StatusEntry {
+    change_type: ChangeType,
+    path: Vec<u8>,
+    old_path: Option<Vec<u8>>,
+}
+
+/// Parse `git diff-tree -z --name-status`: `X\0path\0`, or `R<score>\0old\0new\0` for renames
+/// (and copies). `None` when the output does not have that shape.
+fn parse_name_status(out: &[u8]) -> Option<Vec<StatusEntry>> {
+    let mut fields = out.split(|b| *b == 0);
+    let mut entries = Vec::new();
+    while let Some(status) = fields.next() {
+        let Some(&letter) = status.first() else {
+            // the empty field after the final NUL (or empty output) must be the last one
+            return fields.next().is_none().then_some(entries);
+        };
+        let entry = match letter {
+            b'R' => {
+                let old = path_field(&mut fields)?.to_vec();
+                StatusEntry {
+                    change_type: ChangeType::Renamed,
+                    path: path_field(&mut fields)?.to_vec(),
+                    old_path: Some(old),
+                }
+            }
+            b'C' => {
+                // a copy leaves its source alone: for this file it is new
+                let _source = path_field(&mut fields)?;
+                StatusEntry {
+                    change_type: ChangeType::Added,
+                    path: path_field(&mut fields)?.to_vec(),
+                    old_path: None,
+                }
+            }
+            other => {
+                let change_type = match other {
+                    b'A' => ChangeType::Added,
+                    b'D' => ChangeType::Deleted,
+                    // M: content or mode; T: type (file ↔ symlink ↔ submodule); anything
+                    // newer git invents is at least a change
+                    _ => ChangeType::Modified,
+                };
+                StatusEntry {
+                    change_type,
+                    path: path_field(&mut fields)?.to_vec(),
+                    old_path: None,
+                }
+            }
+        };
+        entries.push(entry);
+    }
+    Some(entries)
+}
+
+/// The next NUL-separated field, which must be a (never empty) path.
+fn path_field<'a>(fields: &mut impl Iterator<Item = &'a [u8]>) -> Option<&'a [u8]> {
+    fields.next().filter(|f| !f.is_empty())
+}
+
+/// Lines added and removed, `None` for binary files.
+type LineCounts = (Option<u64>, Option<u64>);
+
+/// Parse `git diff-tree -z --numstat`: `added\tremoved\tpath\0`, or `added\tremoved\t\0old\0new\0`
+/// for renames; `-` counts (binary files) become `None`. Keyed by the (new) path.
+fn parse_numstat(out: &[u8]) -> Option<HashMap<Vec<u8>, LineCounts>> {
+    let mut fields = out.split(|b| *b == 0);
+    let mut counts = HashMap::new();
+    while let Some(field) = fields.next() {
+        if field.is_empty() {
+            // the empty field after the final NUL (or empty output) must be the last one
+            return fields.next().is_none().then_some(counts);
+        }
+        let mut parts = field.splitn(3, |b| *b == b'\t');
+        let added = parse_count(parts.next()?)?;
+        let removed = parse_count(parts.next()?)?;
+        let path = parts.next()?;
+        let path = if path.is_empty() {
+            let _old = path_field(&mut fields)?;
+            path_field(&mut fields)?
+        } else {
+            path
+        };
+        counts.insert(path.to_vec(), (added, removed));
+    }
+    Some(counts)
+}
+
+/// `Some(None)` for git's `-` (binary), `Some(Some(n))` for a number, `None` for anything else.
+fn parse_count(field: &[u8]) -> Option<Option<u64>> {
+    if field == b"-" {
+        return Some(None);
+    }
+    std::str::from_utf8(field).ok()?.parse().ok().map(Some)
+}
+
+// ---------------------------------------------------------------------------------------------
+// walk
+
+/// Walk `root` on a blocking thread.
+async fn walk(root: &Path, limits: SnapshotLimits) -> Result<(Walk, Vec<String>), EngineError> {
+    let root_buf = root.to_path_buf();
+    tokio::task::spawn_blocking(move || Walker::run(root_buf, limits))
+        .await
+        .map_err(|e| io_error("walk", root, std::io::Error::other(e)))?
+}
+
+/// The state of one walk.
+struct Walker {
+    root: PathBuf,
+    limits: SnapshotLimits,
+    entries: BTreeMap<PathBuf, Entry>,
+    warnings: Vec<String>,
+    truncated: bool,
+    hashed: u64,
+    hashing: bool,
+    buf: Vec<u8>,
+}
+
+impl Walker {
+    fn run(root: PathBuf, limits: SnapshotLimits) -> Result<(Walk, Vec<String>), EngineError> {
+        // the root itself must be readable; anything below that is not becomes a warning
+        std::fs::read_dir(&root).map_err(|source| io_error("read directory", &root, source))?;
+        let mut walker = Walker {
+            root,
+            limits,
+            entries: BTreeMap::new(),
+            warnings: Vec::new(),
+            truncated: false,
+            hashed: 0,
+            hashing: true,
+            buf: vec![0; 64 * 1024],
+        };
+        let _ = walker.dir(Path::new(""));
+        Ok((
+            Walk {
+                entries: walker.entries,
+                truncated: walker.truncated,
+            },
+            walker.warnings,
+        ))
+    }
+
+    /// Record everything below `rel`, children in name order, so that the recorded set is always
+    /// a prefix of all paths in `Path` order (which compares component by component).
+    fn dir(&mut self, rel: &Path) -> ControlFlow<()> {
+        let abs = self.root.join(rel);
+        let mut names: Vec<OsString> = match std::fs::read_dir(&abs) {
+            Ok(dir) => dir.filter_map(|e| e.ok().map(|e| e.file_name())).collect(),
+            Err(e) => {
+                self.warnings
+                    .push(format!("could not read directory {}: {e}", rel.display()));
+                return ControlFlow::Continue(());
+            }
+        };
+        names.sort();
+        for name in names {
+            // git's own metadata, present when git is unusable or droid ran `git init`
+            if name == ".git" {
+                continue;
+            }
+            let rel = rel.join(&name);
+            let abs = self.root.join(&rel);
+            let meta = match std::fs::symlink_metadata(&abs) {
+                Ok(meta) => meta,
+                // removed while we walked
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    self.warnings
+                        .push(format!("could not read {}: {e}", rel.display()));
+                    continue;
+                }
+            };
+            let file_type = meta.file_type();
+            if file_type.is_dir() {
+                self.dir(&rel)?;
+                continue;
+            }
+            if self.entries.len() >= self.limits.max_files {
+                self.truncated = true;
+                self.warnings.push(format!(
+                    "snapshot stopped at {} files; changes beyond were not checked",
+                    self.limits.max_files
+                ));
+                return ControlFlow::Break(());
+            }
+            let entry = if file_type.is_symlink() {
+                Entry::Symlink {
+                    target: std::fs::read_link(&abs).unwrap_or_default(),
+                }
+            } else if file_type.is_file() {
+                Entry::File {
+                    size: meta.len(),
+                    mtime: meta.modified().ok(),
+                    executable: meta.permissions().mode() & 0o111 != 0,
+                    hash: self.hash(&abs, meta.len()),
+                }
+            } else {
+                Entry::Special {
+                    kind: special_kind(&file_type),
+                }
+            };
+            self.entries.insert(rel, entry);
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// FNV-1a of a file's content, while the byte budget lasts.
+    fn hash(&mut self, path: &Path, size: u64) -> Option<u64> {
+        if !self.hashing {
+            return None;
+        }
+        if self.hashed.saturating_add(size) > self.limits.max_bytes {
+            self.hashing = false;
+            self.warnings.push(format!(
+                "snapshot stopped hashing after {} bytes; files beyond were compared by size and \
+                 modification time only",
+                self.limits.max_bytes
+            ));
+            return None;
+        }
+        let mut file = std::fs::File::open(path).ok()?;
+        let mut hash = Fnv1a::new();
+        loop {
+            match std::io::Read::read(&mut file, &mut self.buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    hash.update(&self.buf[..n]);
+                    self.hashed += n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+        Some(hash.finish())
+    }
+}
+
+fn special_kind(file_type: &std::fs::FileType) -> &'static str {
+    if file_type.is_fifo() {
+        "fifo"
+    } else if file_type.is_socket() {
+        "socket"
+    } else if file_type.is_block_device() {
+        "block device"
+    } else if file_type.is_char_device() {
+        "character device"
+    } else {
+        "unknown"
+    }
+}
+
+/// 64-bit FNV-1a: tiny, std-only, and plenty to tell an edited file from an untouched one.
+#[derive(Debug, Clone, Copy)]
+struct Fnv1a(u64);
+
+impl Fnv1a {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+
+    fn new() -> Self {
+        Self(Self::OFFSET)
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(Self::PRIME);
+        }
+    }
+
+    fn finish(self) -> u64 {
+        self.0
+    }
+}
+
+/// Added, modified and deleted files between two walks. Where a walk stopped at the file limit,
+/// only paths up to its last recorded one are compared (beyond it, absence means "not looked").
+fn diff_walk(before: &Walk, after: &Walk) -> Vec<FileChange> {
+    let last = |w: &Walk| {
+        if w.truncated {
+            w.entries.keys().next_back().cloned()
+        } else {
+            None
+        }
+    };
+    let (limit_before, limit_after) = (last(before), last(after));
+    let in_range = |p: &Path| {
+        limit_before.as_deref().is_none_or(|l| p <= l)
+            && limit_after.as_deref().is_none_or(|l| p <= l)
+    };
+    let paths: BTreeSet<&PathBuf> = before.entries.keys().chain(after.entries.keys()).collect();
+    paths
+        .into_iter()
+        .filter(|p| in_range(p))
+        .filter_map(|p| {
+            let change_type = match (before.entries.get(p), after.entries.get(p)) {
+                (Some(_), None) => ChangeType::Deleted,
+                (None, Some(_)) => ChangeType::Added,
+                (Some(a), Some(b)) if entry_changed(a, b) => ChangeType::Modified,
+                (Some(_), Some(_)) | (None, None) => return None,
+            };
+            Some(FileChange {
+                path: p.to_string_lossy().into_owned(),
+                change_type,
+                old_path: None,
+                highlights: Vec::new(),
+                lines_added: None,
+                lines_removed: None,
+            })
+        })
+        .collect()
+}
+
+/// Did a path's entry change? Content by hash when both sides were hashed, else by size and
+/// modification time; the executable bit; a symlink's target; a change of kind.
+fn entry_changed(before: &Entry, after: &Entry) -> bool {
+    match (before, after) {
+        (
+            Entry::File {
+                size: s1,
+                mtime: m1,
+                executable: x1,
+                hash: h1,
+            },
+            Entry::File {
+                size: s2,
+                mtime: m2,
+                executable: x2,
+                hash: h2,
+            },
+        ) => {
+            s1 != s2
+                || x1 != x2
+                || match (h1, h2) {
+                    (Some(h1), Some(h2)) => h1 != h2,
+                    (None, _) | (_, None) => m1 != m2,
+                }
+        }
+        (Entry::Symlink { target: t1 }, Entry::Symlink { target: t2 }) => t1 != t2,
+        (Entry::Special { kind: k1 }, Entry::Special { kind: k2 }) => k1 != k2,
+        (Entry::File { .. }, Entry::Symlink { .. } | Entry::Special { .. })
+        | (Entry::Symlink { .. }, Entry::File { .. } | Entry::Special { .. })
+        | (Entry::Special { .. }, Entry::File { .. } | Entry::Symlink { .. }) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    static DIRS: AtomicU64 = AtomicU64::new(0);
+
+    /// A temp directory with a `repo`, a `home` and a run's `scratch`, removed on drop, and an
+    /// environment that lets git commit on a machine without any git configuration.
+    struct Fixture {
+        dir: PathBuf,
+        repo: PathBuf,
+        scratch: PathBuf,
+        env: Vec<(OsString, OsString)>,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            let dir = std::env::temp_dir().join(format!(
+                "droid-snapshot-test-{}-{}",
+                std::process::id(),
+                DIRS.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            let (repo, home, scratch) = (dir.join("repo"), dir.join("home"), dir.join("scratch"));
+            for d in [&repo, &home, &scratch] {
+                std::fs::create_dir_all(d).unwrap();
+            }
+            let mut env: Vec<(OsString, OsString)> = [
+                ("HOME", home.into_os_string()),
+                ("GIT_AUTHOR_NAME", "Test".into()),
+                ("GIT_AUTHOR_EMAIL", "test@example.com".into()),
+                ("GIT_COMMITTER_NAME", "Test".into()),
+                ("GIT_COMMITTER_EMAIL", "test@example.com".into()),
+                ("GIT_CONFIG_NOSYSTEM", "1".into()),
+                // never find a repository above the fixture (a plain directory must stay plain)
+                ("GIT_CEILING_DIRECTORIES", dir.clone().into_os_string()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (OsString::from(k), v))
+            .collect();
+            env.push((
+                "PATH".into(),
+                std::env::var_os("PATH").expect("PATH is set"),
+            ));
+            Self {
+                dir,
+                repo,
+                scratch,
+                env,
+            }
+        }
+
+        /// Run git in `cwd`; returns (exit code, stdout, stderr).
+        async fn git_status(&self, cwd: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+            let spec = SpawnSpec {
+                program: PathBuf::from("git"),
+                args: os_args(args),
+                cwd: cwd.to_path_buf(),
+                env: self.env.clone(),
+                stdin_piped: false,
+            };
+            let out = capture(
+                &spec,
+                None,
+                Duration::from_secs(60),
+                1 << 20,
+                "snapshot-test",
+            )
+            .await
+            .expect("git is installed (apt-get install git)");
+            (out.code, out.stdout.text(), out.stderr.text())
+        }
+
+        /// Run git in the repository, which must succeed.
+        async fn git(&self, args: &[&str]) -> String {
+            let (code, stdout, stderr) = self.git_status(&self.repo, args).await;
+            assert_eq!(code, Some(0), "git {args:?} failed: {stderr}");
+            stdout
+        }
+
+        async fn init(&self) {
+            self.git(&["-c", "init.defaultBranch=main", "init", "-q"])
+                .await;
+        }
+
+        async fn commit_all(&self) {
+            self.git(&["add", "-A"]).await;
+            self.git(&["commit", "-q", "--allow-empty", "-m", "commit"])
+                .await;
+        }
+
+        fn write(&self, rel: &str, content: impl AsRef<[u8]>) {
+            let path = self.repo.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, content).unwrap();
+        }
+
+        fn remove(&self, rel: &str) {
+            std::fs::remove_file(self.repo.join(rel)).unwrap();
+        }
+
+        fn rename(&self, from: &str, to: &str) {
+            let to = self.repo.join(to);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::rename(self.repo.join(from), to).unwrap();
+        }
+
+        async fn take_at(&self, root: &Path, limits: SnapshotLimits) -> Snapshot {
+            Snapshot::take(root, &self.env, &self.scratch, &limits)
+                .await
+                .unwrap()
+        }
+
+        async fn take(&self) -> Snapshot {
+            self.take_at(&self.repo, SnapshotLimits::default()).await
+        }
+
+        async fn diff(&self, before: &Snapshot, after: &Snapshot) -> Changes {
+            before.diff(after, &self.env).await.unwrap()
+        }
+
+        /// Every file under `.git` with its content.
+        fn git_dir_files(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+            fn visit(dir: &Path, base: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+                for entry in std::fs::read_dir(dir).unwrap() {
+                    let path = entry.unwrap().path();
+                    if path.is_dir() {
+                        visit(&path, base, out);
+                    } else {
+                        let rel = path.strip_prefix(base).unwrap().to_path_buf();
+                        out.insert(rel, std::fs::read(&path).unwrap());
+                    }
+                }
+            }
+            let mut out = BTreeMap::new();
+            visit(&self.repo.join(".git"), &self.repo, &mut out);
+            out
+        }
+    }
+
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn change(path: &str, change_type: ChangeType, lines: Option<(u64, u64)>) -> FileChange {
+        FileChange {
+            path: path.to_owned(),
+            change_type,
+            old_path: None,
+            highlights: Vec::new(),
+            lines_added: lines.map(|l| l.0),
+            lines_removed: lines.map(|l| l.1),
+        }
+    }
+
+    fn renamed(from: &str, to: &str, lines: (u64, u64)) -> FileChange {
+        FileChange {
+            old_path: Some(from.to_owned()),
+            ..change(to, ChangeType::Renamed, Some(lines))
+        }
+    }
+
+    fn no_warnings() -> Vec<String> {
+        Vec::new()
+    }
+
+    use ChangeType::{Added, Deleted, Modified};
+
+    #[tokio::test]
+    async fn git_reports_added_modified_and_deleted_files_and_leaves_the_repo_alone() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("keep.txt", "same\n");
+        f.write("change.txt", "one\ntwo\n");
+        f.write("gone.txt", "bye\n");
+        f.write("src/lib.rs", "fn a() {}\n");
+        f.commit_all().await;
+        f.write("dirty-untracked.txt", "here before the run\n");
+        let git_dir = f.git_dir_files();
+        assert!(git_dir.contains_key(Path::new(".git/index")));
+
+        let before = f.take().await;
+        f.write("change.txt", "one\nTWO\nthree\n");
+        f.remove("gone.txt");
+        f.write("new.txt", "a\nb\n");
+        f.write("src/new/mod.rs", "mod x;\n");
+        let after = f.take().await;
+        let changes = f.diff(&before, &after).await;
+
+        assert_eq!(
+            changes,
+            Changes {
+                files: vec![
+                    change("change.txt", Modified, Some((2, 1))),
+                    change("gone.txt", Deleted, Some((0, 1))),
+                    change("new.txt", Added, Some((2, 0))),
+                    change("src/new/mod.rs", Added, Some((1, 0))),
+                ],
+                warnings: no_warnings(),
+            }
+        );
+        // the user's index and object store (indeed all of .git) are byte for byte the same
+        assert_eq!(f.git_dir_files(), git_dir);
+        let scratch_objects = std::fs::read_dir(f.scratch.join("objects"))
+            .unwrap()
+            .count();
+        assert!(scratch_objects > 0, "new blobs went to scratch/objects");
+    }
+
+    #[tokio::test]
+    async fn nothing_changed_is_an_empty_list() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("a.txt", "a\n");
+        f.commit_all().await;
+        let before = f.take().await;
+        let after = f.take().await;
+        assert_eq!(f.diff(&before, &after).await, Changes::default());
+    }
+
+    #[tokio::test]
+    async fn renames_carry_the_old_path() {
+        let f = Fixture::new();
+        f.init().await;
+        let body: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+        f.write("big.txt", &body);
+        f.write("plain.txt", body.replace("line", "row"));
+        f.commit_all().await;
+
+        let before = f.take().await;
+        f.rename("big.txt", "moved/big.txt");
+        f.write("moved/big.txt", format!("{body}one more\n"));
+        f.rename("plain.txt", "same.txt");
+        let after = f.take().await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![
+                    renamed("big.txt", "moved/big.txt", (1, 0)),
+                    renamed("plain.txt", "same.txt", (0, 0)),
+                ],
+                warnings: no_warnings(),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn binary_files_have_no_line_counts() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("image.bin", [0u8, 1, 2, 3, 0, 255]);
+        f.commit_all().await;
+
+        let before = f.take().await;
+        f.write("image.bin", [0u8, 9, 9, 0, 1]);
+        f.write("new.bin", [0u8, 0, 7]);
+        let after = f.take().await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![
+                    change("image.bin", Modified, None),
+                    change("new.bin", Added, None),
+                ],
+                warnings: no_warnings(),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn names_with_spaces_unicode_and_newlines() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("a b.txt", "x\n");
+        f.write("ünï cødé/файл.txt", "y\n");
+        f.commit_all().await;
+
+        let before = f.take().await;
+        f.write("a b.txt", "x\nz\n");
+        f.remove("ünï cødé/файл.txt");
+        f.write("new\nline.txt", "n\n");
+        f.write("日本 語.md", "#\n");
+        f.write("tab\there \"quoted\".txt", "q\n");
+        let after = f.take().await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![
+                    change("a b.txt", Modified, Some((1, 0))),
+                    change("new\nline.txt", Added, Some((1, 0))),
+                    change("tab\there \"quoted\".txt", Added, Some((1, 0))),
+                    change("ünï cødé/файл.txt", Deleted, Some((0, 1))),
+                    change("日本 語.md", Added, Some((1, 0))),
+                ],
+                warnings: no_warnings(),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn repo_without_commits_or_index() {
+        let f = Fixture::new();
+        f.init().await;
+        assert!(!f.repo.join(".git/index").exists());
+        let git_dir = f.git_dir_files();
+
+        let before = f.take().await;
+        f.write("first.txt", "hello\n");
+        let after = f.take().await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![change("first.txt", Added, Some((1, 0)))],
+                warnings: no_warnings(),
+            }
+        );
+        assert_eq!(f.git_dir_files(), git_dir);
+    }
+
+    #[tokio::test]
+    async fn repo_without_commits_but_with_staged_files() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("staged.txt", "one\n");
+        f.write("also.txt", "two\n");
+        f.git(&["add", "staged.txt", "also.txt"]).await;
+        let git_dir = f.git_dir_files();
+
+        let before = f.take().await;
+        f.write("staged.txt", "one\nmore\n");
+        let after = f.take().await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![change("staged.txt", Modified, Some((1, 0)))],
+                warnings: no_warnings(),
+            }
+        );
+        assert_eq!(f.git_dir_files(), git_dir);
+    }
+
+    #[tokio::test]
+    async fn subdirectory_root_sees_only_itself_with_relative_paths() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("top.txt", "top\n");
+        f.write("sub/inner.txt", "inner\n");
+        f.write("sub/moving.txt", "moving\n");
+        f.commit_all().await;
+        let root = f.repo.join("sub");
+
+        let before = f.take_at(&root, SnapshotLimits::default()).await;
+        f.write("top.txt", "top changed\n");
+        f.write("outside.txt", "outside\n");
+        f.write("sub/inner.txt", "inner changed\n");
+        f.write("sub/deep/new.txt", "new\n");
+        // moved out of the root: gone, as far as the root is concerned
+        f.rename("sub/moving.txt", "moved-out.txt");
+        let after = f.take_at(&root, SnapshotLimits::default()).await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![
+                    change("deep/new.txt", Added, Some((1, 0))),
+                    change("inner.txt", Modified, Some((1, 1))),
+                    change("moving.txt", Deleted, Some((0, 1))),
+                ],
+                warnings: no_warnings(),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn subdirectory_root_that_git_does_not_know_yet() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("top.txt", "top\n");
+        f.commit_all().await;
+        let root = f.repo.join("fresh");
+        std::fs::create_dir(&root).unwrap();
+
+        let before = f.take_at(&root, SnapshotLimits::default()).await;
+        f.write("fresh/x.txt", "x\n");
+        f.write("top.txt", "elsewhere\n");
+        let after = f.take_at(&root, SnapshotLimits::default()).await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![change("x.txt", Added, Some((1, 0)))],
+                warnings: no_warnings(),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn unmerged_files_outside_a_subdirectory_root() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("conflict.txt", "base\n");
+        f.write("sub/s.txt", "s\n");
+        f.commit_all().await;
+        f.git(&["checkout", "-q", "-b", "other"]).await;
+        f.write("conflict.txt", "theirs\n");
+        f.commit_all().await;
+        f.git(&["checkout", "-q", "main"]).await;
+        f.write("conflict.txt", "ours\n");
+        f.commit_all().await;
+        let (code, _, _) = f.git_status(&f.repo, &["merge", "-q", "other"]).await;
+        assert_eq!(code, Some(1), "the merge conflicts");
+        let git_dir = f.git_dir_files();
+        let root = f.repo.join("sub");
+
+        let before = f.take_at(&root, SnapshotLimits::default()).await;
+        f.write("sub/s.txt", "s2\n");
+        let after = f.take_at(&root, SnapshotLimits::default()).await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![change("s.txt", Modified, Some((1, 1)))],
+                warnings: no_warnings(),
+            }
+        );
+        assert_eq!(f.git_dir_files(), git_dir);
+    }
+
+    #[tokio::test]
+    async fn dirty_before_the_run_counts_only_if_changed_during_it() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("untouched.txt", "committed\n");
+        f.write("further.txt", "committed\n");
+        f.commit_all().await;
+        f.write("untouched.txt", "dirty\n");
+        f.write("further.txt", "dirty\n");
+        f.write("untracked.txt", "dirty\n");
+
+        let before = f.take().await;
+        f.write("further.txt", "dirty\nand more\n");
+        let after = f.take().await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![change("further.txt", Modified, Some((1, 0)))],
+                warnings: no_warnings(),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn committing_during_the_run_hides_nothing() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("a.txt", "a\n");
+        f.write("b.txt", "b\n");
+        f.commit_all().await;
+
+        let before = f.take().await;
+        f.write("a.txt", "a\nA\n");
+        f.write("n.txt", "n\n");
+        f.remove("b.txt");
+        f.commit_all().await;
+        let after = f.take().await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![
+                    change("a.txt", Modified, Some((1, 0))),
+                    change("b.txt", Deleted, Some((0, 1))),
+                    change("n.txt", Added, Some((1, 0))),
+                ],
+                warnings: no_warnings(),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn ignored_files_are_not_reported() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write(".gitignore", "*.log\ntarget/\n");
+        f.write("tracked.log", "tracked even though ignored\n");
+        f.git(&["add", ".gitignore"]).await;
+        f.git(&["add", "-f", "tracked.log"]).await;
+        f.commit_all().await;
+
+        let before = f.take().await;
+        f.write("build.log", "noise\n");
+        f.write("target/debug/app", "binary\n");
+        f.write("tracked.log", "changed\n");
+        let after = f.take().await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![change("tracked.log", Modified, Some((1, 1)))],
+                warnings: no_warnings(),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn symlinks_and_type_changes() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("target.txt", "t\n");
+        f.write("becomes-link.txt", "file\n");
+        std::os::unix::fs::symlink("target.txt", f.repo.join("link")).unwrap();
+        f.commit_all().await;
+
+        let before = f.take().await;
+        f.remove("link");
+        std::os::unix::fs::symlink("elsewhere.txt", f.repo.join("link")).unwrap();
+        f.remove("becomes-link.txt");
+        std::os::unix::fs::symlink("target.txt", f.repo.join("becomes-link.txt")).unwrap();
+        let after = f.take().await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![
+                    change("becomes-link.txt", Modified, Some((1, 1))),
+                    change("link", Modified, Some((1, 1))),
+                ],
+                warnings: no_warnings(),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_nested_repository_without_commits_is_a_warning_not_a_failure() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("a.txt", "a\n");
+        f.commit_all().await;
+
+        let before = f.take().await;
+        std::fs::create_dir(f.repo.join("nested")).unwrap();
+        f.git_status(&f.repo.join("nested"), &["init", "-q"]).await;
+        f.write("nested/inside.txt", "i\n");
+        f.write("b.txt", "b\n");
+        let after = f.take().await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![change("b.txt", Added, Some((1, 0)))],
+                warnings: vec![
+                    "git add --ignore-errors -A -- . could not stage everything: error: \
+                     'nested/' does not have a commit checked out"
+                        .to_owned()
+                ],
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn git_lfs_clean_filter_is_not_run() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write(".gitattributes", "*.dat filter=lfs\n");
+        f.write("x.dat", "data\n");
+        f.commit_all().await;
+        let ran = f.dir.join("clean-filter-ran");
+        let filter = format!("touch '{}'; cat", ran.display());
+        // as `git lfs install` sets it up: a long-running process filter and a clean command
+        f.git(&["config", "filter.lfs.process", &filter]).await;
+        f.git(&["config", "filter.lfs.clean", &filter]).await;
+        f.git(&["config", "filter.lfs.required", "true"]).await;
+
+        let before = f.take().await;
+        f.write("x.dat", "more data\n");
+        let after = f.take().await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![change("x.dat", Modified, Some((1, 1)))],
+                warnings: no_warnings(),
+            }
+        );
+        assert!(!ran.exists(), "the clean filter must not run");
+    }
+
+    // ------------------------------------------------------------------------------- walk
+
+    #[tokio::test]
+    async fn plain_directory_reports_added_modified_and_deleted_without_lines() {
+        use std::os::unix::fs::symlink;
+        let f = Fixture::new();
+        f.write("keep.txt", "same");
+        f.write("change.txt", "abcd");
+        f.write("gone.txt", "bye");
+        f.write("script.sh", "echo");
+        f.write("a b/ünï.txt", "u");
+        symlink("keep.txt", f.repo.join("link")).unwrap();
+        symlink("keep.txt", f.repo.join("same-link")).unwrap();
+        std::fs::create_dir(f.repo.join("empty-dir")).unwrap();
+
+        let before = f.take().await;
+        f.write("change.txt", "wxyz"); // same size: only the hash tells
+        f.remove("gone.txt");
+        f.write("new.txt", "new");
+        f.write("a b/ünï.txt", "changed");
+        std::fs::set_permissions(
+            f.repo.join("script.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::remove_file(f.repo.join("link")).unwrap();
+        symlink("change.txt", f.repo.join("link")).unwrap();
+        let after = f.take().await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![
+                    change("a b/ünï.txt", Modified, None),
+                    change("change.txt", Modified, None),
+                    change("gone.txt", Deleted, None),
+                    change("link", Modified, None),
+                    change("new.txt", Added, None),
+                    change("script.sh", Modified, None),
+                ],
+                warnings: no_warnings(),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn git_init_during_the_run_keeps_the_walk() {
+        let f = Fixture::new();
+        f.write("old.txt", "old");
+
+        let before = f.take().await;
+        f.init().await;
+        f.write("new.txt", "new");
+        f.commit_all().await;
+        let after = f.take().await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![change("new.txt", Added, None)],
+                warnings: no_warnings(),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn git_missing_falls_back_to_the_walk_with_a_warning() {
+        let mut f = Fixture::new();
+        f.init().await;
+        f.write("a.txt", "a");
+        f.commit_all().await;
+        let empty = f.dir.join("empty-path");
+        std::fs::create_dir(&empty).unwrap();
+        for (k, v) in &mut f.env {
+            if k == "PATH" {
+                *v = empty.clone().into_os_string();
+            }
+        }
+
+        let before = f.take().await;
+        f.write("a.txt", "b");
+        let after = f.take().await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![change("a.txt", Modified, None)],
+                warnings: vec![
+                    "git could not be started (could not start git: No such file or directory \
+                     (os error 2)); files were compared by walking the directory (no line counts)"
+                        .to_owned()
+                ],
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn walk_stops_at_the_file_limit_and_compares_only_what_both_saw() {
+        let f = Fixture::new();
+        for name in ["a", "b", "c", "d", "e"] {
+            f.write(name, name);
+        }
+        let limits = SnapshotLimits {
+            max_files: 3,
+            ..SnapshotLimits::default()
+        };
+
+        let before = f.take_at(&f.repo, limits).await; // a b c
+        f.remove("a");
+        f.write("e", "changed beyond the limit");
+        let after = f.take_at(&f.repo, limits).await; // b c d
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![change("a", Deleted, None)],
+                warnings: vec![
+                    "snapshot stopped at 3 files; changes beyond were not checked".to_owned()
+                ],
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn walk_past_the_byte_budget_compares_size_and_mtime() {
+        let f = Fixture::new();
+        f.write("a", "12345678");
+        f.write("b", "12345678");
+        f.write("c", "12345678");
+        let limits = SnapshotLimits {
+            max_bytes: 10,
+            ..SnapshotLimits::default()
+        };
+        let set_mtime = |name: &str, t: SystemTime| {
+            std::fs::File::options()
+                .write(true)
+                .open(f.repo.join(name))
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+        };
+        let old = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        for name in ["a", "b", "c"] {
+            set_mtime(name, old);
+        }
+
+        let before = f.take_at(&f.repo, limits).await; // only a is hashed
+        // a: same size, same mtime, new content: the hash sees it
+        f.write("a", "abcdefgh");
+        set_mtime("a", old);
+        // b: same size, new mtime: seen by mtime
+        f.write("b", "abcdefgh");
+        // c: same size, same mtime, new content: beyond the budget, not seen
+        f.write("c", "abcdefgh");
+        set_mtime("c", old);
+        let after = f.take_at(&f.repo, limits).await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![change("a", Modified, None), change("b", Modified, None)],
+                warnings: vec![
+                    "snapshot stopped hashing after 10 bytes; files beyond were compared by size \
+                     and modification time only"
+                        .to_owned()
+                ],
+            }
+        );
+    }
+
+    #[test]
+    fn fnv1a_matches_the_reference_vectors() {
+        let hash = |bytes: &[u8]| {
+            let mut h = Fnv1a::new();
+            h.update(bytes);
+            h.finish()
+        };
+        assert_eq!(hash(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(hash(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(hash(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn parses_name_status_and_numstat() {
+        let status =
+            parse_name_status(b"M\0a b\0R087\0old\0new\0A\0x\ny\0D\0gone\0T\0t\0").unwrap();
+        assert_eq!(
+            status,
+            vec![
+                StatusEntry {
+                    change_type: Modified,
+                    path: b"a b".to_vec(),
+                    old_path: None
+                },
+                StatusEntry {
+                    change_type: ChangeType::Renamed,
+                    path: b"new".to_vec(),
+                    old_path: Some(b"old".to_vec())
+                },
+                StatusEntry {
+                    change_type: Added,
+                    path: b"x\ny".to_vec(),
+                    old_path: None
+                },
+                StatusEntry {
+                    change_type: Deleted,
+                    path: b"gone".to_vec(),
+                    old_path: None
+                },
+                StatusEntry {
+                    change_type: Modified,
+                    path: b"t".to_vec(),
+                    old_path: None
+                },
+            ]
+        );
+        let counts = parse_numstat(b"1\t2\ta b\0-\t-\tbin\0" as &[u8])
+            .unwrap()
+            .into_iter()
+            .collect::<BTreeMap<_, _>>();
+        assert_eq!(
+            counts,
+            BTreeMap::from([
+                (b"a b".to_vec(), (Some(1), Some(2))),
+                (b"bin".to_vec(), (None, None)),
+            ])
+        );
+        let renamed = parse_numstat(b"3\t0\t\0old\0new\0").unwrap();
+        assert_eq!(
+            renamed,
+            HashMap::from([(b"new".to_vec(), (Some(3), Some(0)))])
+        );
+        assert_eq!(parse_name_status(b"R100\0only-old\0"), None);
+        assert_eq!(parse_numstat(b"x\ty\tz\0"), None);
+        assert_eq!(parse_numstat(b"1\t1\t\0old\0"), None);
+        assert_eq!(parse_name_status(b"M\0\0A\0x\0"), None);
+        assert_eq!(parse_name_status(b""), Some(Vec::new()));
+    }
+
+    #[test]
+    fn alternates_quote_colons_and_keep_inherited_ones() {
+        let env = vec![(
+            OsString::from("GIT_ALTERNATE_OBJECT_DIRECTORIES"),
+            OsString::from("/inherited"),
+        )];
+        assert_eq!(
+            alternates(&[Path::new("/a"), Path::new("/b:c"), Path::new("/a")], &env),
+            OsString::from("/a:\"/b:c\":/inherited")
+        );
+        assert_eq!(alternates(&[Path::new("/a")], &[]), OsString::from("/a"));
+    }
+}

@@ -1,0 +1,188 @@
+//! The one place the workspace starts processes (STYLE.md: one spawn site).
+//!
+//! Every child gets its own process group (`process_group(0)`), an explicit environment (cleared,
+//! then exactly what the caller passes), null or piped stdin, piped stdout and stderr, and
+//! `kill_on_drop`. Killing is by process group; descendants that escaped into their own session
+//! (droid runs each Execute command under `setsid`) are found by [`crate::sweep`].
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+
+use crate::error::EngineError;
+use crate::excerpt::Tail;
+use crate::sweep;
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct SpawnSpec {
+    /// The program (a path, or a name looked up in the child's `PATH`).
+    pub program: PathBuf,
+    /// Arguments after the program.
+    pub args: Vec<OsString>,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// The complete environment of the child.
+    pub env: Vec<(OsString, OsString)>,
+    /// Give the child a stdin pipe (otherwise stdin is `/dev/null`).
+    pub stdin_piped: bool,
+}
+
+/// Start `spec` in its own process group.
+///
+/// # Errors
+/// [`EngineError::Spawn`] when the program cannot be started.
+#[allow(clippy::disallowed_methods)] // the one spawn site
+pub fn spawn(spec: &SpawnSpec) -> Result<Child, EngineError> {
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(if spec.stdin_piped {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    cmd.spawn().map_err(|source| EngineError::Spawn {
+        program: spec.program.display().to_string(),
+        source,
+    })
+}
+
+/// Send `signal` to the process group led by `pid`; a group that is already gone is not an error.
+pub(crate) fn signal_group(pid: u32, signal: Signal) {
+    let Ok(raw) = i32::try_from(pid) else { return };
+    // ESRCH (group gone) is the expected race; nothing else can usefully be done on failure.
+    let _ = killpg(Pid::from_raw(raw), signal);
+}
+
+/// Stop a child: SIGTERM its group, wait up to `grace`, SIGKILL the group, reap it, then kill
+/// anything that still carries `marker` in its environment. Returns the exit status.
+pub(crate) async fn terminate(
+    child: &mut Child,
+    grace: Duration,
+    marker: &str,
+) -> Option<std::process::ExitStatus> {
+    let status = match child.id() {
+        None => child.wait().await.ok(),
+        Some(pid) => {
+            signal_group(pid, Signal::SIGTERM);
+            match tokio::time::timeout(grace, child.wait()).await {
+                Ok(status) => {
+                    // the leader is gone; make sure the rest of its group is too
+                    signal_group(pid, Signal::SIGKILL);
+                    status.ok()
+                }
+                Err(_) => {
+                    signal_group(pid, Signal::SIGKILL);
+                    child.wait().await.ok()
+                }
+            }
+        }
+    };
+    sweep::sweep(marker, Duration::from_secs(3)).await;
+    status
+}
+
+/// A finished short-lived command: exit code, output tails, timing.
+#[derive(Debug)]
+pub(crate) struct Captured {
+    /// Exit code; `None` when it was killed (deadline) or died from a signal.
+    pub code: Option<i32>,
+    /// The deadline passed and the command was killed.
+    pub timed_out: bool,
+    pub stdout: Tail,
+    pub stderr: Tail,
+    pub duration: Duration,
+}
+
+/// Run `spec` to completion with `input` on stdin, keeping the last `keep` bytes of each output
+/// stream, killing it (and everything marked with `marker`) when `timeout` passes.
+///
+/// # Errors
+/// [`EngineError::Spawn`] when the program cannot be started.
+pub(crate) async fn capture(
+    spec: &SpawnSpec,
+    input: Option<&[u8]>,
+    timeout: Duration,
+    keep: usize,
+    marker: &str,
+) -> Result<Captured, EngineError> {
+    let started = Instant::now();
+    let mut spec = spec.clone();
+    spec.stdin_piped = input.is_some();
+    let mut child = spawn(&spec)?;
+    let mut stdin = child.stdin.take();
+    let input = input.map(<[u8]>::to_vec);
+    let feed = async move {
+        if let (Some(mut w), Some(bytes)) = (stdin.take(), input) {
+            // a child that exits without reading its input is not an error here
+            let _ = w.write_all(&bytes).await;
+            let _ = w.shutdown().await;
+        }
+    };
+    let out = read_tail(child.stdout.take(), keep);
+    let err = read_tail(child.stderr.take(), keep);
+    let readers = tokio::spawn(async move { tokio::join!(out, err) });
+    let (status, timed_out) = tokio::select! {
+        (status, ()) = async { tokio::join!(child.wait(), feed) } => (status.ok(), false),
+        () = tokio::time::sleep(timeout) => (terminate(&mut child, Duration::from_secs(2), marker).await, true),
+    };
+    // a grandchild that keeps the pipes open must not hold us forever
+    let (stdout, stderr) = match tokio::time::timeout(Duration::from_secs(2), readers).await {
+        Ok(Ok(pair)) => pair,
+        _ => (Tail::new(keep), Tail::new(keep)),
+    };
+    Ok(Captured {
+        code: if timed_out {
+            None
+        } else {
+            status.and_then(|s| s.code())
+        },
+        timed_out,
+        stdout,
+        stderr,
+        duration: started.elapsed(),
+    })
+}
+
+/// Read a stream to its end, keeping its last `keep` bytes.
+pub(crate) async fn read_tail<R: AsyncRead + Unpin>(stream: Option<R>, keep: usize) -> Tail {
+    let mut tail = Tail::new(keep);
+    let Some(mut r) = stream else { return tail };
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => tail.push(&buf[..n]),
+        }
+    }
+    tail
+}
+
+/// Does `program` name something runnable: an existing file, or a name found on `path_var`?
+pub fn resolve_program(program: &Path, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    if program.components().count() > 1 || program.is_absolute() {
+        return is_executable(program).then(|| program.to_path_buf());
+    }
+    let path_var = path_var?;
+    std::env::split_paths(path_var)
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}

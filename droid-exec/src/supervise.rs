@@ -1,0 +1,271 @@
+//! Supervising one agent process: read its events as they come, publish them, and stop it on
+//! timeout, cancellation, or shortly after its completion event.
+//!
+//! `select!` over: the next stdout line, the process exiting, the deadline, the cancel token, and
+//! (once a completion event arrived) the exit grace. droid can linger after `completion` (~6 s
+//! flushing telemetry when not in airgap mode), and its session is already on disk by then, so the
+//! result is ready: we wait `exit_grace` and then end the process group ourselves.
+
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use droid_contract::RunEnd;
+use tokio::io::BufReader;
+use tokio::process::Child;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::event::RunEvent;
+use crate::excerpt::{Tail, head_str, tail_str};
+use crate::lines::{Line, Lines, MAX_LINE_BYTES};
+use crate::provider::{AgentEvent, Provider};
+use crate::spawn::{read_tail, terminate};
+
+/// Unknown (non-event) lines kept for the logs; the rest are only counted.
+const KEEP_UNKNOWN: usize = 50;
+/// Longest tool output kept per event for result assembly.
+const KEEP_TOOL_TEXT: usize = 64 * 1024;
+/// How long to keep reading output after the process is gone (a grandchild may hold the pipe).
+const DRAIN: Duration = Duration::from_secs(2);
+/// Bytes of stderr kept.
+const STDERR_KEEP: usize = 64 * 1024;
+
+/// Publishes run events without ever blocking the run on a slow consumer.
+#[derive(Debug, Clone)]
+pub struct Publisher {
+    tx: Option<mpsc::Sender<RunEvent>>,
+    dropped: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Publisher {
+    /// Publish to `tx` (or nowhere).
+    pub fn new(tx: Option<mpsc::Sender<RunEvent>>) -> Self {
+        Self {
+            tx,
+            dropped: std::sync::Arc::default(),
+        }
+    }
+
+    /// Send `ev`; when the channel is full the event is dropped and counted.
+    pub fn send(&self, ev: RunEvent) {
+        if let Some(tx) = &self.tx
+            && let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(ev)
+        {
+            self.dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Events dropped so far.
+    pub fn dropped(&self) -> usize {
+        self.dropped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// What supervision observed.
+#[derive(Debug)]
+pub(crate) struct Supervised {
+    pub end: RunEnd,
+    pub exit: Option<ExitStatus>,
+    /// We ended the process (after completion, on timeout or on cancel).
+    pub stopped_by_us: bool,
+    pub events: Vec<AgentEvent>,
+    pub unknown_lines: usize,
+    pub oversized: Vec<u64>,
+    pub stderr: Tail,
+}
+
+pub(crate) struct Limits {
+    pub deadline: Instant,
+    pub kill_grace: Duration,
+    pub exit_grace: Duration,
+    pub marker: String,
+}
+
+enum Stop {
+    Exited(Option<ExitStatus>),
+    GraceOver,
+    Timeout,
+    Cancel,
+}
+
+pub(crate) async fn supervise(
+    mut child: Child,
+    provider: &dyn Provider,
+    limits: &Limits,
+    cancel: &CancellationToken,
+    publish: &Publisher,
+) -> Supervised {
+    let pid = child.id();
+    let stderr_task = tokio::spawn(read_tail(child.stderr.take(), STDERR_KEEP));
+    let mut lines = child
+        .stdout
+        .take()
+        .map(|s| Lines::new(BufReader::with_capacity(64 * 1024, s), MAX_LINE_BYTES));
+    let mut obs = Observed::default();
+    let stop = loop {
+        let grace = obs.completed_at.map(|t| t + limits.exit_grace);
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => break Stop::Cancel,
+            () = tokio::time::sleep_until(limits.deadline) => break Stop::Timeout,
+            () = sleep_opt(grace) => break Stop::GraceOver,
+            status = child.wait() => break Stop::Exited(status.ok()),
+            line = next_line(&mut lines) => match line {
+                Some(l) => obs.take(l, provider, publish),
+                None => lines = None,
+            },
+        }
+    };
+    let (exit, stopped_by_us) = match stop {
+        Stop::Exited(status) => {
+            // the process is gone; kill whatever it left behind in its group or elsewhere
+            if let Some(pid) = pid {
+                crate::spawn::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+            }
+            crate::sweep::sweep(&limits.marker, Duration::from_secs(3)).await;
+            (status, false)
+        }
+        Stop::GraceOver | Stop::Timeout | Stop::Cancel => (
+            terminate(&mut child, limits.kill_grace, &limits.marker).await,
+            true,
+        ),
+    };
+    // what droid printed before it went away is still in the pipe
+    let _ = tokio::time::timeout(DRAIN, async {
+        while let Some(l) = next_line(&mut lines).await {
+            obs.take(l, provider, publish);
+        }
+    })
+    .await;
+    let stderr = match tokio::time::timeout(DRAIN, stderr_task).await {
+        Ok(Ok(t)) => t,
+        _ => Tail::new(0),
+    };
+    let completed = obs.completed_at.is_some();
+    let end = match stop {
+        _ if completed => RunEnd::Completed,
+        Stop::Timeout => RunEnd::TimedOut,
+        Stop::Cancel => RunEnd::Cancelled,
+        Stop::Exited(_) | Stop::GraceOver => RunEnd::Failed,
+    };
+    Supervised {
+        end,
+        exit,
+        stopped_by_us,
+        events: obs.events,
+        unknown_lines: obs.unknown,
+        oversized: obs.oversized,
+        stderr,
+    }
+}
+
+async fn sleep_opt(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn next_line<R: tokio::io::AsyncRead + Unpin>(
+    lines: &mut Option<Lines<BufReader<R>>>,
+) -> Option<Line> {
+    match lines {
+        Some(l) => l.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+#[derive(Default)]
+struct Observed {
+    events: Vec<AgentEvent>,
+    unknown: usize,
+    oversized: Vec<u64>,
+    completed_at: Option<Instant>,
+}
+
+impl Observed {
+    fn take(&mut self, line: Line, provider: &dyn Provider, publish: &Publisher) {
+        let bytes = match line {
+            Line::Text(b) => b,
+            Line::Oversized(n) => {
+                self.oversized.push(n);
+                publish.send(RunEvent::Warning {
+                    message: format!("droid printed a {n}-byte line; it was skipped"),
+                });
+                return;
+            }
+        };
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        let mut ev = provider.parse_line(&bytes);
+        match &mut ev {
+            AgentEvent::Unknown(_) => {
+                self.unknown += 1;
+                if self.unknown > KEEP_UNKNOWN {
+                    return;
+                }
+            }
+            AgentEvent::Message { role, text } => publish.send(RunEvent::Message {
+                role: role.clone(),
+                text: head_str(text, 4096),
+            }),
+            AgentEvent::ToolCall {
+                id,
+                tool,
+                parameters,
+                ..
+            } => publish.send(RunEvent::ToolCall {
+                id: id.clone(),
+                tool: tool.clone(),
+                parameters: shorten(parameters),
+            }),
+            AgentEvent::ToolResult {
+                id,
+                tool,
+                is_error,
+                text,
+                ..
+            } => {
+                let (tail, cut) = tail_str(text, KEEP_TOOL_TEXT);
+                if cut {
+                    *text = tail;
+                }
+                publish.send(RunEvent::ToolResult {
+                    id: id.clone(),
+                    tool: tool.clone(),
+                    is_error: *is_error,
+                    excerpt: tail_str(text, 1024).0,
+                });
+            }
+            AgentEvent::Completion { .. } => {
+                if self.completed_at.is_none() {
+                    self.completed_at = Some(Instant::now());
+                }
+            }
+            AgentEvent::Error { source, message } => publish.send(RunEvent::Warning {
+                message: format!("droid {source} error: {}", head_str(message, 2048)),
+            }),
+            AgentEvent::Init { .. } => {}
+        }
+        self.events.push(ev);
+    }
+}
+
+/// Tool parameters for display: long strings (file contents) shortened.
+fn shorten(v: &serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::String(s) if s.len() > 512 => {
+            serde_json::Value::String(head_str(s, 512))
+        }
+        serde_json::Value::Array(a) => a.iter().map(shorten).collect(),
+        serde_json::Value::Object(o) => o
+            .iter()
+            .map(|(k, v)| (k.clone(), shorten(v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+        other => other.clone(),
+    }
+}

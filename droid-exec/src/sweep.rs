@@ -1,0 +1,71 @@
+//! Finding and killing every process a run started, wherever it went.
+//!
+//! droid runs each Execute command under a `setsid` supervisor, so its children leave droid's
+//! process group, and after droid is SIGKILLed they are re-parented away from us (and
+//! `fireAndForget` ones survive for good). A process-group kill cannot reach them. What they all
+//! keep is droid's environment: every run sets `DROID_EXECUTOR_RUN_ID=<unique id>` in droid's
+//! environment, and the sweep kills every live process whose `/proc/<pid>/environ` carries it.
+//! Zombies have no environment left and are already dead.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// The variable that marks a run's processes.
+pub const MARKER_VAR: &str = "DROID_EXECUTOR_RUN_ID";
+
+/// Pids of live processes (other than this one) whose environment has `MARKER_VAR=marker`.
+pub fn marked_pids(marker: &str) -> Vec<i32> {
+    let needle = format!("{MARKER_VAR}={marker}");
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes())
+            && let Ok(pid) = i32::try_from(pid)
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// SIGKILL every process marked with `marker` until none is left or `budget` runs out. Returns
+/// the pids still alive at the end (empty on success).
+pub async fn sweep(marker: &str, budget: Duration) -> Vec<i32> {
+    let until = Instant::now() + budget;
+    loop {
+        let pids = marked_pids(marker);
+        if pids.is_empty() {
+            return pids;
+        }
+        for pid in &pids {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+            // reap it if it was re-parented to us; ECHILD otherwise, which is fine
+            let _ = nix::sys::wait::waitpid(
+                Pid::from_raw(*pid),
+                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+            );
+        }
+        if Instant::now() >= until {
+            return marked_pids(marker);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,135 @@
+//! Verification: re-run the request's `suggested_commands` ourselves (`sh -c` in repo_root), each
+//! in its own process group under the time left in the run's budget, with bounded excerpts. The
+//! result's `tests` come from here, never from droid's word.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+use droid_contract::{CommandRun, CommandSource, ShellCommand, Tests};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::redact::Redactor;
+use crate::spawn::{SpawnSpec, capture};
+use crate::sweep::MARKER_VAR;
+
+/// Outcome of verification.
+#[derive(Debug)]
+pub(crate) struct Verified {
+    pub runs: Vec<CommandRun>,
+    pub tests: Tests,
+    /// Exit code per command (`None`: killed, not run, or could not start).
+    pub codes: Vec<Option<i32>>,
+    pub cancelled: bool,
+}
+
+pub(crate) struct VerifyPlan<'a> {
+    pub commands: &'a [ShellCommand],
+    pub cwd: &'a Path,
+    pub env: &'a [(OsString, OsString)],
+    pub deadline: Instant,
+    pub keep: usize,
+    pub marker: &'a str,
+    pub redact: &'a Redactor,
+}
+
+pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) -> Verified {
+    let mut runs = Vec::new();
+    let mut codes = Vec::new();
+    let mut details = Vec::new();
+    let mut cancelled = false;
+    for (i, cmd) in plan.commands.iter().enumerate() {
+        let left = plan.deadline.saturating_duration_since(Instant::now());
+        if cancelled || left.is_zero() {
+            let why = if cancelled {
+                "not run: the task was cancelled"
+            } else {
+                "not run: the time budget ran out before verification"
+            };
+            runs.push(not_run(cmd, why));
+            codes.push(None);
+            details.push(format!("{}: {why}", cmd.as_str()));
+            continue;
+        }
+        let marker = format!("{}-verify-{i}", plan.marker);
+        let mut env = plan.env.to_vec();
+        env.retain(|(k, _)| k != MARKER_VAR);
+        env.push((MARKER_VAR.into(), marker.clone().into()));
+        let spec = SpawnSpec {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), cmd.as_str().into()],
+            cwd: plan.cwd.to_path_buf(),
+            env,
+            stdin_piped: false,
+        };
+        let outcome = tokio::select! {
+            r = capture(&spec, None, left, plan.keep, &marker) => Some(r),
+            () = cancel.cancelled() => None,
+        };
+        let Some(result) = outcome else {
+            crate::sweep::sweep(&marker, Duration::from_secs(3)).await;
+            cancelled = true;
+            runs.push(not_run(cmd, "stopped: the task was cancelled"));
+            codes.push(None);
+            details.push(format!("{}: cancelled", cmd.as_str()));
+            continue;
+        };
+        match result {
+            Ok(c) => {
+                let detail = match (c.code, c.timed_out) {
+                    (_, true) => format!(
+                        "{}: killed after {} s (time budget)",
+                        cmd.as_str(),
+                        c.duration.as_secs()
+                    ),
+                    (Some(code), false) => format!("{}: exit {code}", cmd.as_str()),
+                    (None, false) => format!("{}: killed by a signal", cmd.as_str()),
+                };
+                details.push(detail);
+                codes.push(c.code);
+                runs.push(CommandRun {
+                    command: cmd.as_str().to_owned(),
+                    exit_code: c.code,
+                    duration_ms: u64::try_from(c.duration.as_millis()).unwrap_or(u64::MAX),
+                    stdout_excerpt: plan.redact.apply(&c.stdout.text()),
+                    stderr_excerpt: plan.redact.apply(&c.stderr.text()),
+                    source: CommandSource::Verify,
+                    truncated: c.stdout.truncated() || c.stderr.truncated(),
+                });
+            }
+            Err(e) => {
+                details.push(format!("{}: could not start: {e}", cmd.as_str()));
+                codes.push(None);
+                runs.push(not_run(cmd, &format!("could not start: {e}")));
+            }
+        }
+    }
+    let passed = (!codes.is_empty()).then(|| codes.iter().all(|c| *c == Some(0)));
+    Verified {
+        tests: Tests {
+            passed,
+            details: details.join("\n"),
+            commands: plan
+                .commands
+                .iter()
+                .map(|c| c.as_str().to_owned())
+                .collect(),
+        },
+        runs,
+        codes,
+        cancelled,
+    }
+}
+
+fn not_run(cmd: &ShellCommand, why: &str) -> CommandRun {
+    CommandRun {
+        command: cmd.as_str().to_owned(),
+        exit_code: None,
+        duration_ms: 0,
+        stdout_excerpt: String::new(),
+        stderr_excerpt: why.to_owned(),
+        source: CommandSource::Verify,
+        truncated: false,
+    }
+}

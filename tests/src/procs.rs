@@ -1,0 +1,84 @@
+//! Looking at processes through `/proc` (Linux): is one alive, wait until it is gone, which ones
+//! carry a marker variable in their environment (how the engine finds droid's `setsid`
+//! grandchildren, and how a test checks that none survived).
+//!
+//! A zombie counts as dead: it runs nothing, and in a container pid 1 may never reap the orphans
+//! re-parented to it.
+
+use std::time::Duration;
+
+/// How often [`wait_gone`] looks again.
+const POLL_INTERVAL: Duration = Duration::from_millis(10);
+
+/// The state letter of `/proc/<pid>/stat` (`R`, `S`, `D`, `Z`, ...), if the process exists.
+pub fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    state_from_stat(&stat)
+}
+
+/// The state field follows the command name, which is in parentheses and may itself contain
+/// spaces and parentheses, so look after the last `)`.
+fn state_from_stat(stat: &str) -> Option<char> {
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    after_comm.split_whitespace().next()?.chars().next()
+}
+
+/// Whether `pid` is a live process: it has a `/proc` entry and is neither a zombie (`Z`) nor
+/// dead (`X`).
+pub fn is_alive(pid: i32) -> bool {
+    pid > 0 && state(pid).is_some_and(|s| s != 'Z' && s != 'X')
+}
+
+/// Waits (polling every 10 ms) until `pid` is no longer alive; false if it still is after
+/// `timeout`.
+pub async fn wait_gone(pid: i32, timeout: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if !is_alive(pid) {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+/// Live processes whose environment holds exactly `var=value`, sorted; the calling process is
+/// included if it matches. Processes whose environment cannot be read (other users) are skipped.
+pub fn pids_with_env(var: &str, value: &str) -> Vec<i32> {
+    let needle = format!("{var}={value}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<i32> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|environ| environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+        })
+        .filter(|pid| is_alive(*pid))
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_is_read_after_the_last_parenthesis() {
+        assert_eq!(state_from_stat("42 (a) b) c) S 1 42"), Some('S'));
+        assert_eq!(state_from_stat("7 (sleep) Z 1 7 7"), Some('Z'));
+        assert_eq!(state_from_stat("garbage"), None);
+    }
+
+    #[test]
+    fn no_such_pid_is_dead() {
+        assert!(!is_alive(0));
+        assert!(!is_alive(-1));
+        assert!(!is_alive(i32::MAX));
+    }
+}

@@ -1,0 +1,679 @@
+//! A scripted OpenAI-compatible chat-completions server on 127.0.0.1 that the **real** droid talks
+//! to as a BYOK custom model (`provider: "generic-chat-completion-api"`, see [`crate::droid_home`]).
+//!
+//! It is a port of the chat-completions half of the recorded fixtures' mock
+//! (`shared/fixtures/droid-0.225.2/mock-server/mock.py`), so a script that produced a recorded
+//! fixture produces the same droid behaviour here. The Responses API half is not ported:
+//! `POST …/responses` answers 404.
+//!
+//! # Script
+//! A JSON array of turns. The turn for a request is the number of `role: "assistant"` messages in
+//! its `messages` (each tool round-trip adds one), capped at the last turn:
+//! `script[min(turn, len - 1)]`. Keys of a turn (all optional):
+//!
+//! | key | effect |
+//! |---|---|
+//! | `text` | the assistant text (`""` when absent) |
+//! | `tool` | `[{"name": N, "args": {...}}]` tool calls, ids `call_<turn>_<i>` (`raw_args`: a string sent as is) |
+//! | `sleep` | seconds to wait before the response headers |
+//! | `chunk_sleep` | seconds to wait after each SSE chunk |
+//! | `status` | answer with this HTTP status and `{"error":{"message","type":"mock_error","code"}}` |
+//! | `fail_times` | only the first n attempts of this turn get `status`, later ones succeed |
+//! | `headers` | extra headers on the `status` answer (e.g. `retry-after`) |
+//! | `error_message` | the error message (default `mock error <status>`) |
+//! | `malformed` | send `data: {this is not json`, a garbage line, `data: [DONE]` |
+//! | `close_mid` | send one chunk `"partial answer "` and drop the socket (no finish, no `[DONE]`) |
+//! | `hang` | never answer (not even headers) |
+//! | `hang_after_headers` | send `200` and the SSE headers, then nothing |
+//! | `split_text` | stream the text one word per chunk |
+//!
+//! A streamed answer is `data: <chunk json>\n\n` lines ending with `data: [DONE]\n\n` and a closed
+//! connection (`connection: close`); the last chunk carries `finish_reason` (`stop` or
+//! `tool_calls`) and `usage: {prompt_tokens: 10, completion_tokens: 5, total_tokens: 15}`. The
+//! JSON is compact (`mock.py` puts spaces after `:` and `,`; droid does not care). Attempts are
+//! counted per turn; [`ScriptedModel::set_script`] resets the counts. `GET` on any path answers a
+//! model list; `POST …/__reset` resets the attempt counts.
+//!
+//! # Records
+//! Every request is recorded as
+//! `{"method","path","turn","attempt","headers","auth_present","body"}` (chat completions; headers
+//! lowercased, without `authorization`) or `{"method","path"}` (GET, reset, other). See
+//! [`ScriptedModel::requests`].
+
+use std::collections::HashMap;
+use std::io::{self, Write as _};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinSet;
+
+use crate::http1::{self, Request};
+
+/// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Where and how to serve; [`ScriptedModel::start`] uses the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// Re-read the script from this file whenever its modification time changes (as `mock.py`
+    /// does), resetting the attempt counts. A file that does not parse keeps the previous script.
+    pub script_file: Option<PathBuf>,
+    /// Append every record, with a `t` field (Unix seconds), as one JSON line to this file.
+    pub log_file: Option<PathBuf>,
+}
+
+/// A running server; dropping it stops it and closes every connection, hanging ones included.
+#[derive(Debug)]
+pub struct ScriptedModel {
+    port: u16,
+    shared: Arc<Shared>,
+    request_count: watch::Receiver<usize>,
+    /// Dropping the sender tells the server thread to stop.
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ScriptedModel {
+    /// Starts a server on an ephemeral port of 127.0.0.1 that answers from `script`.
+    ///
+    /// # Errors
+    /// When the port cannot be bound or the server thread cannot start.
+    pub async fn start(script: Value) -> io::Result<ScriptedModel> {
+        Self::start_with(script, Options::default()).await
+    }
+
+    /// Starts a server with explicit [`Options`].
+    ///
+    /// # Errors
+    /// When the port cannot be bound or the server thread cannot start.
+    pub async fn start_with(script: Value, options: Options) -> io::Result<ScriptedModel> {
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, options.port))?;
+        listener.set_nonblocking(true)?;
+        let port = listener.local_addr()?.port();
+        let script_mtime = options.script_file.as_ref().and_then(|f| mtime(f));
+        let (count_tx, request_count) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                script,
+                script_mtime,
+                attempts: HashMap::new(),
+                requests: Vec::new(),
+            }),
+            request_count: count_tx,
+            options,
+        });
+        let (stop, stopped) = oneshot::channel();
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let server_shared = Arc::clone(&shared);
+        // Its own thread and runtime: the server must keep answering while a test blocks its own
+        // thread (e.g. waiting on a droid child), and must not depend on the caller's runtime
+        // flavour or lifetime.
+        let thread = std::thread::Builder::new()
+            .name(format!("scripted-model-{port}"))
+            .spawn(move || serve(listener, server_shared, stopped, ready_tx))?;
+        match ready_rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(io::Error::other("scripted model thread ended early")),
+        }
+        Ok(ScriptedModel {
+            port,
+            shared,
+            request_count,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// The port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://127.0.0.1:PORT/v1`, the `baseUrl` for droid's settings.
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    /// Every request received so far, in arrival order (see the module doc for the shape).
+    pub fn requests(&self) -> Vec<Value> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// Replaces the script for the following requests and resets the per-turn attempt counts.
+    pub fn set_script(&self, script: Value) {
+        let mut state = self.shared.lock();
+        state.script = script;
+        state.attempts.clear();
+    }
+
+    /// Waits until at least `n` requests were recorded; false if `timeout` passed first.
+    pub async fn wait_for_requests(&self, n: usize, timeout: Duration) -> bool {
+        let mut count = self.request_count.clone();
+        tokio::time::timeout(timeout, count.wait_for(|c| *c >= n))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+}
+
+impl Drop for ScriptedModel {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            // The thread only finishes its select loop and drops its runtime: quick.
+            let _ = thread.join();
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    /// Number of records, for [`ScriptedModel::wait_for_requests`].
+    request_count: watch::Sender<usize>,
+    options: Options,
+}
+
+#[derive(Debug)]
+struct State {
+    script: Value,
+    script_mtime: Option<SystemTime>,
+    /// Requests seen per turn since the script was last set.
+    attempts: HashMap<usize, u64>,
+    requests: Vec<Value>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the state half-updated in a way that
+        // matters to a test double; keep serving.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The current script, re-read first if it comes from a file that changed.
+    fn script(&self) -> Value {
+        let mut state = self.lock();
+        if let Some(file) = &self.options.script_file {
+            let now = mtime(file);
+            if now != state.script_mtime {
+                let parsed = std::fs::read(file)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+                if let Some(script) = parsed {
+                    state.script = script;
+                    state.script_mtime = now;
+                    state.attempts.clear();
+                }
+            }
+        }
+        state.script.clone()
+    }
+
+    fn next_attempt(&self, turn: usize) -> u64 {
+        let mut state = self.lock();
+        let attempt = state.attempts.entry(turn).or_insert(0);
+        *attempt += 1;
+        *attempt
+    }
+
+    fn reset_attempts(&self) {
+        self.lock().attempts.clear();
+    }
+
+    fn record(&self, record: Value) {
+        let count = {
+            let mut state = self.lock();
+            if let Some(log) = &self.options.log_file {
+                let mut line = json!({ "t": unix_seconds_f64() });
+                if let (Some(line), Some(fields)) = (line.as_object_mut(), record.as_object()) {
+                    line.extend(fields.clone());
+                }
+                // Under the lock, so lines from parallel requests never interleave. A log that
+                // cannot be written is not worth failing the request for.
+                let _ = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(log)
+                    .and_then(|mut f| writeln!(f, "{line}"));
+            }
+            state.requests.push(record);
+            state.requests.len()
+        };
+        self.request_count.send_replace(count);
+    }
+}
+
+fn mtime(path: &std::path::Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+fn unix_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn unix_seconds_f64() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The server thread: accept until told to stop, one task per connection. Dropping the
+/// `JoinSet` and then the runtime aborts every connection task, hanging ones included.
+fn serve(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    mut stop: oneshot::Receiver<()>,
+    ready: oneshot::Sender<io::Result<()>>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        let listener = match TcpListener::from_std(listener) {
+            Ok(listener) => listener,
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        };
+        let _ = ready.send(Ok(()));
+        let mut connections = JoinSet::new();
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        connections.spawn(connection(Arc::clone(&shared), stream));
+                    }
+                    Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
+                },
+                Some(_) = connections.join_next() => {}
+            }
+        }
+    });
+}
+
+/// What to do with a connection after answering one request.
+enum After {
+    KeepAlive,
+    Close,
+}
+
+/// Serves requests on one connection until either side closes it. I/O errors just end it.
+async fn connection(shared: Arc<Shared>, mut stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let mut buf = Vec::new();
+    loop {
+        let request = match http1::read_request(&mut stream, &mut buf).await {
+            Ok(Some(request)) => request,
+            Ok(None) | Err(_) => return,
+        };
+        let wants_close = request.wants_close();
+        match answer(&shared, &mut stream, request).await {
+            Ok(After::KeepAlive) if !wants_close => {}
+            Ok(_) => {
+                let _ = stream.shutdown().await;
+                return;
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+async fn answer(shared: &Shared, stream: &mut TcpStream, request: Request) -> io::Result<After> {
+    match request.method.as_str() {
+        "GET" => {
+            shared.record(json!({"method": "GET", "path": request.path}));
+            let body = json!({"object": "list", "data": [{"id": "scripted", "object": "model"}]});
+            write_json(stream, 200, &[], &body).await?;
+            Ok(After::KeepAlive)
+        }
+        "POST" if request.path.ends_with("/__reset") => {
+            shared.record(json!({"method": "POST", "path": request.path}));
+            shared.reset_attempts();
+            let head = http1::response_head(204, &[("content-length", "0".to_owned())]);
+            stream.write_all(&head).await?;
+            Ok(After::KeepAlive)
+        }
+        "POST" if request.path.ends_with("/responses") => {
+            shared.record(json!({"method": "POST", "path": request.path}));
+            let body = error_body(404, "scripted-model serves chat completions only");
+            write_json(stream, 404, &[], &body).await?;
+            Ok(After::KeepAlive)
+        }
+        "POST" => chat_completions(shared, stream, request).await,
+        _ => {
+            shared.record(json!({"method": request.method, "path": request.path}));
+            let head = http1::response_head(501, &[("content-length", "0".to_owned())]);
+            stream.write_all(&head).await?;
+            Ok(After::Close)
+        }
+    }
+}
+
+async fn write_json(
+    stream: &mut TcpStream,
+    status: u16,
+    extra_headers: &[(&str, String)],
+    body: &Value,
+) -> io::Result<()> {
+    let body = body.to_string().into_bytes();
+    let mut headers = vec![
+        ("content-type", "application/json".to_owned()),
+        ("content-length", body.len().to_string()),
+    ];
+    headers.extend(extra_headers.iter().cloned());
+    let mut bytes = http1::response_head(status, &headers);
+    bytes.extend_from_slice(&body);
+    stream.write_all(&bytes).await?;
+    stream.flush().await
+}
+
+fn error_body(status: u16, message: &str) -> Value {
+    json!({"error": {"message": message, "type": "mock_error", "code": status}})
+}
+
+/// Python truthiness, which `mock.py` uses for every flag.
+fn truthy(value: Option<&Value>) -> bool {
+    match value {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Number(n)) => n.as_f64().is_some_and(|f| f != 0.0),
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::Object(o)) => !o.is_empty(),
+    }
+}
+
+/// A positive number of seconds under `key`, if any.
+fn seconds(step: &Value, key: &str) -> Option<Duration> {
+    step.get(key)
+        .and_then(Value::as_f64)
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+/// The turn of a request: the number of assistant messages in it.
+fn turn_of(body: &Value) -> usize {
+    body.get("messages")
+        .and_then(Value::as_array)
+        .map_or(0, |messages| {
+            messages
+                .iter()
+                .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+                .count()
+        })
+}
+
+/// `script[min(turn, len - 1)]`; an empty or non-array script acts as one empty turn.
+fn step_for(script: &Value, turn: usize) -> Value {
+    match script {
+        Value::Array(turns) if !turns.is_empty() => turns[turn.min(turns.len() - 1)].clone(),
+        Value::Array(_) => json!({}),
+        other => other.clone(),
+    }
+}
+
+fn header_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+async fn chat_completions(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    request: Request,
+) -> io::Result<After> {
+    let body: Value = serde_json::from_slice(&request.body)
+        .unwrap_or_else(|_| json!({"_unparsed": String::from_utf8_lossy(&request.body)}));
+    let script = shared.script();
+    let turn = turn_of(&body);
+    let step = step_for(&script, turn);
+    let attempt = shared.next_attempt(turn);
+    let headers: serde_json::Map<String, Value> = request
+        .headers
+        .iter()
+        .filter(|(k, _)| k != "authorization")
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let auth_present = request.header("authorization").is_some();
+    shared.record(json!({
+        "method": "POST",
+        "path": request.path,
+        "turn": turn,
+        "attempt": attempt,
+        "headers": headers,
+        "auth_present": auth_present,
+        "body": body,
+    }));
+
+    if let Some(sleep) = seconds(&step, "sleep") {
+        tokio::time::sleep(sleep).await;
+    }
+    if truthy(step.get("hang")) {
+        std::future::pending::<()>().await;
+    }
+    if truthy(step.get("status")) {
+        let fail_times = step.get("fail_times").filter(|v| !v.is_null());
+        // Python compares numbers, so `fail_times: 1.0` works too.
+        #[allow(clippy::cast_precision_loss)]
+        let failing = fail_times.is_none_or(|n| n.as_f64().is_some_and(|n| attempt as f64 <= n));
+        if failing {
+            let status = step
+                .get("status")
+                .and_then(Value::as_u64)
+                .and_then(|s| u16::try_from(s).ok())
+                .unwrap_or(500);
+            let default_message = format!("mock error {status}");
+            let message = step
+                .get("error_message")
+                .and_then(Value::as_str)
+                .unwrap_or(&default_message);
+            let extra: Vec<(&str, String)> = step
+                .get("headers")
+                .and_then(Value::as_object)
+                .map(|h| {
+                    h.iter()
+                        .map(|(k, v)| (k.as_str(), header_text(v)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            write_json(stream, status, &extra, &error_body(status, message)).await?;
+            return Ok(After::KeepAlive);
+        }
+    }
+
+    let base = json!({
+        "id": format!("c{turn}"),
+        "object": "chat.completion.chunk",
+        "created": unix_seconds(),
+        "model": body.get("model").cloned().unwrap_or(Value::Null),
+    });
+    let usage = json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15});
+    let calls: Vec<Value> = step
+        .get("tool")
+        .and_then(Value::as_array)
+        .map(|tools| {
+            tools
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let arguments = match t.get("raw_args") {
+                        Some(raw) => raw.clone(),
+                        None => Value::String(
+                            t.get("args").cloned().unwrap_or_else(|| json!({})).to_string(),
+                        ),
+                    };
+                    json!({
+                        "index": i,
+                        "id": format!("call_{turn}_{i}"),
+                        "type": "function",
+                        "function": {"name": t.get("name").cloned().unwrap_or(Value::Null), "arguments": arguments},
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+
+    if !body.get("stream").and_then(Value::as_bool).unwrap_or(false) {
+        let mut message = json!({"role": "assistant", "content": step.get("text").cloned().unwrap_or(Value::Null)});
+        if !calls.is_empty() {
+            let without_index: Vec<Value> = calls
+                .iter()
+                .map(|c| {
+                    let mut c = c.clone();
+                    if let Some(o) = c.as_object_mut() {
+                        o.remove("index");
+                    }
+                    c
+                })
+                .collect();
+            message["tool_calls"] = Value::Array(without_index);
+        }
+        let finish = if calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        };
+        let answer = json!({
+            "id": base["id"],
+            "object": "chat.completion",
+            "created": base["created"],
+            "model": base["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": usage,
+        });
+        write_json(stream, 200, &[], &answer).await?;
+        return Ok(After::KeepAlive);
+    }
+
+    let head = http1::response_head(
+        200,
+        &[
+            ("content-type", "text/event-stream".to_owned()),
+            ("cache-control", "no-cache".to_owned()),
+            ("connection", "close".to_owned()),
+        ],
+    );
+    stream.write_all(&head).await?;
+    stream.flush().await?;
+    if truthy(step.get("hang_after_headers")) {
+        std::future::pending::<()>().await;
+    }
+    let mut sse = Sse {
+        stream,
+        chunk_sleep: seconds(&step, "chunk_sleep"),
+    };
+    if truthy(step.get("malformed")) {
+        sse.raw(b"data: {this is not json\n\ngarbage line without prefix\n\ndata: [DONE]\n\n")
+            .await?;
+        return Ok(After::Close);
+    }
+    let chunk = |choice: Value, usage: Option<&Value>| {
+        let mut c = base.clone();
+        c["choices"] = json!([choice]);
+        if let Some(usage) = usage {
+            c["usage"] = usage.clone();
+        }
+        c
+    };
+    if truthy(step.get("close_mid")) {
+        let delta = json!({"role": "assistant", "content": "partial answer "});
+        sse.event(&chunk(
+            json!({"index": 0, "delta": delta, "finish_reason": null}),
+            None,
+        ))
+        .await?;
+        // Drop the socket abruptly: no finishing chunk, no [DONE].
+        return Ok(After::Close);
+    }
+    if calls.is_empty() {
+        let text = step.get("text").and_then(Value::as_str).unwrap_or_default();
+        let parts: Vec<String> = if truthy(step.get("split_text")) {
+            let words: Vec<&str> = text.split(' ').collect();
+            let last = words.len() - 1;
+            words
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    if i < last {
+                        format!("{w} ")
+                    } else {
+                        (*w).to_owned()
+                    }
+                })
+                .collect()
+        } else {
+            vec![text.to_owned()]
+        };
+        for (i, part) in parts.iter().enumerate() {
+            let delta = if i == 0 {
+                json!({"role": "assistant", "content": part})
+            } else {
+                json!({"content": part})
+            };
+            sse.event(&chunk(
+                json!({"index": 0, "delta": delta, "finish_reason": null}),
+                None,
+            ))
+            .await?;
+        }
+        let stop = json!({"index": 0, "delta": {}, "finish_reason": "stop"});
+        sse.event(&chunk(stop, Some(&usage))).await?;
+    } else {
+        let delta = json!({
+            "role": "assistant",
+            "content": step.get("text").cloned().unwrap_or(Value::Null),
+            "tool_calls": calls,
+        });
+        sse.event(&chunk(
+            json!({"index": 0, "delta": delta, "finish_reason": null}),
+            None,
+        ))
+        .await?;
+        let finish = json!({"index": 0, "delta": {}, "finish_reason": "tool_calls"});
+        sse.event(&chunk(finish, Some(&usage))).await?;
+    }
+    sse.raw(b"data: [DONE]\n\n").await?;
+    Ok(After::Close)
+}
+
+/// Writes server-sent events, pausing after each when the turn says so.
+struct Sse<'a> {
+    stream: &'a mut TcpStream,
+    chunk_sleep: Option<Duration>,
+}
+
+impl Sse<'_> {
+    async fn event(&mut self, data: &Value) -> io::Result<()> {
+        self.raw(format!("data: {data}\n\n").as_bytes()).await?;
+        if let Some(pause) = self.chunk_sleep {
+            tokio::time::sleep(pause).await;
+        }
+        Ok(())
+    }
+
+    async fn raw(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.write_all(bytes).await?;
+        self.stream.flush().await
+    }
+}

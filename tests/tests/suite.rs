@@ -1,0 +1,4 @@
+//! The suites. Each module tests one thing end to end; `support_selftest` checks the support code
+//! itself (scripted model, fake droid, process helpers) and that the real droid runs against it.
+
+mod support_selftest;

@@ -1,0 +1,95 @@
+//! The command line: clap definitions and dispatch.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use droid_exec::{EnvMap, Settings};
+
+/// Hand a decided, well-specified coding task to Factory's droid CLI and get back a verified,
+/// structured result.
+#[derive(Debug, Parser)]
+#[command(name = "droid-executor", version, about)]
+pub(crate) struct Cli {
+    /// Config file (default: $XDG_CONFIG_HOME/droid-executor/config.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run one task through droid and print the result.
+    Run(Box<crate::run::RunArgs>),
+    /// Print the JSON Schema (draft 2020-12) of the request or the result.
+    Schema {
+        /// Which schema.
+        which: SchemaKind,
+    },
+    /// Check the setup: droid found and its version, authentication, configuration.
+    Doctor {
+        /// Print the checks as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum SchemaKind {
+    /// The ExecutionRequest.
+    Request,
+    /// The ExecutionResult.
+    Result,
+}
+
+/// Logs go to stderr (stdout carries results); `RUST_LOG` sets the level, default `warn`.
+pub(crate) fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// The process environment as a map (the engine never reads the environment itself).
+pub(crate) fn env_map() -> EnvMap {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+/// Load settings from `--config` or the default path.
+pub(crate) fn settings(config: Option<&PathBuf>, env: &EnvMap) -> anyhow::Result<Settings> {
+    let path = config
+        .cloned()
+        .or_else(|| droid_exec::config::default_config_path(env));
+    Ok(Settings::load(path.as_deref(), env)?)
+}
+
+pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Run(args) => crate::run::run(*args, cli.config.as_ref()).await,
+        Command::Schema { which } => {
+            let schema = match which {
+                SchemaKind::Request => droid_contract::request_schema(),
+                SchemaKind::Result => droid_contract::result_schema(),
+            };
+            match serde_json::to_string_pretty(&schema) {
+                Ok(s) => {
+                    #[allow(clippy::print_stdout)] // the CLI's output
+                    {
+                        println!("{s}");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("droid-executor: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Doctor { json } => crate::doctor::doctor(cli.config.as_ref(), json).await,
+    }
+}

@@ -1,0 +1,28 @@
+//! `droid-executor`: one binary carrying every front-end of the executor (`run`, `schema`,
+//! `doctor`; `serve`, `mcp`, `tasks` and `acp` as their issues land). It decodes the command line,
+//! calls the `droid-exec` engine, and encodes the answer; it spawns nothing itself.
+//!
+//! Exit codes: 0 success, 1 the task ran but did not succeed (failed, partial, timeout, cancelled),
+//! 2 usage errors and `error` results (nothing ran).
+
+mod cli;
+mod doctor;
+mod render;
+mod run;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args = <cli::Cli as clap::Parser>::parse();
+    cli::init_logging();
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(cli::dispatch(args)),
+        Err(e) => {
+            eprintln!("droid-executor: cannot start the async runtime: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

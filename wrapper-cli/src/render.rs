@@ -1,0 +1,116 @@
+//! Human-readable output: the report printed by `run` without `--json`, and the one-line live
+//! progress shown on a terminal's stderr.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use droid_contract::{ChangeType, CommandSource, ExecutionResult};
+use droid_exec::RunEvent;
+use tokio::sync::mpsc;
+
+/// The result as a short report.
+pub(crate) fn report(r: &ExecutionResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "status: {} ({:.1} s)",
+        r.status.as_str(),
+        r.duration_ms as f64 / 1000.0
+    );
+    let _ = writeln!(s, "summary: {}", r.summary);
+    if !r.files_changed.is_empty() {
+        let _ = writeln!(s, "files changed:");
+        for f in &r.files_changed {
+            let tag = match f.change_type {
+                ChangeType::Added => "A",
+                ChangeType::Modified => "M",
+                ChangeType::Deleted => "D",
+                ChangeType::Renamed => "R",
+            };
+            let lines = match (f.lines_added, f.lines_removed) {
+                (Some(a), Some(d)) => format!(" (+{a} -{d})"),
+                _ => String::new(),
+            };
+            let from = f
+                .old_path
+                .as_ref()
+                .map(|o| format!("{o} -> "))
+                .unwrap_or_default();
+            let hl = if f.highlights.is_empty() {
+                String::new()
+            } else {
+                format!("  {}", f.highlights.join("; "))
+            };
+            let _ = writeln!(s, "  {tag} {from}{}{lines}{hl}", f.path);
+        }
+    }
+    if !r.commands_run.is_empty() {
+        let _ = writeln!(s, "commands:");
+        for c in &r.commands_run {
+            let who = match c.source {
+                CommandSource::Agent => "droid ",
+                CommandSource::Verify => "verify",
+            };
+            let code = c
+                .exit_code
+                .map_or_else(|| "killed".to_owned(), |c| format!("exit {c}"));
+            let _ = writeln!(s, "  {who} {code:>7}  {}", c.command);
+        }
+    }
+    if let Some(p) = r.tests.passed {
+        let _ = writeln!(s, "tests: {}", if p { "passed" } else { "FAILED" });
+    }
+    if !r.issues.is_empty() {
+        let _ = writeln!(s, "issues:");
+        for i in &r.issues {
+            let _ = writeln!(
+                s,
+                "  [{}] {}\n      → {}",
+                i.kind.as_str(),
+                i.description,
+                i.suggested_action
+            );
+        }
+    }
+    if let Some(id) = &r.session_id {
+        let _ = writeln!(s, "session: {id}");
+    }
+    s.trim_end().to_owned()
+}
+
+/// Show the latest event as one line on stderr until the run completes.
+pub(crate) async fn progress(mut rx: mpsc::Receiver<RunEvent>) {
+    let started = std::time::Instant::now();
+    while let Some(ev) = rx.recv().await {
+        let line = match &ev {
+            RunEvent::Started { pid, .. } => format!("droid started (pid {pid})"),
+            RunEvent::Message { role, text } if role == "assistant" => {
+                format!("droid: {}", text.lines().next().unwrap_or(""))
+            }
+            RunEvent::Message { .. } => continue,
+            RunEvent::ToolCall {
+                tool, parameters, ..
+            } => {
+                let what = parameters
+                    .get("command")
+                    .or_else(|| parameters.get("file_path"))
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("");
+                format!("{tool} {what}")
+            }
+            RunEvent::ToolResult { .. } => continue,
+            RunEvent::Progress { message, .. } => message.clone(),
+            RunEvent::Warning { message } => format!("warning: {message}"),
+            RunEvent::Completed { .. } => {
+                eprint!("\r\x1b[2K");
+                break;
+            }
+        };
+        let line: String = line.chars().filter(|c| !c.is_control()).take(100).collect();
+        eprint!(
+            "\r\x1b[2K[{:>4}s] {line}",
+            started.elapsed().as_secs()
+        );
+        let _ = std::io::stderr().flush();
+    }
+}

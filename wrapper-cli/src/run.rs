@@ -1,0 +1,260 @@
+//! `droid-executor run`: build an ExecutionRequest from flags (or `--request FILE|-`), run it
+//! in-process through the engine, and print the result (`--json`) or a readable report.
+//!
+//! Flags override the fields of `--request`; `--context` takes seed 000's JSON
+//! (`{"repo_root": …, "files_of_interest": […]}`), `--repo` and `--file` override or extend it;
+//! with neither, repo_root is the current directory. Every flag mistake that concerns the request
+//! (bad `--context` JSON, unreadable `--instructions-file`) is reported like a contract violation,
+//! so `--json` callers always get an ExecutionResult.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use droid_contract::{ExecutionResult, Status, Violation, Violations};
+use droid_exec::{EVENT_CHANNEL_CAPACITY, Engine, RunEvent};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{env_map, settings};
+use crate::render;
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// What the task must achieve (or use --objective).
+    #[arg(value_name = "OBJECTIVE")]
+    pub objective_arg: Option<String>,
+    /// What the task must achieve.
+    #[arg(long, conflicts_with = "objective_arg")]
+    pub objective: Option<String>,
+    /// How to do it.
+    #[arg(long)]
+    pub instructions: Option<String>,
+    /// Read the instructions from a file.
+    #[arg(long, value_name = "FILE", conflicts_with = "instructions")]
+    pub instructions_file: Option<PathBuf>,
+    /// Context as JSON: {"repo_root": "/abs", "files_of_interest": ["src/x.rs"]}.
+    #[arg(long, value_name = "JSON")]
+    pub context: Option<String>,
+    /// Repository root (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// A file of interest (repeatable).
+    #[arg(long = "file", value_name = "PATH")]
+    pub files: Vec<String>,
+    /// A constraint droid must keep (repeatable).
+    #[arg(long = "constraint", value_name = "TEXT")]
+    pub constraints: Vec<String>,
+    /// An acceptance criterion (repeatable).
+    #[arg(long = "accept", value_name = "TEXT")]
+    pub accept: Vec<String>,
+    /// code | command | mixed.
+    #[arg(long, value_name = "MODE")]
+    pub mode: Option<String>,
+    /// A command droid should run and we re-run to verify (repeatable).
+    #[arg(long = "command", value_name = "CMD")]
+    pub commands: Vec<String>,
+    /// Time budget in seconds (default 600, or DROID_TIMEOUT).
+    #[arg(long, value_name = "SECONDS")]
+    pub max_runtime: Option<u64>,
+    /// read_only | low | medium | high (capped by max_autonomy).
+    #[arg(long, value_name = "LEVEL")]
+    pub autonomy: Option<String>,
+    /// droid model id, e.g. custom:MyModel-0.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// droid reasoning effort.
+    #[arg(long, value_name = "EFFORT")]
+    pub reasoning_effort: Option<String>,
+    /// Continue this droid session.
+    #[arg(long = "session", value_name = "ID")]
+    pub session: Option<String>,
+    /// Your id for the task, echoed back.
+    #[arg(long)]
+    pub task_id: Option<String>,
+    /// Notes echoed back, never sent to droid.
+    #[arg(long)]
+    pub notes: Option<String>,
+    /// Read the whole request as JSON from FILE, or from stdin with "-".
+    #[arg(long, value_name = "FILE|-")]
+    pub request: Option<String>,
+    /// Print the ExecutionResult as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn set(obj: &mut Map<String, Value>, key: &str, v: Option<Value>) {
+    if let Some(v) = v {
+        obj.insert(key.to_owned(), v);
+    }
+}
+
+fn list(obj: &mut Map<String, Value>, key: &str, items: &[String]) {
+    if !items.is_empty() {
+        obj.insert(key.to_owned(), json!(items));
+    }
+}
+
+/// The request as JSON, or the flag problems as violations.
+fn build_request(a: &RunArgs) -> Result<Value, Violations> {
+    let mut bad = Vec::new();
+    let mut obj = match &a.request {
+        None => Map::new(),
+        Some(src) => {
+            let text = if src == "-" {
+                let mut s = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut s)
+                    .map(|_| s)
+                    .map_err(|e| format!("cannot read the request from stdin: {e}"))
+            } else {
+                std::fs::read_to_string(src).map_err(|e| format!("cannot read {src}: {e}"))
+            };
+            match text.and_then(|t| {
+                serde_json::from_str::<Value>(&t).map_err(|e| format!("not valid JSON: {e}"))
+            }) {
+                Ok(Value::Object(m)) => m,
+                Ok(other) => {
+                    bad.push(Violation::new(
+                        "$",
+                        format!("--request must hold a JSON object, got {other}"),
+                    ));
+                    Map::new()
+                }
+                Err(e) => {
+                    bad.push(Violation::new("$", format!("--request: {e}")));
+                    Map::new()
+                }
+            }
+        }
+    };
+    set(
+        &mut obj,
+        "objective",
+        a.objective_arg.clone().or_else(|| a.objective.clone()).map(Value::from),
+    );
+    if let Some(f) = &a.instructions_file {
+        match std::fs::read_to_string(f) {
+            Ok(s) => set(&mut obj, "instructions", Some(s.into())),
+            Err(e) => bad.push(Violation::new(
+                "$.instructions",
+                format!("--instructions-file {}: {e}", f.display()),
+            )),
+        }
+    }
+    set(&mut obj, "instructions", a.instructions.clone().map(Value::from));
+    if let Some(c) = &a.context {
+        match serde_json::from_str::<Value>(c) {
+            Ok(v) => {
+                obj.insert("context".into(), v);
+            }
+            Err(e) => bad.push(Violation::new(
+                "$.context",
+                format!("--context is not valid JSON ({e}); write {{\"repo_root\": \"/abs/path\"}}"),
+            )),
+        }
+    }
+    let ctx = obj
+        .entry("context")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(ctx) = ctx {
+        if let Some(repo) = &a.repo {
+            let abs = std::path::absolute(repo).unwrap_or_else(|_| repo.clone());
+            ctx.insert("repo_root".into(), abs.display().to_string().into());
+        } else if !ctx.contains_key("repo_root")
+            && let Ok(cwd) = std::env::current_dir()
+        {
+            ctx.insert("repo_root".into(), cwd.display().to_string().into());
+        }
+        if !a.files.is_empty() {
+            let files = ctx
+                .entry("files_of_interest")
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if let Value::Array(list) = files {
+                list.extend(a.files.iter().cloned().map(Value::from));
+            }
+        }
+    }
+    list(&mut obj, "constraints", &a.constraints);
+    list(&mut obj, "acceptance_criteria", &a.accept);
+    list(&mut obj, "suggested_commands", &a.commands);
+    set(&mut obj, "execution_mode", a.mode.clone().map(Value::from));
+    set(&mut obj, "max_runtime_seconds", a.max_runtime.map(Value::from));
+    set(&mut obj, "autonomy", a.autonomy.clone().map(Value::from));
+    set(&mut obj, "model", a.model.clone().map(Value::from));
+    set(&mut obj, "reasoning_effort", a.reasoning_effort.clone().map(Value::from));
+    set(&mut obj, "session_id", a.session.clone().map(Value::from));
+    set(&mut obj, "task_id", a.task_id.clone().map(Value::from));
+    set(&mut obj, "notes_for_human", a.notes.clone().map(Value::from));
+    if bad.is_empty() {
+        Ok(Value::Object(obj))
+    } else {
+        Err(Violations(bad))
+    }
+}
+
+fn exit_code(status: Status) -> ExitCode {
+    match status {
+        Status::Success => ExitCode::SUCCESS,
+        Status::Partial | Status::Failed | Status::Timeout | Status::Cancelled => ExitCode::from(1),
+        Status::Error => ExitCode::from(2),
+    }
+}
+
+fn print_result(result: &ExecutionResult, json: bool) {
+    let text = if json {
+        serde_json::to_string_pretty(result).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    } else {
+        render::report(result)
+    };
+    let mut out = std::io::stdout().lock();
+    // a closed stdout (`| head`) is not worth a panic
+    let _ = writeln!(out, "{text}");
+    let _ = out.flush();
+}
+
+pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
+    let env = env_map();
+    let settings = match settings(config, &env) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("droid-executor: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let cfg = settings.engine_config(&env);
+    for w in &cfg.droid_warnings {
+        eprintln!("droid-executor: warning: {w}");
+    }
+    let request = match build_request(&args) {
+        Ok(v) => v,
+        Err(v) => {
+            let result = ExecutionResult::invalid_request(args.task_id.clone(), &v);
+            print_result(&result, args.json);
+            return exit_code(result.status);
+        }
+    };
+    let engine = Engine::new(cfg);
+    let cancel = CancellationToken::new();
+    let ctrl_c = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\ndroid-executor: cancelling (stopping droid)…");
+                cancel.cancel();
+            }
+        })
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<RunEvent>(EVENT_CHANNEL_CAPACITY);
+    let progress = std::io::stderr()
+        .is_terminal()
+        .then(|| tokio::spawn(render::progress(rx)));
+    let result = engine.execute(&request, cancel, Some(tx)).await;
+    ctrl_c.abort();
+    if let Some(p) = progress {
+        let _ = p.await;
+    }
+    print_result(&result, args.json);
+    exit_code(result.status)
+}

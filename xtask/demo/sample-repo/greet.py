@@ -1,0 +1,5 @@
+"""A tiny module the demo asks droid to extend."""
+
+
+def greet(name):
+    return "Hello, " + name + "!"

@@ -1,0 +1,4 @@
+from greet import greet
+
+assert greet("Ada") == "Hello, Ada!"
+print("ok")

@@ -1,0 +1,98 @@
+//! `cargo xtask …`: the project's automation (rust-analyzer style), in Rust so it runs wherever
+//! cargo does. Depends on nothing of ours but `droid-contract` (for codegen).
+//!
+//! - `fetch-droid`: install the real droid 0.225.2 (npm package `@factory/cli-linux-x64`) under
+//!   `target/droid/0.225.2/`; the test suite drives that binary.
+//! - `test`: fetch-droid, then the whole test suite.
+//! - `ci`: fmt check, clippy `-D warnings`, codegen check, test.
+//! - `codegen [--check]`: the JSON Schemas in `schemas/` from the contract types.
+//! - `demo`: the main job end to end: a scripted model, the real droid, a sample repository.
+//! - `bench engine`: median ratio of a `droid-executor run` to a bare `droid exec` of one task.
+#![allow(clippy::disallowed_methods)] // automation: xtask runs cargo, npm, tar and the binaries it builds
+#![allow(clippy::print_stdout)] // its reports go to stdout
+
+mod bench;
+mod sandbox;
+mod demo;
+mod droid;
+mod sh;
+
+use anyhow::{Context, Result, bail};
+
+use crate::sh::{cargo, run};
+
+fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match dispatch(&args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+const USAGE: &str = "usage: cargo xtask <fetch-droid | test | ci | codegen [--check] | demo | bench engine [--runs N]>";
+
+fn dispatch(args: &[&str]) -> Result<()> {
+    match args {
+        ["fetch-droid"] => droid::fetch().map(|p| println!("droid 0.225.2: {}", p.display())),
+        ["test", rest @ ..] => test(rest),
+        ["ci"] => ci(),
+        ["codegen"] => codegen(false),
+        ["codegen", "--check"] => codegen(true),
+        ["demo"] => demo::demo(),
+        ["bench", "engine", rest @ ..] => bench::engine(rest),
+        _ => bail!("{USAGE}"),
+    }
+}
+
+/// fetch-droid, then every test of the workspace, with the fetched droid named explicitly.
+fn test(extra: &[&str]) -> Result<()> {
+    let droid = droid::fetch()?;
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace", "--no-fail-fast"])
+        .args(extra)
+        .env("DROID_EXECUTOR_TEST_DROID", &droid);
+    run(&mut cmd).context("the test suite failed")
+}
+
+fn ci() -> Result<()> {
+    run(cargo().args(["fmt", "--all", "--", "--check"])).context("cargo fmt --check: run `cargo fmt --all`")?;
+    run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))
+        .context("clippy found problems")?;
+    codegen(true)?;
+    test(&[])
+}
+
+fn codegen(check: bool) -> Result<()> {
+    let root = sh::workspace_root();
+    let files = [
+        ("schemas/request.schema.json", droid_contract::request_schema()),
+        ("schemas/result.schema.json", droid_contract::result_schema()),
+    ];
+    let mut stale = Vec::new();
+    for (rel, schema) in files {
+        let path = root.join(rel);
+        let text = format!("{}\n", serde_json::to_string_pretty(&schema)?);
+        let current = std::fs::read_to_string(&path).unwrap_or_default();
+        if current == text {
+            continue;
+        }
+        if check {
+            stale.push(rel);
+        } else {
+            std::fs::create_dir_all(path.parent().context("schema path has a parent")?)?;
+            std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+            println!("wrote {rel}");
+        }
+    }
+    if !stale.is_empty() {
+        bail!(
+            "stale generated files: {} (run `cargo xtask codegen`)",
+            stale.join(", ")
+        );
+    }
+    Ok(())
+}
