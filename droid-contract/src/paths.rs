@@ -161,7 +161,10 @@ mod tests {
 
     #[test]
     fn normalises_lexically() {
-        assert_eq!(normalize(Path::new("a/./b/../c")), Some(PathBuf::from("a/c")));
+        assert_eq!(
+            normalize(Path::new("a/./b/../c")),
+            Some(PathBuf::from("a/c"))
+        );
         assert_eq!(normalize(Path::new("../x")), None);
         assert_eq!(normalize(Path::new("a/../../x")), None);
         assert_eq!(normalize(Path::new("/../etc")), Some(PathBuf::from("/etc")));
@@ -171,11 +174,15 @@ mod tests {
     fn rel_paths_stay_inside() {
         let root = RepoRoot::try_from("/repo/x".to_string()).unwrap();
         assert_eq!(
-            RelPath::parse("src/../lib.rs", Some(&root)).unwrap().as_path(),
+            RelPath::parse("src/../lib.rs", Some(&root))
+                .unwrap()
+                .as_path(),
             Path::new("lib.rs")
         );
         assert_eq!(
-            RelPath::parse("/repo/x/src/a.rs", Some(&root)).unwrap().as_path(),
+            RelPath::parse("/repo/x/src/a.rs", Some(&root))
+                .unwrap()
+                .as_path(),
             Path::new("src/a.rs")
         );
         assert!(RelPath::parse("/repo/xy/a.rs", Some(&root)).is_err());

@@ -268,7 +268,10 @@ impl Parser {
             if !allowed.contains(&k.as_str()) {
                 self.bad(
                     format!("{base}.{k}"),
-                    format!("unknown field {k:?}; allowed fields: {}", allowed.join(", ")),
+                    format!(
+                        "unknown field {k:?}; allowed fields: {}",
+                        allowed.join(", ")
+                    ),
                 );
             }
         }
@@ -328,11 +331,17 @@ impl Parser {
             None | Some(Value::Null) => return Vec::new(),
             Some(Value::Array(a)) => a,
             Some(Value::String(_)) => {
-                self.bad(path, "must be an array of strings, got a string; wrap it in [ ]");
+                self.bad(
+                    path,
+                    "must be an array of strings, got a string; wrap it in [ ]",
+                );
                 return Vec::new();
             }
             Some(other) => {
-                self.bad(path, format!("must be an array of strings, got {}", type_name(other)));
+                self.bad(
+                    path,
+                    format!("must be an array of strings, got {}", type_name(other)),
+                );
                 return Vec::new();
             }
         };
@@ -392,7 +401,10 @@ impl Parser {
             return None;
         }
         if s.starts_with('-') {
-            self.bad(path, "must not start with '-' (droid would read it as an option)");
+            self.bad(
+                path,
+                "must not start with '-' (droid would read it as an option)",
+            );
             return None;
         }
         if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
@@ -404,7 +416,10 @@ impl Parser {
 
     fn request(&mut self, value: &Value, host: Option<HostCheck<'_>>) -> Option<ExecutionRequest> {
         let Value::Object(obj) = value else {
-            self.bad("$", format!("must be a JSON object, got {}", type_name(value)));
+            self.bad(
+                "$",
+                format!("must be a JSON object, got {}", type_name(value)),
+            );
             return None;
         };
         self.unknown(obj, "$", FIELDS);
@@ -449,7 +464,10 @@ impl Parser {
             Some(other) => {
                 self.bad(
                     "$.max_runtime_seconds",
-                    format!("must be a whole number of seconds, got {}", type_name(other)),
+                    format!(
+                        "must be a whole number of seconds, got {}",
+                        type_name(other)
+                    ),
                 );
                 None
             }
@@ -471,17 +489,19 @@ impl Parser {
             "\"read_only\", \"low\", \"medium\", \"high\"",
         );
         let model = self.name(obj, "model");
-        let reasoning_effort = self.string(obj, "reasoning_effort", "$", false).and_then(|s| {
-            if REASONING_EFFORTS.contains(&s) {
-                Some(s.to_owned())
-            } else {
-                self.bad(
-                    "$.reasoning_effort",
-                    format!("must be one of {}, got {s:?}", REASONING_EFFORTS.join(", ")),
-                );
-                None
-            }
-        });
+        let reasoning_effort = self
+            .string(obj, "reasoning_effort", "$", false)
+            .and_then(|s| {
+                if REASONING_EFFORTS.contains(&s) {
+                    Some(s.to_owned())
+                } else {
+                    self.bad(
+                        "$.reasoning_effort",
+                        format!("must be one of {}, got {s:?}", REASONING_EFFORTS.join(", ")),
+                    );
+                    None
+                }
+            });
         let session_id = self.name(obj, "session_id");
 
         Some(ExecutionRequest {

@@ -31,7 +31,10 @@ mod tests {
     #[test]
     fn request_schema_keeps_the_rules() {
         let s = request_schema();
-        assert_eq!(s["$schema"], json!("https://json-schema.org/draft/2020-12/schema"));
+        assert_eq!(
+            s["$schema"],
+            json!("https://json-schema.org/draft/2020-12/schema")
+        );
         assert_eq!(s["additionalProperties"], json!(false));
         assert_eq!(s["required"], json!(["objective", "context"]));
         let objective = &s["$defs"]["Objective"];
@@ -51,7 +54,14 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(
             names,
-            ["success", "partial", "failed", "timeout", "cancelled", "error"],
+            [
+                "success",
+                "partial",
+                "failed",
+                "timeout",
+                "cancelled",
+                "error"
+            ],
             "{statuses:#}"
         );
     }

@@ -100,10 +100,7 @@ fn verify_failed(codes: &[Option<i32>]) -> Option<Issue> {
     (bad > 0).then(|| {
         Issue::new(
             IssueType::TestFailure,
-            format!(
-                "{bad} of {} verification command(s) failed",
-                codes.len()
-            ),
+            format!("{bad} of {} verification command(s) failed", codes.len()),
             "read the verify entries in commands_run, fix the code, and run the task again",
         )
     })
@@ -275,6 +272,9 @@ mod tests {
         });
         assert_eq!(v.status, Status::Partial);
         assert_eq!(v.reasons[0].kind, IssueType::TestFailure);
-        assert_eq!(v.reasons[0].description, "1 of 2 verification command(s) failed");
+        assert_eq!(
+            v.reasons[0].description,
+            "1 of 2 verification command(s) failed"
+        );
     }
 }

@@ -34,9 +34,7 @@ impl TryFrom<String> for Objective {
         }
         let n = chars(&value);
         if n > OBJECTIVE_MAX {
-            return Err(format!(
-                "is {n} characters; the limit is {OBJECTIVE_MAX}"
-            ));
+            return Err(format!("is {n} characters; the limit is {OBJECTIVE_MAX}"));
         }
         Ok(Self(value))
     }
@@ -208,7 +206,9 @@ impl TryFrom<u64> for Runtime {
     fn try_from(value: u64) -> Result<Self, String> {
         match u32::try_from(value) {
             Ok(v) if (1..=RUNTIME_MAX).contains(&v) => Ok(Self(v)),
-            _ => Err(format!("is {value}; it must be between 1 and {RUNTIME_MAX} seconds")),
+            _ => Err(format!(
+                "is {value}; it must be between 1 and {RUNTIME_MAX} seconds"
+            )),
         }
     }
 }

@@ -4,7 +4,7 @@
 //! that needs it panics with the install command when it is missing (tests never skip). This
 //! crate's own binaries are known to Cargo only while it compiles the test binary
 //! (`CARGO_BIN_EXE_<name>` is not set for the library), so their paths come from macros that
-//! expand inside the test: [`fake_droid!`](crate::fake_droid!) and
+//! expand inside the test: [`fake_droid_bin!`](crate::fake_droid_bin!) and
 //! [`scripted_model_bin!`](crate::scripted_model_bin!).
 
 use std::path::PathBuf;
@@ -50,7 +50,7 @@ pub fn real_droid() -> PathBuf {
 /// The `fake-droid` binary of this crate, as a `PathBuf`. Only usable in this crate's test
 /// binary (`tests/all.rs`), where Cargo sets `CARGO_BIN_EXE_fake-droid`.
 #[macro_export]
-macro_rules! fake_droid {
+macro_rules! fake_droid_bin {
     () => {
         ::std::path::PathBuf::from(env!("CARGO_BIN_EXE_fake-droid"))
     };

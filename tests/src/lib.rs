@@ -8,8 +8,8 @@
 //! - [`droid_home`]: a throw-away `HOME` whose `.factory/settings.json` points droid at those
 //!   servers, and the environment to run droid with.
 //! - [`droid_bin`]: where the real droid 0.225.2 is (tests fail, never skip, when it is missing),
-//!   and the paths of this crate's own binaries ([`fake_droid!`], [`scripted_model_bin!`]).
-//! - [`fake_droid`]: the scenario player behind the `fake-droid` binary (crash, hang, ignore
+//!   and the paths of this crate's own binaries ([`fake_droid_bin!`], [`scripted_model_bin!`]).
+//! - [`fake_droid`](mod@fake_droid): the scenario player behind the `fake-droid` binary (crash, hang, ignore
 //!   SIGTERM, leak a grandchild, flood stdout...).
 //! - [`procs`]: is a pid alive, wait until it is gone, which processes carry a marker variable.
 //! - [`temp_dir`]: a self-deleting temporary directory.

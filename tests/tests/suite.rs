@@ -1,4 +1,6 @@
 //! The suites. Each module tests one thing end to end; `support_selftest` checks the support code
 //! itself (scripted model, fake droid, process helpers) and that the real droid runs against it.
 
+mod common;
+mod engine_real_droid;
 mod support_selftest;

@@ -134,7 +134,11 @@ pub(crate) async fn doctor(config: Option<&PathBuf>, json_out: bool) -> ExitCode
         .collect();
     checks.push(Check {
         name: "allowed_roots",
-        level: if roots.is_empty() { Level::Warn } else { Level::Ok },
+        level: if roots.is_empty() {
+            Level::Warn
+        } else {
+            Level::Ok
+        },
         detail: if roots.is_empty() {
             "none configured: any directory may be a repo_root".into()
         } else {
@@ -169,7 +173,10 @@ pub(crate) async fn doctor(config: Option<&PathBuf>, json_out: bool) -> ExitCode
                 if c.fix.is_empty() {
                     format!("{tag} {:<13} {}", c.name, c.detail)
                 } else {
-                    format!("{tag} {:<13} {}\n     {:<13} fix: {}", c.name, c.detail, "", c.fix)
+                    format!(
+                        "{tag} {:<13} {}\n     {:<13} fix: {}",
+                        c.name, c.detail, "", c.fix
+                    )
                 }
             })
             .collect::<Vec<_>>()

@@ -107,10 +107,7 @@ pub(crate) async fn progress(mut rx: mpsc::Receiver<RunEvent>) {
             }
         };
         let line: String = line.chars().filter(|c| !c.is_control()).take(100).collect();
-        eprint!(
-            "\r\x1b[2K[{:>4}s] {line}",
-            started.elapsed().as_secs()
-        );
+        eprint!("\r\x1b[2K[{:>4}s] {line}", started.elapsed().as_secs());
         let _ = std::io::stderr().flush();
     }
 }

@@ -132,7 +132,10 @@ fn build_request(a: &RunArgs) -> Result<Value, Violations> {
     set(
         &mut obj,
         "objective",
-        a.objective_arg.clone().or_else(|| a.objective.clone()).map(Value::from),
+        a.objective_arg
+            .clone()
+            .or_else(|| a.objective.clone())
+            .map(Value::from),
     );
     if let Some(f) = &a.instructions_file {
         match std::fs::read_to_string(f) {
@@ -143,7 +146,11 @@ fn build_request(a: &RunArgs) -> Result<Value, Violations> {
             )),
         }
     }
-    set(&mut obj, "instructions", a.instructions.clone().map(Value::from));
+    set(
+        &mut obj,
+        "instructions",
+        a.instructions.clone().map(Value::from),
+    );
     if let Some(c) = &a.context {
         match serde_json::from_str::<Value>(c) {
             Ok(v) => {
@@ -151,7 +158,9 @@ fn build_request(a: &RunArgs) -> Result<Value, Violations> {
             }
             Err(e) => bad.push(Violation::new(
                 "$.context",
-                format!("--context is not valid JSON ({e}); write {{\"repo_root\": \"/abs/path\"}}"),
+                format!(
+                    "--context is not valid JSON ({e}); write {{\"repo_root\": \"/abs/path\"}}"
+                ),
             )),
         }
     }
@@ -180,13 +189,25 @@ fn build_request(a: &RunArgs) -> Result<Value, Violations> {
     list(&mut obj, "acceptance_criteria", &a.accept);
     list(&mut obj, "suggested_commands", &a.commands);
     set(&mut obj, "execution_mode", a.mode.clone().map(Value::from));
-    set(&mut obj, "max_runtime_seconds", a.max_runtime.map(Value::from));
+    set(
+        &mut obj,
+        "max_runtime_seconds",
+        a.max_runtime.map(Value::from),
+    );
     set(&mut obj, "autonomy", a.autonomy.clone().map(Value::from));
     set(&mut obj, "model", a.model.clone().map(Value::from));
-    set(&mut obj, "reasoning_effort", a.reasoning_effort.clone().map(Value::from));
+    set(
+        &mut obj,
+        "reasoning_effort",
+        a.reasoning_effort.clone().map(Value::from),
+    );
     set(&mut obj, "session_id", a.session.clone().map(Value::from));
     set(&mut obj, "task_id", a.task_id.clone().map(Value::from));
-    set(&mut obj, "notes_for_human", a.notes.clone().map(Value::from));
+    set(
+        &mut obj,
+        "notes_for_human",
+        a.notes.clone().map(Value::from),
+    );
     if bad.is_empty() {
         Ok(Value::Object(obj))
     } else {

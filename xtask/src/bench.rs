@@ -35,7 +35,16 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
         _ => bail!("usage: cargo xtask bench engine [--runs N]"),
     };
     let droid = droid::fetch()?;
-    run(cargo().args(["build", "--quiet", "--release", "-p", "wrapper-cli", "-p", "tests", "--bins"]))?;
+    run(cargo().args([
+        "build",
+        "--quiet",
+        "--release",
+        "-p",
+        "wrapper-cli",
+        "-p",
+        "tests",
+        "--bins",
+    ]))?;
     let bins = workspace_root().join("target/release");
     let sandbox = Sandbox::new(&bins, script)?;
     let prompt = sandbox.dir.join("prompt.txt");
@@ -46,7 +55,16 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
         let out = output(
             sandbox
                 .command(&droid)
-                .args(["exec", "--output-format", "stream-json", "--auto", "low", "-m", MODEL, "--cwd"])
+                .args([
+                    "exec",
+                    "--output-format",
+                    "stream-json",
+                    "--auto",
+                    "low",
+                    "-m",
+                    MODEL,
+                    "--cwd",
+                ])
                 .arg(&sandbox.repo)
                 .arg("-f")
                 .arg(&prompt),
@@ -64,7 +82,9 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
             sandbox
                 .command(&bins.join("droid-executor"))
                 .env("DROID_CLI_CMD", &droid)
-                .args(["run", "--json", "--mode", "code", "--model", MODEL, "--repo"])
+                .args([
+                    "run", "--json", "--mode", "code", "--model", MODEL, "--repo",
+                ])
                 .arg(&sandbox.repo)
                 .arg(OBJECTIVE),
         )?;
@@ -89,8 +109,14 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
     }
     let (mb, me) = (median(&mut b), median(&mut e));
     println!("bench engine: {runs} runs each, same scripted task (create one file, 2 model turns)");
-    println!("  bare droid exec -o stream-json   median {:>7.1} ms", mb.as_secs_f64() * 1e3);
-    println!("  droid-executor run --json        median {:>7.1} ms", me.as_secs_f64() * 1e3);
+    println!(
+        "  bare droid exec -o stream-json   median {:>7.1} ms",
+        mb.as_secs_f64() * 1e3
+    );
+    println!(
+        "  droid-executor run --json        median {:>7.1} ms",
+        me.as_secs_f64() * 1e3
+    );
     println!(
         "  ratio engine/bare                {:>9.3}   (goal <= 1.05)",
         me.as_secs_f64() / mb.as_secs_f64()

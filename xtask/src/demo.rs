@@ -11,7 +11,8 @@ use crate::droid;
 use crate::sandbox::{MODEL, Sandbox};
 use crate::sh::{cargo, run, workspace_root};
 
-pub(crate) const OBJECTIVE: &str = "Add farewell(name) to greet.py, returning \"Goodbye, <name>!\", with a test";
+pub(crate) const OBJECTIVE: &str =
+    "Add farewell(name) to greet.py, returning \"Goodbye, <name>!\", with a test";
 
 /// The scripted model's turns: edit, test, run the test, report.
 pub(crate) fn script(repo: &Path) -> serde_json::Value {
@@ -33,8 +34,16 @@ pub(crate) fn script(repo: &Path) -> serde_json::Value {
 
 pub(crate) fn demo() -> Result<()> {
     let droid = droid::fetch()?;
-    run(cargo().args(["build", "--quiet", "-p", "wrapper-cli", "-p", "tests", "--bins"]))
-        .context("building droid-executor and scripted-model")?;
+    run(cargo().args([
+        "build",
+        "--quiet",
+        "-p",
+        "wrapper-cli",
+        "-p",
+        "tests",
+        "--bins",
+    ]))
+    .context("building droid-executor and scripted-model")?;
     let bins = workspace_root().join("target/debug");
     let sandbox = Sandbox::new(&bins, script)?;
     println!("sample repository: {}", sandbox.repo.display());
@@ -47,7 +56,14 @@ pub(crate) fn demo() -> Result<()> {
         .arg("run")
         .arg("--repo")
         .arg(&sandbox.repo)
-        .args(["--model", MODEL, "--mode", "code", "--command", "python3 test_greet.py"])
+        .args([
+            "--model",
+            MODEL,
+            "--mode",
+            "code",
+            "--command",
+            "python3 test_greet.py",
+        ])
         .args(["--accept", "python3 test_greet.py passes", OBJECTIVE]);
     run(&mut cmd).context("the demo run did not succeed")?;
     println!("\n(add --json for the full ExecutionResult)");

@@ -35,7 +35,9 @@ pub(crate) fn fetch() -> Result<PathBuf> {
     let dir = workspace_root().join("target/droid").join(VERSION);
     std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     if Command::new("npm").arg("--version").output().is_err() {
-        bail!("npm is needed to install droid ({PACKAGE}@{VERSION}); install Node.js and npm (e.g. apt-get install -y nodejs npm)");
+        bail!(
+            "npm is needed to install droid ({PACKAGE}@{VERSION}); install Node.js and npm (e.g. apt-get install -y nodejs npm)"
+        );
     }
     eprintln!("xtask: installing {PACKAGE}@{VERSION} with npm pack …");
     let spec = format!("{PACKAGE}@{VERSION}");
@@ -49,8 +51,12 @@ pub(crate) fn fetch() -> Result<PathBuf> {
     if tgz.is_empty() {
         bail!("npm pack {spec} printed no file name");
     }
-    run(Command::new("tar").arg("xzf").arg(dir.join(&tgz)).arg("-C").arg(&dir))
-        .context("could not unpack the droid package")?;
+    run(Command::new("tar")
+        .arg("xzf")
+        .arg(dir.join(&tgz))
+        .arg("-C")
+        .arg(&dir))
+    .context("could not unpack the droid package")?;
     let _ = std::fs::remove_file(dir.join(&tgz));
     match version_of(&bin) {
         Some(v) if v == VERSION => Ok(bin),

@@ -12,9 +12,9 @@
 #![allow(clippy::print_stdout)] // its reports go to stdout
 
 mod bench;
-mod sandbox;
 mod demo;
 mod droid;
+mod sandbox;
 mod sh;
 
 use anyhow::{Context, Result, bail};
@@ -59,9 +59,17 @@ fn test(extra: &[&str]) -> Result<()> {
 }
 
 fn ci() -> Result<()> {
-    run(cargo().args(["fmt", "--all", "--", "--check"])).context("cargo fmt --check: run `cargo fmt --all`")?;
-    run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))
-        .context("clippy found problems")?;
+    run(cargo().args(["fmt", "--all", "--", "--check"]))
+        .context("cargo fmt --check: run `cargo fmt --all`")?;
+    run(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))
+    .context("clippy found problems")?;
     codegen(true)?;
     test(&[])
 }
@@ -69,8 +77,14 @@ fn ci() -> Result<()> {
 fn codegen(check: bool) -> Result<()> {
     let root = sh::workspace_root();
     let files = [
-        ("schemas/request.schema.json", droid_contract::request_schema()),
-        ("schemas/result.schema.json", droid_contract::result_schema()),
+        (
+            "schemas/request.schema.json",
+            droid_contract::request_schema(),
+        ),
+        (
+            "schemas/result.schema.json",
+            droid_contract::result_schema(),
+        ),
     ];
     let mut stale = Vec::new();
     for (rel, schema) in files {

@@ -22,7 +22,10 @@ pub(crate) struct Sandbox {
 impl Sandbox {
     /// Build the bins in `profile` ("debug"/"release"), start the scripted model with the script
     /// `make_script(repo)`, and lay out HOME and the repository.
-    pub(crate) fn new(bin_dir: &Path, make_script: impl Fn(&Path) -> serde_json::Value) -> Result<Self> {
+    pub(crate) fn new(
+        bin_dir: &Path,
+        make_script: impl Fn(&Path) -> serde_json::Value,
+    ) -> Result<Self> {
         let dir = std::env::temp_dir().join(format!("droid-executor-xtask-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let home = dir.join("home");
@@ -31,7 +34,12 @@ impl Sandbox {
         copy_dir(&workspace_root().join("xtask/demo/sample-repo"), &repo)?;
         let git = |args: &[&str]| {
             run(Command::new("git")
-                .args(["-c", "user.name=demo", "-c", "user.email=demo@example.invalid"])
+                .args([
+                    "-c",
+                    "user.name=demo",
+                    "-c",
+                    "user.email=demo@example.invalid",
+                ])
                 .args(args)
                 .current_dir(&repo)
                 .stdout(Stdio::null()))
@@ -91,8 +99,16 @@ impl Sandbox {
 
     /// Put the repository back to its commit.
     pub(crate) fn reset(&self) -> Result<()> {
-        output(Command::new("git").args(["checkout", "-q", "--", "."]).current_dir(&self.repo))?;
-        output(Command::new("git").args(["clean", "-fdq"]).current_dir(&self.repo))?;
+        output(
+            Command::new("git")
+                .args(["checkout", "-q", "--", "."])
+                .current_dir(&self.repo),
+        )?;
+        output(
+            Command::new("git")
+                .args(["clean", "-fdq"])
+                .current_dir(&self.repo),
+        )?;
         Ok(())
     }
 }

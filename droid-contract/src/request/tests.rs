@@ -134,7 +134,10 @@ fn missing_required_fields() {
     );
     assert_eq!(paths(json!([1])), vec!["$"]);
     assert_eq!(
-        ExecutionRequest::from_json("{not json", None).unwrap_err().0[0].path,
+        ExecutionRequest::from_json("{not json", None)
+            .unwrap_err()
+            .0[0]
+            .path,
         "$"
     );
 }
@@ -164,7 +167,11 @@ fn host_checks_repo_root_and_symlinks() {
         .dir("/elsewhere")
         .link("/home/u/repo/link", "/etc/passwd", PathKind::File)
         .link("/home/u/repo/ok", "/home/u/repo/src/ok.rs", PathKind::File)
-        .link("/home/u/repo/file.txt", "/home/u/repo/file.txt", PathKind::File);
+        .link(
+            "/home/u/repo/file.txt",
+            "/home/u/repo/file.txt",
+            PathKind::File,
+        );
     let roots = [PathBuf::from("/home/u")];
     let check = HostCheck {
         facts: &host,
@@ -206,7 +213,10 @@ fn host_checks_repo_root_and_symlinks() {
 }
 
 fn paths_with(v: serde_json::Value, check: HostCheck<'_>) -> Vec<String> {
-    violations(v, Some(check)).into_iter().map(|(p, _)| p).collect()
+    violations(v, Some(check))
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect()
 }
 
 #[test]
@@ -232,8 +242,7 @@ fn round_trips_through_serde() {
     let r = ExecutionRequest::from_value(&v, None).unwrap();
     assert_eq!(r.context.files_of_interest[0].as_path(), Path::new("a.rs"));
     assert_eq!(r.context.files_of_interest[1].as_path(), Path::new("c.rs"));
-    let back: ExecutionRequest =
-        serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+    let back: ExecutionRequest = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
     assert_eq!(back, r);
 }
 
@@ -295,7 +304,14 @@ mod props {
             prop_oneof![
                 proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
                 proptest::collection::hash_map(
-                    prop_oneof!["objective", "context", "repo_root", "files_of_interest", "constraints", "x"],
+                    prop_oneof![
+                        "objective",
+                        "context",
+                        "repo_root",
+                        "files_of_interest",
+                        "constraints",
+                        "x"
+                    ],
                     inner,
                     0..4
                 )

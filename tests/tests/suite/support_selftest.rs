@@ -537,7 +537,7 @@ async fn run_fake(
     extra_args: &[&str],
 ) -> (ExitStatus, String, String, Value) {
     let scenario = dir.join("scenario.json");
-    let record = dir.join("record.json");
+    let record_path = dir.join("record.json");
     let prompt = dir.join("prompt.md");
     std::fs::write(&scenario, json!({ "steps": steps }).to_string()).unwrap();
     std::fs::write(&prompt, "do the thing\n").unwrap();
@@ -552,11 +552,11 @@ async fn run_fake(
     args.extend(["-f".to_owned(), prompt.display().to_string()]);
     let output = tokio::time::timeout(
         WAIT,
-        tokio::process::Command::new(tests::fake_droid!())
+        tokio::process::Command::new(tests::fake_droid_bin!())
             .args(&args)
             .env_clear()
             .env("FAKE_DROID_SCENARIO", &scenario)
-            .env("FAKE_DROID_RECORD", &record)
+            .env("FAKE_DROID_RECORD", &record_path)
             .current_dir(dir)
             .stdin(Stdio::null())
             .kill_on_drop(true)
@@ -565,14 +565,14 @@ async fn run_fake(
     .await
     .expect("fake-droid did not finish")
     .unwrap();
-    let record: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    let record: Value = serde_json::from_slice(&std::fs::read(&record_path).unwrap()).unwrap();
     let expected_record = json!({
         "argv": args,
         "prompt": "do the thing\n",
         "cwd": dir.display().to_string(),
         "env": {
             "FAKE_DROID_SCENARIO": scenario.display().to_string(),
-            "FAKE_DROID_RECORD": record_path_string(dir),
+            "FAKE_DROID_RECORD": record_path.display().to_string(),
         },
     });
     assert_eq!(record, expected_record);
@@ -582,10 +582,6 @@ async fn run_fake(
         String::from_utf8(output.stderr).unwrap(),
         record,
     )
-}
-
-fn record_path_string(dir: &Path) -> String {
-    dir.join("record.json").display().to_string()
 }
 
 #[tokio::test]
@@ -642,7 +638,7 @@ async fn fake_droid_replays_output_exit_code_and_records_its_invocation() {
 async fn fake_droid_version_and_unknown_option() {
     let version = tokio::time::timeout(
         WAIT,
-        tokio::process::Command::new(tests::fake_droid!())
+        tokio::process::Command::new(tests::fake_droid_bin!())
             .arg("--version")
             .env_clear()
             .kill_on_drop(true)
@@ -656,7 +652,7 @@ async fn fake_droid_version_and_unknown_option() {
 
     let unknown = tokio::time::timeout(
         WAIT,
-        tokio::process::Command::new(tests::fake_droid!())
+        tokio::process::Command::new(tests::fake_droid_bin!())
             .args(["exec", "--frobnicate", "hi"])
             .env_clear()
             .kill_on_drop(true)
@@ -692,7 +688,7 @@ async fn fake_droid_ignores_sigterm_and_leaks_a_marked_grandchild() {
         .to_string(),
     )
     .unwrap();
-    let mut child = tokio::process::Command::new(tests::fake_droid!())
+    let mut child = tokio::process::Command::new(tests::fake_droid_bin!())
         .args(["exec", "--output-format", "stream-json", "--cwd"])
         .arg(dir.path())
         .arg("-f")

@@ -1,0 +1,171 @@
+//! Helpers shared by the end-to-end suites: an engine wired to the real (or fake) droid, git
+//! repositories in temp dirs, and running a request while collecting its events.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use droid_contract::{Autonomy, CommandSource, ExecutionResult};
+use droid_exec::{EVENT_CHANNEL_CAPACITY, Engine, EngineConfig, RunEvent};
+use serde_json::Value;
+use tests::temp_dir::TempDir;
+use tokio_util::sync::CancellationToken;
+
+/// Every run in the suites is bounded by this, well above any max_runtime a test sets.
+pub const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+/// An engine driving `droid` with exactly `env`, any repo_root allowed, autonomy up to high.
+pub fn engine(droid: PathBuf, env: Vec<(OsString, OsString)>, scratch: &Path) -> Engine {
+    Engine::new(EngineConfig {
+        droid_bin: Some(droid),
+        droid_source: "test".into(),
+        droid_warnings: Vec::new(),
+        env,
+        allowed_roots: Vec::new(),
+        max_autonomy: Autonomy::High,
+        default_timeout: Duration::from_secs(60),
+        default_model: None,
+        verify: true,
+        excerpt_bytes: 4096,
+        kill_grace: Duration::from_secs(5),
+        exit_grace: Duration::from_secs(2),
+        scratch_root: scratch.to_path_buf(),
+    })
+}
+
+/// A git repository with `files` committed, in a temp dir.
+pub fn git_repo(files: &[(&str, &str)]) -> TempDir {
+    let dir = TempDir::new("e2e-repo").unwrap();
+    for (name, content) in files {
+        let p = dir.path().join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+    git(dir.path(), &["init", "-q"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "initial", "--allow-empty"]);
+    dir
+}
+
+/// Run git in `dir` with a fixed identity; panics with its stderr on failure.
+#[allow(clippy::disallowed_methods)] // test set-up runs git directly
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=test",
+            "-c",
+            "user.email=test@example.invalid",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A request for `repo` with `extra` fields merged in.
+pub fn request(repo: &Path, objective: &str, extra: Value) -> Value {
+    let mut v = serde_json::json!({
+        "objective": objective,
+        "context": {"repo_root": repo.display().to_string()},
+    });
+    if let (Value::Object(base), Value::Object(more)) = (&mut v, extra) {
+        base.extend(more);
+    }
+    v
+}
+
+/// What a run produced: its result and every event published.
+pub struct Ran {
+    pub result: ExecutionResult,
+    pub events: Vec<RunEvent>,
+    pub elapsed: Duration,
+}
+
+impl Ran {
+    /// The pid droid was started with.
+    pub fn droid_pid(&self) -> i32 {
+        self.events
+            .iter()
+            .find_map(|e| match e {
+                RunEvent::Started { pid, .. } => i32::try_from(*pid).ok(),
+                _ => None,
+            })
+            .expect("no Started event")
+    }
+
+    /// The issue types, in order.
+    pub fn issue_kinds(&self) -> Vec<&'static str> {
+        self.result.issues.iter().map(|i| i.kind.as_str()).collect()
+    }
+
+    /// (source, command, exit code) of every command.
+    pub fn commands(&self) -> Vec<(&'static str, String, Option<i32>)> {
+        self.result
+            .commands_run
+            .iter()
+            .map(|c| {
+                let who = match c.source {
+                    CommandSource::Agent => "agent",
+                    CommandSource::Verify => "verify",
+                };
+                (who, c.command.clone(), c.exit_code)
+            })
+            .collect()
+    }
+}
+
+/// Run `request` on `engine`, collecting events; `cancel` may be triggered by the caller.
+pub async fn run_with(engine: &Engine, request: &Value, cancel: CancellationToken) -> Ran {
+    let (tx, mut rx) = tokio::sync::mpsc::channel(EVENT_CHANNEL_CAPACITY);
+    let collector = tokio::spawn(async move {
+        let mut all = Vec::new();
+        while let Some(e) = rx.recv().await {
+            all.push(e);
+        }
+        all
+    });
+    let started = std::time::Instant::now();
+    let result = tokio::time::timeout(RUN_LIMIT, engine.execute(request, cancel, Some(tx)))
+        .await
+        .expect("the run did not end within the suite's limit");
+    let elapsed = started.elapsed();
+    let events = tokio::time::timeout(Duration::from_secs(5), collector)
+        .await
+        .expect("event stream did not end")
+        .unwrap();
+    Ran {
+        result,
+        events,
+        elapsed,
+    }
+}
+
+/// Run `request` to its end.
+pub async fn run(engine: &Engine, request: &Value) -> Ran {
+    run_with(engine, request, CancellationToken::new()).await
+}
+
+/// Poll until `path` exists and holds a pid.
+pub async fn read_pid_file(path: &Path, timeout: Duration) -> i32 {
+    let until = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path)
+            && let Ok(pid) = s.trim().parse::<i32>()
+        {
+            return pid;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "{} never held a pid",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
