@@ -83,6 +83,8 @@ pub struct StatusFacts {
     pub permission_denied: bool,
     /// The completion looks truncated (all-zero token usage).
     pub suspect_truncated: bool,
+    /// droid wrote files outside repo_root.
+    pub wrote_outside: bool,
 }
 
 /// The status and the issues that justify it (non-empty whenever the status is `partial`).
@@ -159,6 +161,13 @@ pub fn decide(f: &StatusFacts) -> Verdict {
                         "run again with a higher autonomy if the refused action is wanted",
                     ));
                 }
+                if f.wrote_outside {
+                    reasons.push(Issue::new(
+                        IssueType::Conflict,
+                        "droid wrote files outside repo_root",
+                        "inspect and revert them; the task was to work inside the repository",
+                    ));
+                }
                 if f.suspect_truncated {
                     reasons.push(Issue::new(
                         IssueType::ModelError,
@@ -211,10 +220,11 @@ mod tests {
     prop_compose! {
         fn facts()(end in end(), exit_ok: bool, reported in reported(),
                    verify_exit_codes in proptest::collection::vec(proptest::option::of(-1i32..4), 0..5),
-                   files_changed in 0usize..4, permission_denied: bool, suspect_truncated: bool)
+                   files_changed in 0usize..4, permission_denied: bool, suspect_truncated: bool,
+                   wrote_outside: bool)
                    -> StatusFacts {
             StatusFacts { end, exit_ok, reported, verify_exit_codes, files_changed,
-                          permission_denied, suspect_truncated }
+                          permission_denied, suspect_truncated, wrote_outside }
         }
     }
 
@@ -234,7 +244,7 @@ mod tests {
                 prop_assert_eq!(f.end, RunEnd::Completed);
                 prop_assert!(f.exit_ok);
                 prop_assert!(f.verify_exit_codes.iter().all(|c| *c == Some(0)));
-                prop_assert!(!f.permission_denied && !f.suspect_truncated);
+                prop_assert!(!f.permission_denied && !f.suspect_truncated && !f.wrote_outside);
                 prop_assert!(v.reasons.is_empty());
             }
         }
@@ -269,6 +279,7 @@ mod tests {
             files_changed: 1,
             permission_denied: false,
             suspect_truncated: false,
+            wrote_outside: false,
         });
         assert_eq!(v.status, Status::Partial);
         assert_eq!(v.reasons[0].kind, IssueType::TestFailure);

@@ -575,6 +575,7 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
         files_changed: files.len(),
         permission_denied: found.permission_denied,
         suspect_truncated,
+        wrote_outside: !tools.outside.is_empty(),
     });
     for r in verdict.reasons {
         push_issue(&mut issues, r);

@@ -51,6 +51,8 @@ fn dispatch(args: &[&str]) -> Result<()> {
 /// fetch-droid, then every test of the workspace, with the fetched droid named explicitly.
 fn test(extra: &[&str]) -> Result<()> {
     let droid = droid::fetch()?;
+    // the CLI suites run the real binaries; build them first so they are never stale
+    run(cargo().args(["build", "--workspace", "--bins"])).context("building the binaries")?;
     let mut cmd = cargo();
     cmd.args(["test", "--workspace", "--no-fail-fast"])
         .args(extra)

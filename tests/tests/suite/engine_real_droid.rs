@@ -389,3 +389,29 @@ async fn a_missing_droid_is_droid_not_found() {
     assert_eq!(ran.result.status, Status::Error);
     assert_eq!(ran.issue_kinds(), vec!["droid_not_found"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writing_outside_the_repository_is_a_conflict() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let outside = TempDir::new("e2e-outside").unwrap();
+    let stray = outside.path().join("stray.txt");
+    // droid --auto low lets Create write outside its cwd (recorded: autonomy-low-create-outside-cwd)
+    let w = World::new(json!([
+        {"tool": [{"name": "Create", "args": {"file_path": stray.display().to_string(), "content": "oops\n"}}]},
+        {"text": "Wrote it."}
+    ]))
+    .await;
+    let ran = run(
+        &w.engine,
+        &request(repo.path(), "Write a file", json!({"model": w.model_id(), "execution_mode": "code"})),
+    )
+    .await;
+    assert!(stray.exists(), "droid did not write the stray file");
+    assert_eq!(ran.result.status, Status::Partial, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), vec!["conflict"]);
+    assert_eq!(
+        ran.result.issues[0].description,
+        format!("droid wrote outside repo_root: {}", stray.display())
+    );
+    assert_eq!(ran.result.files_changed, vec![]);
+}
