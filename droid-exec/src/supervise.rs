@@ -132,13 +132,15 @@ pub(crate) async fn supervise(
             true,
         ),
     };
-    // what droid printed before it went away is still in the pipe
-    let _ = tokio::time::timeout(DRAIN, async {
-        while let Some(l) = next_line(&mut lines).await {
-            obs.take(l, provider, publish);
-        }
-    })
-    .await;
+    // what droid printed before it went away is still in the pipe (unless it was read to its end)
+    if let Some(open) = lines.as_mut() {
+        let _ = tokio::time::timeout(DRAIN, async {
+            while let Some(l) = open.next().await {
+                obs.take(l, provider, publish);
+            }
+        })
+        .await;
+    }
     let stderr = match tokio::time::timeout(DRAIN, stderr_task).await {
         Ok(Ok(t)) => t,
         _ => Tail::new(0),
