@@ -20,105 +20,59 @@ fn chars(s: &str) -> usize {
     s.chars().count()
 }
 
-/// What the task must achieve: non-blank, at most 50 000 characters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(try_from = "String", into = "String")]
-#[schemars(extend("minLength" = 1, "maxLength" = 50000))]
-pub struct Objective(String);
+/// A string newtype limited to `$max` characters (and non-blank when `$non_blank`), built only
+/// through `TryFrom<String>`, serialized as the plain string.
+macro_rules! bounded_text {
+    ($(#[$doc:meta])* $name:ident, $max:expr, non_blank = $non_blank:expr, $extend:tt) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+        #[serde(try_from = "String", into = "String")]
+        #[schemars(extend $extend)]
+        pub struct $name(String);
 
-impl TryFrom<String> for Objective {
-    type Error = String;
-    fn try_from(value: String) -> Result<Self, String> {
-        if value.trim().is_empty() {
-            return Err("must not be blank".into());
+        impl TryFrom<String> for $name {
+            type Error = String;
+            fn try_from(value: String) -> Result<Self, String> {
+                if $non_blank && value.trim().is_empty() {
+                    return Err("must not be blank".into());
+                }
+                let n = chars(&value);
+                if n > $max {
+                    return Err(format!("is {n} characters; the limit is {}", $max));
+                }
+                Ok(Self(value))
+            }
         }
-        let n = chars(&value);
-        if n > OBJECTIVE_MAX {
-            return Err(format!("is {n} characters; the limit is {OBJECTIVE_MAX}"));
+
+        impl From<$name> for String {
+            fn from(v: $name) -> String {
+                v.0
+            }
         }
-        Ok(Self(value))
-    }
-}
 
-impl From<Objective> for String {
-    fn from(v: Objective) -> String {
-        v.0
-    }
-}
-
-impl Objective {
-    /// The text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// How to do it, in detail: at most 100 000 characters, may be empty.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(try_from = "String", into = "String")]
-#[schemars(extend("maxLength" = 100000))]
-pub struct Instructions(String);
-
-impl TryFrom<String> for Instructions {
-    type Error = String;
-    fn try_from(value: String) -> Result<Self, String> {
-        let n = chars(&value);
-        if n > INSTRUCTIONS_MAX {
-            return Err(format!(
-                "is {n} characters; the limit is {INSTRUCTIONS_MAX}"
-            ));
+        impl $name {
+            /// The text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
         }
-        Ok(Self(value))
-    }
+    };
 }
 
-impl From<Instructions> for String {
-    fn from(v: Instructions) -> String {
-        v.0
-    }
-}
+bounded_text!(
+    /// What the task must achieve: non-blank, at most 50 000 characters.
+    Objective, OBJECTIVE_MAX, non_blank = true, ("minLength" = 1, "maxLength" = 50000)
+);
+bounded_text!(
+    /// How to do it, in detail: at most 100 000 characters, may be empty.
+    Instructions, INSTRUCTIONS_MAX, non_blank = false, ("maxLength" = 100000)
+);
+bounded_text!(
+    /// One constraint or acceptance criterion: non-blank, at most 2 000 characters.
+    ListItem, LIST_ITEM_MAX, non_blank = true, ("minLength" = 1, "maxLength" = 2000)
+);
 
-impl Instructions {
-    /// The text (possibly empty).
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// One constraint or acceptance criterion: non-blank, at most 2 000 characters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(try_from = "String", into = "String")]
-#[schemars(extend("minLength" = 1, "maxLength" = 2000))]
-pub struct ListItem(String);
-
-impl TryFrom<String> for ListItem {
-    type Error = String;
-    fn try_from(value: String) -> Result<Self, String> {
-        if value.trim().is_empty() {
-            return Err("must not be blank".into());
-        }
-        let n = chars(&value);
-        if n > LIST_ITEM_MAX {
-            return Err(format!("is {n} characters; the limit is {LIST_ITEM_MAX}"));
-        }
-        Ok(Self(value))
-    }
-}
-
-impl From<ListItem> for String {
-    fn from(v: ListItem) -> String {
-        v.0
-    }
-}
-
-impl ListItem {
-    /// The text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// A shell command line (run with `sh -c`): non-blank, at most 4 000 characters.
+/// A shell command line (run with `sh -c`): non-blank, at most 4 000 characters, no NUL.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(try_from = "String", into = "String")]
 #[schemars(extend("minLength" = 1, "maxLength" = 4000))]
@@ -127,13 +81,13 @@ pub struct ShellCommand(String);
 impl TryFrom<String> for ShellCommand {
     type Error = String;
     fn try_from(value: String) -> Result<Self, String> {
-        if value.trim().is_empty() {
-            return Err("must not be blank".into());
-        }
         if value.contains('\0') {
             return Err("must not contain a NUL character".into());
         }
         let n = chars(&value);
+        if value.trim().is_empty() {
+            return Err("must not be blank".into());
+        }
         if n > COMMAND_MAX {
             return Err(format!("is {n} characters; the limit is {COMMAND_MAX}"));
         }
