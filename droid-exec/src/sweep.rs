@@ -46,15 +46,28 @@ pub fn marked_pids(marker: &str) -> Vec<i32> {
     out
 }
 
+/// Time between the two empty scans that end a sweep.
+const SETTLE: Duration = Duration::from_millis(30);
+
 /// SIGKILL every process marked with `marker` until none is left or `budget` runs out. Returns
 /// the pids still alive at the end (empty on success).
+///
+/// A process in the middle of `execve` shows an empty `/proc/<pid>/environ` for a moment, so one
+/// empty scan is not proof: the sweep ends only after two empty scans [`SETTLE`] apart.
 pub async fn sweep(marker: &str, budget: Duration) -> Vec<i32> {
     let until = Instant::now() + budget;
+    let mut quiet = false;
     loop {
         let pids = marked_pids(marker);
         if pids.is_empty() {
-            return pids;
+            if quiet || Instant::now() >= until {
+                return pids;
+            }
+            quiet = true;
+            tokio::time::sleep(SETTLE).await;
+            continue;
         }
+        quiet = false;
         for pid in &pids {
             let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
             // reap it if it was re-parented to us; ECHILD otherwise, which is fine

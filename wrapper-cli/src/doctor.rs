@@ -64,7 +64,8 @@ pub(crate) async fn doctor(config: Option<&PathBuf>, json_out: bool) -> ExitCode
                 detail: e.to_string(),
                 fix: "fix the file (keys: droid_bin, port, host, allowed_roots, max_autonomy, allow_unsafe, max_concurrent, verify, default_timeout, task_ttl, excerpt_bytes, body_limit, model, env_passthrough)".into(),
             });
-            Settings::default()
+            // keep going with what the environment says, so the other checks still mean something
+            Settings::load(None, &env).unwrap_or_default()
         }
     };
     let cfg = settings.engine_config(&env);

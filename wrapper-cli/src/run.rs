@@ -215,6 +215,26 @@ fn build_request(a: &RunArgs) -> Result<Value, Violations> {
     }
 }
 
+/// Cancel the run on SIGINT (Ctrl-C), SIGTERM or SIGHUP. droid runs in its own process group, so
+/// the terminal's signals never reach it: only a cancel stops it and whatever it started. The
+/// handlers are installed before the run starts, so there is no window where a signal kills us
+/// and leaves droid behind.
+fn cancel_on_signals(cancel: CancellationToken) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    Ok(tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = int.recv() => "interrupted",
+            _ = term.recv() => "terminated",
+            _ = hup.recv() => "hung up",
+        };
+        eprintln!("\ndroid-executor: {name}; cancelling (stopping droid)…");
+        cancel.cancel();
+    }))
+}
+
 fn exit_code(status: Status) -> ExitCode {
     match status {
         Status::Success => ExitCode::SUCCESS,
@@ -258,21 +278,19 @@ pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
     };
     let engine = Engine::new(cfg);
     let cancel = CancellationToken::new();
-    let ctrl_c = {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ndroid-executor: cancelling (stopping droid)…");
-                cancel.cancel();
-            }
-        })
+    let signals = match cancel_on_signals(cancel.clone()) {
+        Ok(task) => task,
+        Err(e) => {
+            eprintln!("droid-executor: cannot watch for signals: {e}");
+            return ExitCode::from(2);
+        }
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<RunEvent>(EVENT_CHANNEL_CAPACITY);
     let progress = std::io::stderr()
         .is_terminal()
         .then(|| tokio::spawn(render::progress(rx)));
     let result = engine.execute(&request, cancel, Some(tx)).await;
-    ctrl_c.abort();
+    signals.abort();
     if let Some(p) = progress {
         let _ = p.await;
     }

@@ -403,7 +403,11 @@ async fn writing_outside_the_repository_is_a_conflict() {
     .await;
     let ran = run(
         &w.engine,
-        &request(repo.path(), "Write a file", json!({"model": w.model_id(), "execution_mode": "code"})),
+        &request(
+            repo.path(),
+            "Write a file",
+            json!({"model": w.model_id(), "execution_mode": "code"}),
+        ),
     )
     .await;
     assert!(stray.exists(), "droid did not write the stray file");

@@ -719,12 +719,20 @@ async fn fake_droid_ignores_sigterm_and_leaks_a_marked_grandchild() {
     let _cleanup = KillGroupOnDrop(grandchild);
     assert!(procs::is_alive(pid));
     assert!(procs::is_alive(grandchild));
-    // `sh` may still be about to fork `sleep` (dash forks it), which carries the marker too.
-    let marked = procs::pids_with_env("DROID_EXECUTOR_RUN_ID", &marker);
-    assert!(
-        marked.contains(&pid) && marked.contains(&grandchild),
-        "{marked:?} should hold {pid} and {grandchild}"
-    );
+    // `sh` may still be in the middle of its exec (setsid, then sh), and a process in the middle
+    // of an exec shows an empty /proc/<pid>/environ: poll until both carry the marker.
+    let until = tokio::time::Instant::now() + WAIT;
+    loop {
+        let marked = procs::pids_with_env("DROID_EXECUTOR_RUN_ID", &marker);
+        if marked.contains(&pid) && marked.contains(&grandchild) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "{marked:?} should hold {pid} and {grandchild}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
     kill(Pid::from_raw(pid), Signal::SIGTERM).unwrap();
     assert!(

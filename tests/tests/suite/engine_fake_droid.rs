@@ -1,0 +1,670 @@
+//! The engine end to end through the FAKE droid (`tests::fake_droid`), for what the real droid
+//! cannot be made to do on demand: exit 0 without a completion event, crash mid-stream, print
+//! garbage, oversized lines or a flood, linger after completion, ignore SIGTERM, leak a
+//! grandchild into its own session, fail on stderr. Also the exact invocation droid gets (argv,
+//! prompt file, environment) and requests rejected before anything starts. Every test checks the
+//! status, the issue types, and that no process of the run survives it.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use droid_contract::{ChangeType, FileChange, Status};
+use droid_exec::{Engine, EngineConfig, RunEvent};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use tests::fake_droid::{RECORD_ENV, SCENARIO_ENV, completion_event};
+use tests::procs::{is_alive, pids_with_env, wait_gone};
+use tests::temp_dir::TempDir;
+use tokio_util::sync::CancellationToken;
+
+use super::common::{Ran, engine, git_repo, read_pid_file, request, run, run_with};
+
+/// The variable the engine marks every process of a run with.
+const MARKER_VAR: &str = "DROID_EXECUTOR_RUN_ID";
+/// How long a process the engine ended may take to disappear from `/proc`.
+const GONE: Duration = Duration::from_secs(2);
+
+/// A fake droid playing `steps`, and an engine driving it with PATH, the scenario and the record
+/// file as its whole environment.
+struct Fake {
+    /// Scenario, record, pid and signal files: outside every repository a test uses, so no
+    /// snapshot ever sees them.
+    dir: TempDir,
+    scratch: TempDir,
+    engine: Engine,
+}
+
+impl Fake {
+    fn new(steps: Value) -> Fake {
+        Fake::tuned(steps, |_| {})
+    }
+
+    /// `tune` adjusts the configuration of [`super::common::engine`] (graces, extra variables).
+    fn tuned(steps: Value, tune: impl FnOnce(&mut EngineConfig)) -> Fake {
+        let dir = TempDir::new("fake-droid-run").unwrap();
+        let scratch = TempDir::new("e2e-scratch").unwrap();
+        let scenario = dir.path().join("scenario.json");
+        let env = vec![
+            ("PATH".into(), std::env::var_os("PATH").unwrap_or_default()),
+            (SCENARIO_ENV.into(), scenario.into()),
+            (RECORD_ENV.into(), dir.path().join("record.json").into()),
+        ];
+        let mut cfg = engine(tests::fake_droid_bin!(), env, scratch.path())
+            .config()
+            .clone();
+        tune(&mut cfg);
+        let fake = Fake {
+            dir,
+            scratch,
+            engine: Engine::new(cfg),
+        };
+        fake.play(steps);
+        fake
+    }
+
+    /// Replace the scenario (for steps that name files in [`Fake::file`]).
+    fn play(&self, steps: Value) {
+        let scenario = json!({ "steps": steps }).to_string();
+        std::fs::write(self.file("scenario.json"), scenario).unwrap();
+    }
+
+    /// A path in the fake's own directory.
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// What the fake droid recorded of its invocation; `None` when it never started.
+    fn record(&self) -> Option<Value> {
+        let bytes = std::fs::read(self.file("record.json")).ok()?;
+        Some(serde_json::from_slice(&bytes).unwrap())
+    }
+}
+
+/// droid (the Started pid) and every process carrying the run's marker are gone.
+async fn assert_nothing_survives(ran: &Ran, record: &Value) {
+    let droid = ran.droid_pid();
+    assert!(wait_gone(droid, GONE).await, "droid (pid {droid}) survived");
+    let marker = record["env"][MARKER_VAR]
+        .as_str()
+        .expect("droid's environment has no run marker");
+    assert_eq!(
+        pids_with_env(MARKER_VAR, marker),
+        Vec::<i32>::new(),
+        "processes of the run survived it"
+    );
+}
+
+/// Live children of `pid`, from the parent field of every `/proc/<pid>/stat`.
+fn children_of(pid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out: Vec<i32> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                // the parent pid is the second field after the command name, which ends at the
+                // last ')' (it may itself hold spaces and parentheses)
+                stat.rfind(')')
+                    .and_then(|i| stat[i + 1..].split_whitespace().nth(1)?.parse().ok())
+                    == Some(pid)
+            })
+        })
+        .filter(|child| is_alive(*child))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// Polls until `path` exists.
+async fn wait_for_file(path: &Path, timeout: Duration) {
+    let until = tokio::time::Instant::now() + timeout;
+    while !path.exists() {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "{} never appeared",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn tool_call(id: &str, tool: &str, parameters: Value) -> Value {
+    json!({"type": "tool_call", "id": id, "messageId": "m-1", "toolId": tool, "toolName": tool,
+           "parameters": parameters, "timestamp": 1_795_320_771_553_u64, "session_id": "fake-session"})
+}
+
+fn assistant(text: &str) -> Value {
+    json!({"type": "message", "role": "assistant", "id": "m-1", "text": text,
+           "timestamp": 1_795_320_771_553_u64, "session_id": "fake-session"})
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prompt_reaches_droid_only_through_a_private_file() {
+    let repo = git_repo(&[("a.txt", "hello\n")]);
+    let root = repo.path().display().to_string();
+    let fake = Fake::tuned(json!([{"completion": "Done."}]), |cfg| {
+        // the engine must give droid its own TMPDIR, not pass this one on
+        cfg.env
+            .push(("TMPDIR".into(), "/nonexistent-tmpdir".into()));
+        cfg.env.push(("LANG".into(), "C.UTF-8".into()));
+    });
+    let ran = run(
+        &fake.engine,
+        &request(
+            repo.path(),
+            "OBJECTIVE-MARK add a greeting",
+            json!({
+                "instructions": "INSTRUCTIONS-MARK put it in a.txt",
+                "constraints": ["CONSTRAINT-MARK keep it short"],
+                "acceptance_criteria": ["ACCEPTANCE-MARK a.txt greets"],
+                "suggested_commands": ["test -f a.txt"],
+                "notes_for_human": "NOTES-MARK for humans only",
+                "execution_mode": "code",
+                "model": "custom:Mock-0",
+                "reasoning_effort": "high",
+                "session_id": "sess-1",
+                "task_id": "T-7",
+            }),
+        ),
+    )
+    .await;
+    assert_eq!(ran.result.status, Status::Success, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), Vec::<&str>::new());
+    assert_eq!(
+        ran.commands(),
+        vec![("verify", "test -f a.txt".to_owned(), Some(0))]
+    );
+    assert_eq!(ran.result.task_id.as_deref(), Some("T-7"));
+    assert_eq!(
+        ran.result.notes_for_human.as_deref(),
+        Some("NOTES-MARK for humans only")
+    );
+    let record = fake.record().expect("droid never started");
+    assert_nothing_survives(&ran, &record).await;
+
+    let argv = strings(&record["argv"]);
+    let prompt_file = PathBuf::from(argv.last().unwrap());
+    assert!(
+        prompt_file.starts_with(fake.scratch.path()),
+        "the prompt file {} is not in the run's scratch directory",
+        prompt_file.display()
+    );
+    assert_eq!(
+        argv,
+        [
+            "exec",
+            "--output-format",
+            "stream-json",
+            "--cwd",
+            &root,
+            "--auto",
+            "low",
+            "-m",
+            "custom:Mock-0",
+            "-r",
+            "high",
+            "-s",
+            "sess-1",
+            "-f",
+            &prompt_file.display().to_string(),
+        ]
+    );
+    assert!(
+        !argv.iter().any(|a| a.contains("MARK")),
+        "request text leaked into argv: {argv:?}"
+    );
+    assert!(!prompt_file.exists(), "the prompt file outlived the run");
+    let prompt = record["prompt"].as_str().expect("droid could not read -f");
+    for part in [
+        "OBJECTIVE-MARK add a greeting",
+        "INSTRUCTIONS-MARK put it in a.txt",
+        "- CONSTRAINT-MARK keep it short",
+        "- ACCEPTANCE-MARK a.txt greets",
+        "- `test -f a.txt`",
+        "```droid-executor-report",
+    ] {
+        assert!(prompt.contains(part), "missing {part:?} in:\n{prompt}");
+    }
+    assert!(
+        !prompt.contains("NOTES-MARK"),
+        "notes_for_human reached droid"
+    );
+    assert_eq!(record["cwd"], json!(root));
+
+    // the environment is the engine's, TMPDIR replaced by the run's own, plus the run marker
+    let env = record["env"].as_object().unwrap();
+    let names: BTreeSet<&str> = env.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        BTreeSet::from([
+            "DROID_EXECUTOR_RUN_ID",
+            "FAKE_DROID_RECORD",
+            "FAKE_DROID_SCENARIO",
+            "LANG",
+            "PATH",
+            "TMPDIR",
+        ])
+    );
+    for (name, value) in &fake.engine.config().env {
+        let name = name.to_str().unwrap();
+        if name != "TMPDIR" {
+            assert_eq!(env[name], json!(value.to_str().unwrap()), "{name}");
+        }
+    }
+    let tmpdir = PathBuf::from(env["TMPDIR"].as_str().unwrap());
+    assert!(
+        tmpdir.starts_with(fake.scratch.path()),
+        "droid's TMPDIR {} is not the run's",
+        tmpdir.display()
+    );
+    assert!(!tmpdir.exists(), "droid's TMPDIR outlived the run");
+    assert!(env[MARKER_VAR].as_str().unwrap().starts_with("run-"));
+
+    // execution_mode mixed runs at medium; no model, effort or session: no flags for them
+    let ran = run(
+        &fake.engine,
+        &request(repo.path(), "Anything", json!({"execution_mode": "mixed"})),
+    )
+    .await;
+    assert_eq!(ran.result.status, Status::Success, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), Vec::<&str>::new());
+    let record = fake.record().unwrap();
+    assert_nothing_survives(&ran, &record).await;
+    let argv = strings(&record["argv"]);
+    assert_eq!(
+        argv[..argv.len() - 1],
+        [
+            "exec",
+            "--output-format",
+            "stream-json",
+            "--cwd",
+            &root,
+            "--auto",
+            "medium",
+            "-f"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_0_without_a_completion_event_is_a_failure() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let fake = Fake::new(json!([{"emit": assistant("Working on it.")}, {"exit": 0}]));
+    let ran = run(&fake.engine, &request(repo.path(), "Do it", json!({}))).await;
+    assert_eq!(ran.result.status, Status::Failed, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), vec!["agent_error"]);
+    assert!(
+        ran.result.issues[0]
+            .description
+            .contains("exited 0 without a completion event"),
+        "{:#?}",
+        ran.result.issues
+    );
+    assert_eq!(ran.result.droid.as_ref().unwrap().exit_code, Some(0));
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_mid_stream_keeps_the_unfinished_command() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let fake = Fake::new(json!([
+        {"emit": assistant("Running the tests.")},
+        {"emit": tool_call("call_0_0", "Execute", json!({"command": "cargo test", "riskLevel": "low"}))},
+        {"crash": true},
+    ]));
+    let ran = run(&fake.engine, &request(repo.path(), "Test it", json!({}))).await;
+    assert_eq!(ran.result.status, Status::Failed, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), vec!["agent_error"]);
+    assert!(
+        ran.result.issues[0].description.contains("SIGABRT"),
+        "{:#?}",
+        ran.result.issues
+    );
+    assert_eq!(
+        ran.commands(),
+        vec![("agent", "cargo test".to_owned(), None)]
+    );
+    assert_eq!(ran.result.droid.as_ref().unwrap().exit_code, None);
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_between_events_is_kept_in_the_logs() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let fake = Fake::new(json!([
+        {"raw": "Loading droid..."},
+        {"emit": assistant("Looking.")},
+        {"raw": "{\"type\": \"tool_call\", \"id\": "},
+        {"emit": {"type": "brand_new_event", "x": 1}},
+        {"raw": ""},
+        {"raw": "\u{1b}[31mred\u{1b}[0m"},
+        {"completion": "All done."},
+    ]));
+    let ran = run(&fake.engine, &request(repo.path(), "Look", json!({}))).await;
+    assert_eq!(ran.result.status, Status::Success, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), Vec::<&str>::new());
+    assert_eq!(ran.result.summary, "All done.");
+    assert_eq!(
+        ran.result.logs,
+        vec![
+            "droid output: Loading droid...".to_owned(),
+            "droid output: {\"type\": \"tool_call\", \"id\": ".to_owned(),
+            "droid output: {\"type\":\"brand_new_event\",\"x\":1}".to_owned(),
+            "droid output: \u{1b}[31mred\u{1b}[0m".to_owned(),
+        ]
+    );
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_line_is_skipped_and_logged() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let fake = Fake::new(json!([{"long_line": 9 * 1024 * 1024}, {"completion": "All done."}]));
+    let ran = run(&fake.engine, &request(repo.path(), "Say it", json!({}))).await;
+    assert_eq!(ran.result.status, Status::Success, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), Vec::<&str>::new());
+    assert_eq!(
+        ran.result.logs,
+        vec!["droid printed a 9437184-byte line; it was skipped".to_owned()]
+    );
+    assert!(ran.events.contains(&RunEvent::Warning {
+        message: "droid printed a 9437184-byte line; it was skipped".into()
+    }));
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_64_mib_flood_is_read_to_the_end() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let fake = Fake::new(json!([{"flood_bytes": 64 * 1024 * 1024}, {"completion": "All done."}]));
+    let ran = run(&fake.engine, &request(repo.path(), "Flood", json!({}))).await;
+    assert_eq!(ran.result.status, Status::Success, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), Vec::<&str>::new());
+    assert_eq!(ran.result.summary, "All done.");
+    // 65536 lines of 1023 `x`: the first 50 are kept (bounded), the rest only counted
+    let logs = &ran.result.logs;
+    assert_eq!(logs.len(), 51, "{logs:#?}");
+    assert_eq!(logs[0], format!("droid output: {}", "x".repeat(1023)));
+    assert_eq!(
+        logs[50],
+        "65486 further lines of droid output were not events and were dropped"
+    );
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn droid_lingering_after_completion_is_ended_after_the_exit_grace() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let exit_grace = Duration::from_secs(1);
+    let fake = Fake::tuned(
+        json!([{"completion": "All done."}, {"hang": true}]),
+        |cfg| {
+            cfg.exit_grace = exit_grace;
+        },
+    );
+    let ran = run(&fake.engine, &request(repo.path(), "Finish", json!({}))).await;
+    assert_eq!(ran.result.status, Status::Success, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), Vec::<&str>::new());
+    assert!(
+        ran.elapsed >= exit_grace && ran.elapsed < exit_grace + Duration::from_secs(3),
+        "took {:?}",
+        ran.elapsed
+    );
+    // stopped by us (SIGTERM): no exit code
+    assert_eq!(ran.result.droid.as_ref().unwrap().exit_code, None);
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn droid_ignoring_sigterm_is_killed_after_the_kill_grace() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let fake = Fake::tuned(json!([{"ignore_sigterm": true}, {"hang": true}]), |cfg| {
+        cfg.kill_grace = Duration::from_secs(1);
+    });
+    let ran = run(
+        &fake.engine,
+        &request(repo.path(), "Hang", json!({"max_runtime_seconds": 2})),
+    )
+    .await;
+    assert_eq!(ran.result.status, Status::Timeout, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), vec!["timeout"]);
+    // runtime 2 s, then SIGTERM is ignored for the whole 1 s grace, then SIGKILL
+    assert!(
+        ran.elapsed >= Duration::from_secs(3) && ran.elapsed < Duration::from_secs(8),
+        "took {:?}",
+        ran.elapsed
+    );
+    assert_eq!(ran.result.droid.as_ref().unwrap().exit_code, None);
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grandchild_in_its_own_session_does_not_survive_a_timeout() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let fake = Fake::tuned(json!([]), |cfg| {
+        cfg.kill_grace = Duration::from_secs(1);
+    });
+    let pid_file = fake.file("sh.pid");
+    // `; exit 0` keeps sh alive as the parent of sleep, so both processes can be checked
+    fake.play(json!([
+        {"spawn_grandchild": {"command": "sleep 600; exit 0", "pid_file": pid_file}},
+        {"hang": true},
+    ]));
+    let watcher = {
+        let pid_file = pid_file.clone();
+        tokio::spawn(async move {
+            let sh = read_pid_file(&pid_file, Duration::from_secs(30)).await;
+            let until = tokio::time::Instant::now() + Duration::from_secs(5);
+            loop {
+                let children = children_of(sh);
+                if !children.is_empty() {
+                    return (sh, children);
+                }
+                assert!(
+                    tokio::time::Instant::now() < until,
+                    "sh (pid {sh}) never started its sleep"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+    let ran = run(
+        &fake.engine,
+        &request(
+            repo.path(),
+            "Leak a sleeper",
+            json!({"max_runtime_seconds": 2}),
+        ),
+    )
+    .await;
+    let (sh, sleepers) = watcher.await.unwrap();
+    assert_eq!(ran.result.status, Status::Timeout, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), vec!["timeout"]);
+    assert!(
+        ran.elapsed < Duration::from_secs(8),
+        "took {:?}",
+        ran.elapsed
+    );
+    assert!(wait_gone(sh, GONE).await, "the grandchild sh survived");
+    for pid in sleepers {
+        assert!(
+            wait_gone(pid, GONE).await,
+            "the grandchild's child {pid} survived"
+        );
+    }
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_model_on_stderr_is_a_model_error() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let fake = Fake::new(json!([
+        {"stderr": "Invalid model: custom:Nope-0"},
+        {"stderr": ""},
+        {"stderr": "Available built-in models:"},
+        {"exit": 1},
+    ]));
+    let ran = run(
+        &fake.engine,
+        &request(repo.path(), "Do it", json!({"model": "custom:Nope-0"})),
+    )
+    .await;
+    assert_eq!(ran.result.status, Status::Failed, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), vec!["model_error"]);
+    assert_eq!(
+        ran.result.summary,
+        "droid failed: Invalid model: custom:Nope-0"
+    );
+    assert_eq!(ran.result.droid.as_ref().unwrap().exit_code, Some(1));
+    assert_eq!(
+        ran.result.logs,
+        vec![
+            "droid stderr: Invalid model: custom:Nope-0".to_owned(),
+            "droid stderr: Available built-in models:".to_owned(),
+        ]
+    );
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outside_git_files_changed_come_from_the_walk() {
+    let plain = TempDir::new("e2e-plain").unwrap();
+    std::fs::write(plain.path().join("old.txt"), "old\n").unwrap();
+    let fake = Fake::new(json!([
+        {"write_file": {"path": "sub/new.txt", "content": "one\ntwo\n"}},
+        {"completion": "Wrote sub/new.txt."},
+    ]));
+    let ran = run(&fake.engine, &request(plain.path(), "Write it", json!({}))).await;
+    assert_eq!(ran.result.status, Status::Success, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), Vec::<&str>::new());
+    assert_eq!(
+        ran.result.files_changed,
+        vec![FileChange {
+            path: "sub/new.txt".into(),
+            change_type: ChangeType::Added,
+            old_path: None,
+            highlights: Vec::new(),
+            lines_added: None,
+            lines_removed: None,
+        }]
+    );
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_of_failure_after_changing_files_is_partial() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let final_text = "I got stuck.\n```droid-executor-report\n{\"status\": \"failed\", \"summary\": \"Could not finish; wrote new.txt.\"}\n```";
+    let fake = Fake::new(json!([
+        {"write_file": {"path": "new.txt", "content": "one\n"}},
+        {"completion": final_text},
+    ]));
+    let ran = run(&fake.engine, &request(repo.path(), "Write it", json!({}))).await;
+    assert_eq!(ran.result.status, Status::Partial, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), vec!["agent_error"]);
+    assert_eq!(ran.result.summary, "Could not finish; wrote new.txt.");
+    assert_eq!(
+        ran.result.files_changed,
+        vec![FileChange {
+            path: "new.txt".into(),
+            change_type: ChangeType::Added,
+            old_path: None,
+            highlights: Vec::new(),
+            lines_added: Some(1),
+            lines_removed: Some(0),
+        }]
+    );
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_success_report_with_zero_usage_is_partial_and_a_model_error() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let mut completion = completion_event(
+        "Done.\n```droid-executor-report\n{\"status\": \"success\", \"summary\": \"All good.\"}\n```",
+        1_795_320_772_663,
+    );
+    completion["usage"] = json!({"input_tokens": 0, "output_tokens": 0,
+        "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0, "factory_credits": 0});
+    let fake = Fake::new(json!([{"emit": completion}]));
+    let ran = run(&fake.engine, &request(repo.path(), "Do it", json!({}))).await;
+    assert_eq!(ran.result.status, Status::Partial, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), vec!["model_error"]);
+    assert!(ran.result.issues[0].description.contains("truncated"));
+    assert_eq!(ran.result.summary, "All good.");
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_while_droid_hangs_stops_it() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let fake = Fake::new(json!([]));
+    let ready = fake.file("ready");
+    fake.play(json!([
+        {"write_file": {"path": ready, "content": "ready\n"}},
+        {"hang": true},
+    ]));
+    let cancel = CancellationToken::new();
+    let trigger = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            wait_for_file(&ready, Duration::from_secs(30)).await;
+            cancel.cancel();
+        })
+    };
+    let ran = run_with(
+        &fake.engine,
+        &request(repo.path(), "Hang", json!({"max_runtime_seconds": 60})),
+        cancel,
+    )
+    .await;
+    trigger.await.unwrap();
+    assert_eq!(ran.result.status, Status::Cancelled, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), vec!["cancelled"]);
+    assert!(
+        ran.elapsed < Duration::from_secs(10),
+        "took {:?}",
+        ran.elapsed
+    );
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_breaking_rules_never_starts_droid() {
+    let fake = Fake::new(json!([{"completion": "never"}]));
+    let ran = run(
+        &fake.engine,
+        &json!({"objective": "   ", "context": {"repo_root": "relative/repo"}, "bogus": true}),
+    )
+    .await;
+    assert_eq!(ran.result.status, Status::Error, "{:#?}", ran.result);
+    assert_eq!(
+        ran.issue_kinds(),
+        vec!["validation_error", "validation_error", "validation_error"]
+    );
+    let paths: Vec<&str> = ran
+        .result
+        .issues
+        .iter()
+        .map(|i| i.description.split(": ").next().unwrap())
+        .collect();
+    assert_eq!(paths, ["$.bogus", "$.objective", "$.context.repo_root"]);
+    assert_eq!(
+        ran.events,
+        vec![RunEvent::Completed {
+            status: Status::Error
+        }]
+    );
+    assert_eq!(fake.record(), None, "droid was started");
+}
