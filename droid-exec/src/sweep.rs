@@ -46,8 +46,8 @@ pub fn marked_pids(marker: &str) -> Vec<i32> {
     out
 }
 
-/// Time between the two empty scans that end a sweep.
-const SETTLE: Duration = Duration::from_millis(30);
+/// Time between the two empty scans that end a sweep (an exec transition takes well under 1 ms).
+const SETTLE: Duration = Duration::from_millis(10);
 
 /// SIGKILL every process marked with `marker` until none is left or `budget` runs out. Returns
 /// the pids still alive at the end (empty on success).
