@@ -22,6 +22,7 @@ mod engine;
 pub mod error;
 pub mod event;
 pub mod excerpt;
+pub mod health;
 pub mod host;
 pub mod lines;
 pub mod locate;
