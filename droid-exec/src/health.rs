@@ -55,7 +55,7 @@ pub async fn checks(config: Option<&Path>, env: &EnvMap) -> Vec<Check> {
         .map(Path::to_path_buf)
         .or_else(|| default_config_path(env));
     let mut checks = Vec::new();
-    let settings = match Settings::load(path.as_deref(), &env) {
+    let settings = match Settings::load(path.as_deref(), env) {
         Ok(s) => {
             let detail = match &path {
                 Some(p) if p.exists() => format!("{} is valid", p.display()),
@@ -78,10 +78,10 @@ pub async fn checks(config: Option<&Path>, env: &EnvMap) -> Vec<Check> {
                 fix: "fix the file (keys: droid_bin, port, host, allowed_roots, max_autonomy, allow_unsafe, max_concurrent, verify, default_timeout, task_ttl, excerpt_bytes, body_limit, model, env_passthrough)".into(),
             });
             // keep going with what the environment says, so the other checks still mean something
-            Settings::load(None, &env).unwrap_or_default()
+            Settings::load(None, env).unwrap_or_default()
         }
     };
-    let cfg = settings.engine_config(&env);
+    let cfg = settings.engine_config(env);
     match &cfg.droid_bin {
         None => checks.push(Check {
             name: "droid",
