@@ -20,6 +20,7 @@ mod request;
 mod result;
 mod schema;
 mod status;
+mod task;
 mod text;
 mod violation;
 
@@ -29,7 +30,8 @@ pub use request::{Autonomy, Context, ExecutionMode, ExecutionRequest, HostCheck}
 pub use result::{
     ChangeType, CommandRun, CommandSource, DroidInfo, ExecutionResult, FileChange, Tests, Usage,
 };
-pub use schema::{request_schema, result_schema};
+pub use schema::{request_schema, result_schema, task_record_schema};
 pub use status::{ReportedStatus, RunEnd, Status, StatusFacts, Verdict, decide};
+pub use task::{TaskRecord, TaskState};
 pub use text::{Instructions, ListItem, Objective, Runtime, ShellCommand, TaskId};
 pub use violation::{Violation, Violations};

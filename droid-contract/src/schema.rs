@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::request::ExecutionRequest;
 use crate::result::ExecutionResult;
+use crate::task::TaskRecord;
 
 fn generate<T: schemars::JsonSchema>() -> Value {
     let generator = SchemaSettings::draft2020_12().into_generator();
@@ -20,6 +21,11 @@ pub fn request_schema() -> Value {
 /// The result's JSON Schema.
 pub fn result_schema() -> Value {
     generate::<ExecutionResult>()
+}
+
+/// The background task record's JSON Schema.
+pub fn task_record_schema() -> Value {
+    generate::<TaskRecord>()
 }
 
 #[cfg(test)]

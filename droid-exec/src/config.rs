@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use droid_contract::Autonomy;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
 use crate::locate::{Located, locate_droid};
@@ -49,6 +49,9 @@ pub struct Settings {
     pub model: Option<String>,
     /// Extra environment variables passed to droid and to verification commands.
     pub env_passthrough: Vec<String>,
+    /// The task store (default `$XDG_STATE_HOME/droid-executor`, else
+    /// `$HOME/.local/state/droid-executor`).
+    pub store_dir: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -68,8 +71,24 @@ impl Default for Settings {
             body_limit: 1024 * 1024,
             model: None,
             env_passthrough: Vec::new(),
+            store_dir: None,
         }
     }
+}
+
+/// Where the task store is by default: `$XDG_STATE_HOME/droid-executor`, else
+/// `$HOME/.local/state/droid-executor`.
+pub fn default_store_dir(env: &EnvMap) -> Option<PathBuf> {
+    let base = env
+        .get("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            env.get("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| Path::new(h).join(".local/state"))
+        })?;
+    Some(base.join("droid-executor"))
 }
 
 /// Where the config file is: `$XDG_CONFIG_HOME/droid-executor/config.toml`, else
@@ -188,6 +207,18 @@ impl Settings {
         if let Some(v) = env.get("DROID_EXECUTOR_MODEL").filter(|v| !v.is_empty()) {
             self.model = Some(v.clone());
         }
+        if let Some(v) = env
+            .get("DROID_EXECUTOR_STORE_DIR")
+            .filter(|v| !v.is_empty())
+        {
+            self.store_dir = Some(PathBuf::from(v));
+        }
+        if self.max_concurrent == 0 {
+            return Err(EngineError::Setting {
+                name: "max_concurrent".into(),
+                message: "must be at least 1".into(),
+            });
+        }
         if !(1..=86_400).contains(&self.default_timeout) {
             return Err(EngineError::Setting {
                 name: "default_timeout".into(),
@@ -226,6 +257,10 @@ impl Settings {
                 .get("TMPDIR")
                 .filter(|t| !t.is_empty())
                 .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from),
+            store_dir: self.store_dir.clone().or_else(|| default_store_dir(env)),
+            max_concurrent: self.max_concurrent,
+            task_ttl: Duration::from_secs(self.task_ttl),
+            supervisor: None,
         }
     }
 }
@@ -279,8 +314,10 @@ pub fn child_env(env: &EnvMap, extra: &[String]) -> Vec<(OsString, OsString)> {
         .collect()
 }
 
-/// What the engine needs to run.
-#[derive(Debug, Clone)]
+/// What the engine needs to run. Serializable so that a background task's supervisor process runs
+/// with exactly the configuration of the front-end that submitted it (sent over its stdin, never
+/// written to disk: it holds droid's environment).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EngineConfig {
     /// The droid program; `None` means not found (runs end `error` / `droid_not_found`).
     pub droid_bin: Option<PathBuf>,
@@ -308,6 +345,16 @@ pub struct EngineConfig {
     pub exit_grace: Duration,
     /// Where per-run private directories are made.
     pub scratch_root: PathBuf,
+    /// The task store; also where run slots are kept. `None`: no background tasks, and runs are
+    /// not limited across processes.
+    pub store_dir: Option<PathBuf>,
+    /// Runs at once, across every process sharing the store.
+    pub max_concurrent: usize,
+    /// How long a finished task's result is kept.
+    pub task_ttl: Duration,
+    /// The program that supervises a background task, started as `<program> worker <id> --store
+    /// <dir>` (the front-end sets it to its own executable). `None`: no background tasks.
+    pub supervisor: Option<PathBuf>,
 }
 
 #[cfg(test)]

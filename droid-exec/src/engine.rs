@@ -25,6 +25,7 @@ use crate::excerpt::head_str;
 use crate::host::FsFacts;
 use crate::prompt;
 use crate::provider::{AgentEvent, Invocation, Provider};
+use crate::queue::Scheduler;
 use crate::redact::Redactor;
 use crate::report;
 use crate::scratch::{Scratch, unique_id};
@@ -47,6 +48,7 @@ pub struct Engine {
     cfg: EngineConfig,
     provider: Arc<dyn Provider>,
     version: tokio::sync::OnceCell<Option<String>>,
+    scheduler: Option<Scheduler>,
 }
 
 impl Engine {
@@ -57,10 +59,15 @@ impl Engine {
 
     /// An engine driving another agent CLI.
     pub fn with_provider(cfg: EngineConfig, provider: Arc<dyn Provider>) -> Self {
+        let scheduler = cfg
+            .store_dir
+            .as_deref()
+            .map(|dir| Scheduler::new(dir, cfg.max_concurrent));
         Self {
             cfg,
             provider,
             version: tokio::sync::OnceCell::new(),
+            scheduler,
         }
     }
 
@@ -126,6 +133,7 @@ impl Engine {
                     cwd: self.cfg.scratch_root.clone(),
                     env: self.cfg.env.clone(),
                     stdin_piped: false,
+                    detach_log: None,
                 };
                 let marker = format!("version-{}", unique_id());
                 let out = capture(&spec, None, Duration::from_secs(10), 4096, &marker)
@@ -138,16 +146,88 @@ impl Engine {
             .clone()
     }
 
+    /// The scheduler of run slots, when the configuration names a store.
+    pub fn scheduler(&self) -> Option<&Scheduler> {
+        self.scheduler.as_ref()
+    }
+
     /// Run an admitted request. Never fails: every outcome is a result.
+    ///
+    /// With a store configured, the run first waits for a run slot and for its repository to be
+    /// free (publishing [`Phase::Queued`] while it waits); the time budget starts when it gets
+    /// them, and a cancel while waiting ends it `cancelled` without starting droid.
     pub async fn run(
         &self,
         req: &ExecutionRequest,
         cancel: CancellationToken,
         events: Option<mpsc::Sender<RunEvent>>,
     ) -> ExecutionResult {
-        let started = Instant::now();
+        let marker = format!("run-{}", unique_id());
+        self.run_as(req, &marker, None, cancel, events).await
+    }
+
+    /// [`Engine::run`] with the caller's sweep marker (every process of the run carries
+    /// `DROID_EXECUTOR_RUN_ID=<marker>`) and submission number (its place in the queue).
+    pub(crate) async fn run_as(
+        &self,
+        req: &ExecutionRequest,
+        marker: &str,
+        seq: Option<u64>,
+        cancel: CancellationToken,
+        events: Option<mpsc::Sender<RunEvent>>,
+    ) -> ExecutionResult {
         let publish = Publisher::new(events);
-        let mut result = self.run_inner(req, &cancel, &publish, started).await;
+        let queued_at = Instant::now();
+        let permit = match &self.scheduler {
+            None => None,
+            Some(s) => {
+                let waiting = || {
+                    publish.send(RunEvent::Progress {
+                        phase: Phase::Queued,
+                        message: "waiting for a run slot (max_concurrent) or for another run on \
+                                  this repository to end"
+                            .into(),
+                    });
+                };
+                match s
+                    .acquire(seq, req.context.repo_root.as_path(), &cancel, waiting)
+                    .await
+                {
+                    Ok(Some(p)) => Some(p),
+                    Ok(None) => {
+                        let mut r = cancelled_before_start();
+                        r.task_id = req.task_id.as_ref().map(|t| t.as_str().to_owned());
+                        publish.send(RunEvent::Completed { status: r.status });
+                        return r;
+                    }
+                    Err(e) => {
+                        let mut r = internal_error(
+                            &e,
+                            IssueType::EnvIssue,
+                            "check that the task store (store_dir) is writable; droid-executor \
+                             doctor checks it",
+                        );
+                        r.task_id = req.task_id.as_ref().map(|t| t.as_str().to_owned());
+                        publish.send(RunEvent::Completed { status: r.status });
+                        return r;
+                    }
+                }
+            }
+        };
+        let waited = queued_at.elapsed();
+        let started = Instant::now();
+        let mut result = self
+            .run_inner(req, marker, &cancel, &publish, started)
+            .await;
+        if waited >= Duration::from_secs(1) {
+            result.logs.insert(
+                0,
+                format!(
+                    "waited {:.1} s for a run slot before starting",
+                    waited.as_secs_f64()
+                ),
+            );
+        }
         result.task_id = req.task_id.as_ref().map(|t| t.as_str().to_owned());
         result.notes_for_human.clone_from(&req.notes_for_human);
         result.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -160,12 +240,16 @@ impl Engine {
         publish.send(RunEvent::Completed {
             status: result.status,
         });
+        // the slot is released only after `Completed`: event times of runs sharing a repository
+        // never overlap
+        drop(permit);
         result
     }
 
     async fn run_inner(
         &self,
         req: &ExecutionRequest,
+        marker: &str,
         cancel: &CancellationToken,
         publish: &Publisher,
         started: Instant,
@@ -222,7 +306,7 @@ impl Engine {
             reasoning_effort: req.reasoning_effort.as_deref(),
             session_id: req.session_id.as_deref(),
         });
-        let marker = format!("run-{id}");
+        let marker = marker.to_owned();
         let mut env: Vec<(OsString, OsString)> = cfg
             .env
             .iter()
@@ -240,6 +324,7 @@ impl Engine {
             cwd: root.to_path_buf(),
             env: env.clone(),
             stdin_piped: false,
+            detach_log: None,
         };
         let child = match spawn(&spec) {
             Ok(c) => c,

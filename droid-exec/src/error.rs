@@ -51,4 +51,23 @@ pub enum EngineError {
         /// Its stderr, trimmed.
         message: String,
     },
+    /// No task has this id (never existed, expired, or not an id at all).
+    #[error("no such task: {id} ({hint})")]
+    NoSuchTask {
+        /// The id asked for.
+        id: String,
+        /// Why, or what ids look like.
+        hint: String,
+    },
+    /// A store file could not be parsed.
+    #[error("corrupt task store file {path}: {message}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        message: String,
+    },
+    /// Background tasks need a store directory and a supervisor program.
+    #[error("background tasks are not available: {0}")]
+    TasksUnavailable(String),
 }

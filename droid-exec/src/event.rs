@@ -13,6 +13,8 @@ pub const EVENT_CHANNEL_CAPACITY: usize = 256;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
+    /// Waiting for a run slot, or for another run on the same repository to end.
+    Queued,
     /// Recording the repository before the run.
     Snapshot,
     /// droid is working.

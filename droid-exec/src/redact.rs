@@ -40,6 +40,23 @@ impl Redactor {
         }
         mask_after(&mask_after(&out, "fk-", 8), "Bearer ", 8)
     }
+
+    /// Replace secrets in every string (keys included) of a JSON value, in place.
+    pub fn apply_value(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        match value {
+            Value::String(s) => *s = self.apply(s),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.apply_value(v)),
+            Value::Object(map) => {
+                let entries = std::mem::take(map);
+                for (k, mut v) in entries {
+                    self.apply_value(&mut v);
+                    map.insert(self.apply(&k), v);
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
 }
 
 /// Mask every run of token characters (at least `min` long) that follows `prefix`.
@@ -81,6 +98,12 @@ mod tests {
         assert_eq!(
             r.apply("key fk-zzzzzzzzzz and fk-abcdefgh123, Authorization: Bearer abc.def.ghi.jkl, s3cr3t-value, /usr/bin:/bin, fk-short"),
             "key fk-[REDACTED] and [REDACTED], Authorization: Bearer [REDACTED], [REDACTED], /usr/bin:/bin, fk-short"
+        );
+        let mut v = serde_json::json!({"a": ["x s3cr3t-value", {"fk-abcdefgh123": 1}], "n": 2});
+        r.apply_value(&mut v);
+        assert_eq!(
+            v,
+            serde_json::json!({"a": ["x [REDACTED]", {"[REDACTED]": 1}], "n": 2})
         );
     }
 }

@@ -346,6 +346,7 @@ async fn git(
         cwd: root.to_path_buf(),
         env,
         stdin_piped: false,
+        detach_log: None,
     };
     let out = capture(&spec, input, GIT_TIMEOUT, GIT_KEEP_BYTES, &marker).await?;
     let args = args
@@ -1100,6 +1101,7 @@ mod tests {
                 cwd: cwd.to_path_buf(),
                 env: self.env.clone(),
                 stdin_piped: false,
+                detach_log: None,
             };
             let out = capture(
                 &spec,

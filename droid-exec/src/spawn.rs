@@ -1,11 +1,23 @@
 //! The one place the workspace starts processes (STYLE.md: one spawn site).
 //!
 //! Every child gets its own process group (`process_group(0)`), an explicit environment (cleared,
-//! then exactly what the caller passes), null or piped stdin, piped stdout and stderr, and
-//! `kill_on_drop`. Killing is by process group; descendants that escaped into their own session
-//! (droid runs each Execute command under `setsid`) are found by [`crate::sweep`].
+//! then exactly what the caller passes), null or piped stdin, piped stdout and stderr,
+//! `kill_on_drop`, and a parent-death signal (SIGKILL when the thread that started it dies, which
+//! covers our process being SIGKILLed). Killing is by process group; descendants that escaped into
+//! their own session (droid runs each Execute command under `setsid`) are found by
+//! [`crate::sweep`].
+//!
+//! The one exception is a *detached* child (a background task's supervisor): it gets a new session
+//! (`setsid`), its output goes to a log file, and neither `kill_on_drop` nor a parent-death signal,
+//! because it must outlive the front-end that started it.
+//!
+//! The parent-death signal is per *thread* on Linux: it fires when the thread that called `fork`
+//! exits. Children are spawned from async code, that is from a tokio worker thread (or the
+//! current-thread runtime's thread), which lives as long as the runtime; never spawn from
+//! `spawn_blocking`, whose threads retire when idle.
 
 use std::ffi::OsString;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -32,6 +44,9 @@ pub struct SpawnSpec {
     pub env: Vec<(OsString, OsString)>,
     /// Give the child a stdin pipe (otherwise stdin is `/dev/null`).
     pub stdin_piped: bool,
+    /// Start it detached: a new session, stdout and stderr appended to this file (0600), no
+    /// parent-death signal, not killed when its handle is dropped.
+    pub detach_log: Option<PathBuf>,
 }
 
 /// Start `spec` in its own process group.
@@ -40,6 +55,10 @@ pub struct SpawnSpec {
 /// [`EngineError::Spawn`] when the program cannot be started.
 #[allow(clippy::disallowed_methods)] // the one spawn site
 pub fn spawn(spec: &SpawnSpec) -> Result<Child, EngineError> {
+    let failed = |source| EngineError::Spawn {
+        program: spec.program.display().to_string(),
+        source,
+    };
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .current_dir(&spec.cwd)
@@ -49,15 +68,47 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, EngineError> {
             Stdio::piped()
         } else {
             Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    cmd.spawn().map_err(|source| EngineError::Spawn {
-        program: spec.program.display().to_string(),
-        source,
-    })
+        });
+    let detached = spec.detach_log.is_some();
+    if let Some(log) = &spec.detach_log {
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(log)
+            .map_err(failed)?;
+        cmd.stdout(file.try_clone().map_err(failed)?)
+            .stderr(file)
+            .kill_on_drop(false);
+    } else {
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+    }
+    let parent = nix::unistd::getpid();
+    #[allow(unsafe_code)]
+    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
+    // calls are allowed; setsid, prctl and getppid are plain system calls, and the closure
+    // allocates nothing (errors are raw errno values).
+    unsafe {
+        cmd.pre_exec(move || in_child(detached, parent));
+    }
+    cmd.spawn().map_err(failed)
+}
+
+/// Runs in the child between fork and exec (see the SAFETY note in [`spawn`]).
+fn in_child(detached: bool, parent: Pid) -> std::io::Result<()> {
+    if detached {
+        nix::unistd::setsid()?;
+    } else {
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+        // the parent may have died before the line above: then nobody will ever signal us
+        if nix::unistd::getppid() != parent {
+            return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
+        }
+    }
+    Ok(())
 }
 
 /// Send `signal` to the process group led by `pid`; a group that is already gone is not an error.

@@ -62,6 +62,7 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
             cwd: plan.cwd.to_path_buf(),
             env,
             stdin_piped: false,
+            detach_log: None,
         };
         let outcome = tokio::select! {
             r = capture(&spec, None, left, plan.keep, &marker) => Some(r),

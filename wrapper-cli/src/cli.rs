@@ -33,6 +33,17 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Background tasks: list, show, wait for, cancel, clean.
+    Tasks(crate::tasks::TasksArgs),
+    /// Supervise one background task (started by `run --background`; not for direct use).
+    #[command(hide = true)]
+    Worker {
+        /// The task id.
+        id: String,
+        /// The task store.
+        #[arg(long, value_name = "DIR")]
+        store: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -41,6 +52,8 @@ pub(crate) enum SchemaKind {
     Request,
     /// The ExecutionResult.
     Result,
+    /// A background task's record (`tasks show --json`).
+    TaskRecord,
 }
 
 /// Logs go to stderr (stdout carries results); `RUST_LOG` sets the level, default `warn`.
@@ -60,6 +73,22 @@ pub(crate) fn env_map() -> EnvMap {
         .collect()
 }
 
+/// The engine configuration of this process: settings, environment, and this executable as the
+/// supervisor of background tasks.
+pub(crate) fn engine_config(settings: &Settings, env: &EnvMap) -> droid_exec::EngineConfig {
+    let mut cfg = settings.engine_config(env);
+    cfg.supervisor = std::env::current_exe().ok();
+    cfg
+}
+
+/// Remove expired task results (every front-end does this at start-up); a store that cannot be
+/// read is reported once and does not stop the command.
+pub(crate) async fn clean_expired(tasks: &droid_exec::Tasks) {
+    if let Err(e) = tasks.clean(false).await {
+        eprintln!("droid-executor: warning: cleaning expired tasks: {e}");
+    }
+}
+
 /// Load settings from `--config` or the default path.
 pub(crate) fn settings(config: Option<&PathBuf>, env: &EnvMap) -> anyhow::Result<Settings> {
     let path = config
@@ -75,6 +104,7 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
             let schema = match which {
                 SchemaKind::Request => droid_contract::request_schema(),
                 SchemaKind::Result => droid_contract::result_schema(),
+                SchemaKind::TaskRecord => droid_contract::task_record_schema(),
             };
             match serde_json::to_string_pretty(&schema) {
                 Ok(s) => {
@@ -91,5 +121,7 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
             }
         }
         Command::Doctor { json } => crate::doctor::doctor(cli.config.as_ref(), json).await,
+        Command::Tasks(args) => crate::tasks::tasks(args, cli.config.as_ref()).await,
+        Command::Worker { id, store } => crate::worker::worker(&id, &store).await,
     }
 }

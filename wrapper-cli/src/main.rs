@@ -1,5 +1,6 @@
-//! `droid-executor`: one binary carrying every front-end of the executor (`run`, `schema`,
-//! `doctor`; `serve`, `mcp`, `tasks` and `acp` as their issues land). It decodes the command line,
+//! `droid-executor`: one binary carrying every front-end of the executor (`run`, `tasks`,
+//! `schema`, `doctor`, and the hidden `worker` that supervises a background task; `serve`, `mcp`
+//! and `acp` as their issues land). It decodes the command line,
 //! calls the `droid-exec` engine, and encodes the answer; it spawns nothing itself.
 //!
 //! Exit codes: 0 success, 1 the task ran but did not succeed (failed, partial, timeout, cancelled),
@@ -9,6 +10,8 @@ mod cli;
 mod doctor;
 mod render;
 mod run;
+mod tasks;
+mod worker;
 
 use std::process::ExitCode;
 

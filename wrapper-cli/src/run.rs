@@ -13,11 +13,11 @@ use std::process::ExitCode;
 
 use clap::Args;
 use droid_contract::{ExecutionResult, Status, Violation, Violations};
-use droid_exec::{EVENT_CHANNEL_CAPACITY, Engine, RunEvent};
+use droid_exec::{EVENT_CHANNEL_CAPACITY, Engine, RunEvent, Tasks};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{env_map, settings};
+use crate::cli::{clean_expired, engine_config, env_map, settings};
 use crate::render;
 
 #[derive(Debug, Args)]
@@ -79,9 +79,13 @@ pub(crate) struct RunArgs {
     /// Read the whole request as JSON from FILE, or from stdin with "-".
     #[arg(long, value_name = "FILE|-")]
     pub request: Option<String>,
-    /// Print the ExecutionResult as JSON on stdout.
+    /// Print the ExecutionResult as JSON on stdout (with --background: `{"task_id": …}`).
     #[arg(long)]
     pub json: bool,
+    /// Submit the task to run in the background, print its id and return at once (follow it
+    /// with `droid-executor tasks wait ID`).
+    #[arg(long)]
+    pub background: bool,
 }
 
 fn set(obj: &mut Map<String, Value>, key: &str, v: Option<Value>) {
@@ -219,7 +223,9 @@ fn build_request(a: &RunArgs) -> Result<Value, Violations> {
 /// the terminal's signals never reach it: only a cancel stops it and whatever it started. The
 /// handlers are installed before the run starts, so there is no window where a signal kills us
 /// and leaves droid behind.
-fn cancel_on_signals(cancel: CancellationToken) -> std::io::Result<tokio::task::JoinHandle<()>> {
+pub(crate) fn cancel_on_signals(
+    cancel: CancellationToken,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
@@ -235,7 +241,7 @@ fn cancel_on_signals(cancel: CancellationToken) -> std::io::Result<tokio::task::
     }))
 }
 
-fn exit_code(status: Status) -> ExitCode {
+pub(crate) fn exit_code(status: Status) -> ExitCode {
     match status {
         Status::Success => ExitCode::SUCCESS,
         Status::Partial | Status::Failed | Status::Timeout | Status::Cancelled => ExitCode::from(1),
@@ -264,7 +270,7 @@ pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let cfg = settings.engine_config(&env);
+    let cfg = engine_config(&settings, &env);
     for w in &cfg.droid_warnings {
         eprintln!("droid-executor: warning: {w}");
     }
@@ -276,7 +282,13 @@ pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
             return exit_code(result.status);
         }
     };
+    if let Ok(tasks) = Tasks::open(&cfg) {
+        clean_expired(&tasks).await;
+    }
     let engine = Engine::new(cfg);
+    if args.background {
+        return submit(&engine, &request, &args).await;
+    }
     let cancel = CancellationToken::new();
     let signals = match cancel_on_signals(cancel.clone()) {
         Ok(task) => task,
@@ -296,4 +308,45 @@ pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
     }
     print_result(&result, args.json);
     exit_code(result.status)
+}
+
+/// `run --background`: admit the request (an invalid one is answered like a sync run's), submit
+/// it, print the task id.
+async fn submit(engine: &Engine, request: &Value, args: &RunArgs) -> ExitCode {
+    let req = match engine.admit(request) {
+        Ok(r) => r,
+        Err(v) => {
+            let task_id = request
+                .get("task_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            let result = ExecutionResult::invalid_request(task_id, &v);
+            print_result(&result, args.json);
+            return exit_code(result.status);
+        }
+    };
+    let submitted = match Tasks::open(engine.config()) {
+        Ok(tasks) => tasks.submit(&req).await,
+        Err(e) => Err(e),
+    };
+    match submitted {
+        Ok(key) => {
+            let text = if args.json {
+                json!({"task_id": key.as_str()}).to_string()
+            } else {
+                key.to_string()
+            };
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{text}");
+            let _ = out.flush();
+            if !args.json {
+                eprintln!("droid-executor: follow it with: droid-executor tasks wait {key}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("droid-executor: cannot submit the task: {e}");
+            ExitCode::from(2)
+        }
+    }
 }

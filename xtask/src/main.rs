@@ -87,6 +87,10 @@ fn codegen(check: bool) -> Result<()> {
             "schemas/result.schema.json",
             droid_contract::result_schema(),
         ),
+        (
+            "schemas/task-record.schema.json",
+            droid_contract::task_record_schema(),
+        ),
     ];
     let mut stale = Vec::new();
     for (rel, schema) in files {

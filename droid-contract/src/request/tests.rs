@@ -244,6 +244,20 @@ fn round_trips_through_serde() {
     assert_eq!(r.context.files_of_interest[1].as_path(), Path::new("c.rs"));
     let back: ExecutionRequest = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
     assert_eq!(back, r);
+    // a background task's supervisor re-parses the serialized form with the full rules
+    let reparsed = ExecutionRequest::from_value(&serde_json::to_value(&r).unwrap(), None).unwrap();
+    assert_eq!(reparsed, r);
+    let minimal = ExecutionRequest::from_value(
+        &json!({"objective": "o", "context": {"repo_root": "/r"}}),
+        None,
+    )
+    .unwrap();
+    let wire = serde_json::to_value(&minimal).unwrap();
+    assert_eq!(
+        ExecutionRequest::from_value(&wire, None).unwrap(),
+        minimal,
+        "{wire}"
+    );
 }
 
 mod props {

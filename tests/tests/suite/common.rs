@@ -30,6 +30,10 @@ pub fn engine(droid: PathBuf, env: Vec<(OsString, OsString)>, scratch: &Path) ->
         kill_grace: Duration::from_secs(5),
         exit_grace: Duration::from_secs(2),
         scratch_root: scratch.to_path_buf(),
+        store_dir: None,
+        max_concurrent: 4,
+        task_ttl: Duration::from_secs(24 * 3600),
+        supervisor: None,
     })
 }
 

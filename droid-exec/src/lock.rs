@@ -1,0 +1,124 @@
+//! Advisory file locks (`flock(2)`), the store's one cross-process primitive.
+//!
+//! A lock belongs to an open file description and dies with the process that holds it, however it
+//! dies (SIGKILL included), so "is this lock held?" is a truthful liveness test where "does this
+//! pid exist?" is not: in a container whose pid 1 does not reap orphans, a dead process stays a
+//! zombie and `kill(pid, 0)` keeps succeeding. Files are opened close-on-exec (Rust's default), so
+//! children never inherit a lock.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+
+use crate::error::EngineError;
+
+/// A held lock; released when dropped (or when the process dies).
+#[derive(Debug)]
+pub struct Held {
+    _lock: Flock<File>,
+}
+
+fn open(path: &Path) -> Result<File, EngineError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(|source| EngineError::Io {
+            action: "open lock",
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+fn lock(path: &Path, arg: FlockArg) -> Result<Option<Held>, EngineError> {
+    let file = open(path)?;
+    match Flock::lock(file, arg) {
+        Ok(lock) => Ok(Some(Held { _lock: lock })),
+        Err((_, Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, errno)) => Err(EngineError::Io {
+            action: "lock",
+            path: path.to_path_buf(),
+            source: std::io::Error::from(errno),
+        }),
+    }
+}
+
+/// Take the exclusive lock on `path` (created 0600 if missing) if nobody holds it.
+///
+/// # Errors
+/// [`EngineError::Io`] when the file cannot be opened or locked for another reason.
+pub fn try_exclusive(path: &Path) -> Result<Option<Held>, EngineError> {
+    lock(path, FlockArg::LockExclusiveNonblock)
+}
+
+/// Take the exclusive lock on `path`, waiting for it. Blocks the thread: call it from
+/// `spawn_blocking` or a plain thread.
+///
+/// # Errors
+/// [`EngineError::Io`] when the file cannot be opened or locked.
+pub fn exclusive(path: &Path) -> Result<Held, EngineError> {
+    lock(path, FlockArg::LockExclusive)?.ok_or_else(|| EngineError::Io {
+        action: "lock",
+        path: path.to_path_buf(),
+        source: std::io::Error::from(Errno::EWOULDBLOCK),
+    })
+}
+
+/// Does some process hold `path`'s lock? A missing file is not held.
+///
+/// # Errors
+/// [`EngineError::Io`] when the file exists but cannot be opened or tested.
+pub fn is_held(path: &Path) -> Result<bool, EngineError> {
+    let file = match OpenOptions::new().read(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(source) => {
+            return Err(EngineError::Io {
+                action: "open lock",
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    // a shared probe conflicts with the holder's exclusive lock and with nothing else
+    match Flock::lock(file, FlockArg::LockSharedNonblock) {
+        Ok(_probe) => Ok(false),
+        Err((_, Errno::EWOULDBLOCK)) => Ok(true),
+        Err((_, errno)) => Err(EngineError::Io {
+            action: "test lock",
+            path: path.to_path_buf(),
+            source: std::io::Error::from(errno),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_is_exclusive_until_dropped() {
+        let dir = std::env::temp_dir().join(format!("dx-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.lock");
+        assert!(!is_held(&path).unwrap(), "a missing file is not held");
+        let held = try_exclusive(&path).unwrap().expect("free");
+        assert!(is_held(&path).unwrap());
+        assert!(
+            try_exclusive(&path).unwrap().is_none(),
+            "second open conflicts"
+        );
+        drop(held);
+        assert!(!is_held(&path).unwrap());
+        let again = exclusive(&path).unwrap();
+        assert!(is_held(&path).unwrap());
+        drop(again);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,411 @@
+//! Run slots across processes: at most `max_concurrent` runs at once and one run at a time per
+//! repository, for every process sharing a store (background supervisors, the CLI's sync `run`,
+//! the bridge, the MCP server), with waiting runs starting in submission order.
+//!
+//! Everything is a file under `<store>/locks` and `<store>/queue`, guarded by `flock(2)`:
+//! - `slot-<i>.lock` (i < max_concurrent): a running run holds one;
+//! - `repo-<hash>.lock`: a running run holds its repository's (the hash is FNV-1a of the
+//!   canonical repo_root, stable across builds and Rust versions);
+//! - `queue/<seq>-<hash>`: a waiting run's ticket, locked by its owner for as long as it waits, so a
+//!   ticket whose owner died (its lock is free) is recognised and removed;
+//! - `sched.lock`: every decision (create a ticket, start a run) happens under it, so the view of
+//!   tickets and locks cannot change underneath one, except for releases, which only free things;
+//! - `seq`: the submission counter.
+//!
+//! A waiting run looks at the tickets ahead of it in `seq` order and simulates them: an earlier
+//! ticket whose repository is free takes a free slot, and an earlier ticket claims its repository
+//! either way. The run starts only when a slot is still free after that, and its repository is
+//! neither running nor claimed. So a run never jumps ahead of an earlier one that could start, yet
+//! a run for repository B does not wait behind a run for repository A that is blocked by A's lock.
+//!
+//! Waiting is polling ([`POLL`]), woken early in-process when a permit is dropped. A process that
+//! uses a different `max_concurrent` than another sees only its own number of slot files; the
+//! limit is a per-configuration promise.
+
+use std::collections::HashSet;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::EngineError;
+use crate::lock::{self, Held};
+
+/// How often a waiting run looks again when nothing in this process woke it.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Hands out run slots for one store.
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    root: PathBuf,
+    max_concurrent: usize,
+    released: Arc<Notify>,
+}
+
+/// A run's right to run: a slot and its repository. Dropping it frees both.
+#[derive(Debug)]
+pub struct Permit {
+    _slot: Held,
+    _repo: Held,
+    released: Arc<Notify>,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        // the locks are released after this body runs; waiters poll again right after, and find
+        // them free, because they first need sched.lock, which this process does not hold here
+        self.released.notify_waiters();
+    }
+}
+
+/// A waiting run's place in line.
+#[derive(Debug)]
+struct Ticket {
+    seq: u64,
+    repo: String,
+    path: PathBuf,
+    _held: Held,
+}
+
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EngineError {
+    let path = path.to_path_buf();
+    move |source| EngineError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+/// FNV-1a (64 bit) of `bytes`, as 16 hex digits: a stable name for a repository's lock.
+pub(crate) fn repo_key(repo: &Path) -> String {
+    let real = std::fs::canonicalize(repo).unwrap_or_else(|_| repo.to_path_buf());
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in real.as_os_str().as_encoded_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+impl Scheduler {
+    /// The scheduler of the store at `root` (directories are made on first use).
+    pub fn new(root: &Path, max_concurrent: usize) -> Self {
+        Self {
+            root: root.to_path_buf(),
+            max_concurrent: max_concurrent.max(1),
+            released: Arc::new(Notify::new()),
+        }
+    }
+
+    fn locks(&self) -> PathBuf {
+        self.root.join("locks")
+    }
+
+    fn queue(&self) -> PathBuf {
+        self.root.join("queue")
+    }
+
+    fn ensure_dirs(&self) -> Result<(), EngineError> {
+        for dir in [self.locks(), self.queue()] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .map_err(io("create directory", &dir))?;
+        }
+        Ok(())
+    }
+
+    fn sched_lock(&self) -> Result<Held, EngineError> {
+        self.ensure_dirs()?;
+        lock::exclusive(&self.locks().join("sched.lock"))
+    }
+
+    /// The next submission number (blocking; takes `sched.lock`).
+    ///
+    /// # Errors
+    /// [`EngineError::Io`] when the store cannot be written.
+    pub fn next_seq(&self) -> Result<u64, EngineError> {
+        let _sched = self.sched_lock()?;
+        self.bump_seq()
+    }
+
+    fn bump_seq(&self) -> Result<u64, EngineError> {
+        let path = self.locks().join("seq");
+        let last = match std::fs::read_to_string(&path) {
+            Ok(s) => s.trim().parse::<u64>().ok(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(0),
+            Err(e) => return Err(io("read", &path)(e)),
+        };
+        // a corrupt counter restarts above anything it can have handed out: microseconds since
+        // the epoch exceed any count this store can reach
+        let next = last.map_or_else(
+            || {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2))
+            },
+            |n| n + 1,
+        );
+        let tmp = self.locks().join("seq.tmp");
+        std::fs::write(&tmp, format!("{next}\n")).map_err(io("write", &tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io("rename", &path))?;
+        Ok(next)
+    }
+
+    /// Wait for a slot and for `repo` to be free, in submission order (`seq`, or a fresh number
+    /// now). `on_wait` is called once if the run has to wait. `Ok(None)` when `cancel` fired
+    /// first.
+    ///
+    /// # Errors
+    /// [`EngineError::Io`] when the store's lock files cannot be used.
+    pub async fn acquire(
+        &self,
+        seq: Option<u64>,
+        repo: &Path,
+        cancel: &CancellationToken,
+        on_wait: impl FnOnce(),
+    ) -> Result<Option<Permit>, EngineError> {
+        let me = self.clone();
+        let repo = repo_key(repo);
+        let (ticket, permit) = blocking(move || {
+            let _sched = me.sched_lock()?;
+            let seq = match seq {
+                Some(s) => s,
+                None => me.bump_seq()?,
+            };
+            let path = me.queue().join(format!("{seq:020}-{repo}"));
+            let held = lock::try_exclusive(&path)?.ok_or_else(|| EngineError::Io {
+                action: "queue",
+                path: path.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "another run holds this ticket",
+                ),
+            })?;
+            let ticket = Ticket {
+                seq,
+                repo,
+                path,
+                _held: held,
+            };
+            let permit = me.try_start(&ticket)?;
+            Ok((ticket, permit))
+        })
+        .await?;
+        if let Some(p) = permit {
+            return Ok(Some(p));
+        }
+        on_wait();
+        let ticket = Arc::new(ticket);
+        loop {
+            let woken = self.released.notified();
+            tokio::select! {
+                () = cancel.cancelled() => {
+                    let me = self.clone();
+                    let t = Arc::clone(&ticket);
+                    blocking(move || {
+                        let _sched = me.sched_lock()?;
+                        let _ = std::fs::remove_file(&t.path);
+                        Ok(())
+                    })
+                    .await?;
+                    return Ok(None);
+                }
+                () = woken => {}
+                () = tokio::time::sleep(POLL) => {}
+            }
+            let me = self.clone();
+            let t = Arc::clone(&ticket);
+            if let Some(p) = blocking(move || {
+                let _sched = me.sched_lock()?;
+                me.try_start(&t)
+            })
+            .await?
+            {
+                return Ok(Some(p));
+            }
+        }
+    }
+
+    /// Under `sched.lock`: may `mine` start now? On yes, take its slot and repository and remove
+    /// its ticket.
+    fn try_start(&self, mine: &Ticket) -> Result<Option<Permit>, EngineError> {
+        let queue = self.queue();
+        let mut tickets: Vec<(u64, String, PathBuf)> = std::fs::read_dir(&queue)
+            .map_err(io("read directory", &queue))?
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let (seq, repo) = name.split_once('-')?;
+                Some((seq.parse().ok()?, repo.to_owned(), e.path()))
+            })
+            .filter(|(seq, _, _)| *seq < mine.seq)
+            .collect();
+        tickets.sort_by_key(|(seq, _, _)| *seq);
+        let mut free: Vec<Held> = Vec::new();
+        for i in 0..self.max_concurrent {
+            if let Some(h) = lock::try_exclusive(&self.locks().join(format!("slot-{i}.lock")))? {
+                free.push(h);
+            }
+        }
+        let mut claimed: HashSet<String> = HashSet::new();
+        for (_, repo, path) in tickets {
+            if free.is_empty() {
+                return Ok(None);
+            }
+            if !lock::is_held(&path)? {
+                // its owner died while waiting
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            if !claimed.insert(repo.clone()) {
+                continue;
+            }
+            if !lock::is_held(&self.repo_lock(&repo))? {
+                // it would start now: keep a slot for it
+                free.pop();
+            }
+        }
+        if claimed.contains(&mine.repo) {
+            return Ok(None);
+        }
+        let Some(slot) = free.pop() else {
+            return Ok(None);
+        };
+        let Some(repo) = lock::try_exclusive(&self.repo_lock(&mine.repo))? else {
+            return Ok(None);
+        };
+        let _ = std::fs::remove_file(&mine.path);
+        Ok(Some(Permit {
+            _slot: slot,
+            _repo: repo,
+            released: Arc::clone(&self.released),
+        }))
+    }
+
+    fn repo_lock(&self, repo: &str) -> PathBuf {
+        self.locks().join(format!("repo-{repo}.lock"))
+    }
+}
+
+/// Run blocking file-lock work off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, EngineError> + Send + 'static,
+) -> Result<T, EngineError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| EngineError::Io {
+            action: "schedule",
+            path: PathBuf::new(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("dx-queue-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    async fn now(s: &Scheduler, seq: Option<u64>, repo: &Path) -> Option<Permit> {
+        let cancel = CancellationToken::new();
+        let waited = std::sync::atomic::AtomicBool::new(false);
+        let fut = s.acquire(seq, repo, &cancel, || {
+            waited.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        tokio::select! {
+            r = fut => Some(r.unwrap().unwrap()),
+            () = tokio::time::sleep(Duration::from_millis(300)) => None,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn slots_and_repositories_limit_runs() {
+        let root = temp("limits");
+        let s = Scheduler::new(&root, 2);
+        let (a, b, c) = (root.join("a"), root.join("b"), root.join("c"));
+        let pa = now(&s, None, &a).await.expect("a starts");
+        assert!(now(&s, None, &a).await.is_none(), "a second run on a waits");
+        let pb = now(&s, None, &b).await.expect("b starts");
+        assert!(now(&s, None, &c).await.is_none(), "c waits for a slot");
+        drop(pa);
+        let pc = now(&s, None, &c)
+            .await
+            .expect("c starts once a slot is free");
+        drop((pb, pc));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiting_runs_start_in_submission_order_and_cancel_leaves_no_ticket() {
+        let root = temp("order");
+        let s = Scheduler::new(&root, 1);
+        let r = root.join("r");
+        let first = now(&s, None, &r).await.expect("first starts");
+        let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+        let mut waiters = Vec::new();
+        for n in 0..3_u32 {
+            let seq = s.next_seq().unwrap();
+            let (s, r, tx) = (s.clone(), r.clone(), tx.clone());
+            waiters.push(tokio::spawn(async move {
+                let cancel = CancellationToken::new();
+                // later submissions reach the scheduler first
+                tokio::time::sleep(Duration::from_millis(u64::from(3 - n) * 30)).await;
+                let p = s.acquire(Some(seq), &r, &cancel, || {}).await.unwrap();
+                tx.send(n).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                drop(p);
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        drop(first);
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            order.push(
+                tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                    .await
+                    .unwrap()
+                    .unwrap(),
+            );
+        }
+        assert_eq!(order, [0, 1, 2]);
+        for w in waiters {
+            w.await.unwrap();
+        }
+        let blocker = now(&s, None, &r).await.unwrap();
+        let cancel = CancellationToken::new();
+        let c2 = cancel.clone();
+        let s2 = s.clone();
+        let r2 = r.clone();
+        let waiting = tokio::spawn(async move { s2.acquire(None, &r2, &c2, || {}).await });
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(std::fs::read_dir(root.join("queue")).unwrap().count(), 1);
+        cancel.cancel();
+        assert!(waiting.await.unwrap().unwrap().is_none());
+        assert_eq!(std::fs::read_dir(root.join("queue")).unwrap().count(), 0);
+        drop(blocker);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn repo_keys_are_stable() {
+        assert_eq!(
+            repo_key(Path::new("/nonexistent/x")),
+            repo_key(Path::new("/nonexistent/x"))
+        );
+        assert_ne!(
+            repo_key(Path::new("/nonexistent/x")),
+            repo_key(Path::new("/nonexistent/y"))
+        );
+        assert_eq!(repo_key(Path::new("")).len(), 16);
+    }
+}

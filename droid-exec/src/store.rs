@@ -1,0 +1,495 @@
+//! The task store on disk: one directory per background task, readable by every front-end and by
+//! the CLI while no server runs.
+//!
+//! ```text
+//! <store>/tasks/<id>/          0700
+//!   task.json       id, created_at, submission number, repo_root     (written once, atomically)
+//!   request.json    the request, secrets redacted                    (written once, atomically)
+//!   lock            held (flock) by the task's supervisor for its whole life
+//!   owner.json      the supervisor's pid and marker, written once it holds `lock`
+//!   started         exists once the run got its slot (queued -> running)
+//!   events.ndjson   one line per event, appended as they happen, secrets redacted
+//!   cancel          exists once anyone asked for a cancel
+//!   result.json     the ExecutionResult, committed exactly once (see below)
+//!   worker.log      the supervisor's stderr
+//! <store>/locks/, <store>/queue/   run slots (see `queue`)
+//! ```
+//!
+//! Files are 0600. Whole files are written atomically: a temp file in the same directory, fsync,
+//! rename, fsync of the directory. `result.json` is committed with `link(2)` instead of `rename`, so
+//! the first writer wins and a second (a supervisor finishing just as someone declares it dead)
+//! cannot replace it: every task ends with exactly one result.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use droid_contract::{ExecutionResult, Issue, IssueType};
+use serde::{Deserialize, Serialize};
+
+use crate::error::EngineError;
+
+/// A background task's id: `droid-<unix seconds>-<4 hex digits>` (seed 002). Only ids of this
+/// shape name a directory, so an id can never point outside the store.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskKey(String);
+
+impl TaskKey {
+    /// Parse an id given by a caller.
+    ///
+    /// # Errors
+    /// [`EngineError::NoSuchTask`] for anything that is not an id of the store's shape.
+    pub fn parse(id: &str) -> Result<Self, EngineError> {
+        let ok = id.strip_prefix("droid-").is_some_and(|rest| {
+            rest.split_once('-').is_some_and(|(secs, hex)| {
+                (1..=20).contains(&secs.len())
+                    && secs.bytes().all(|b| b.is_ascii_digit())
+                    && hex.len() == 4
+                    && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+            })
+        });
+        if ok {
+            Ok(Self(id.to_owned()))
+        } else {
+            Err(EngineError::NoSuchTask {
+                id: id.to_owned(),
+                hint: "task ids look like droid-1795349045-3fa2".into(),
+            })
+        }
+    }
+
+    fn generate() -> Self {
+        Self(format!(
+            "droid-{}-{:04x}",
+            crate::timestamp::unix_seconds(),
+            random_u16()
+        ))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for TaskKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn random_u16() -> u16 {
+    use std::io::Read as _;
+    let mut b = [0u8; 2];
+    if File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok()
+    {
+        return u16::from_le_bytes(b);
+    }
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    u16::try_from(h.finish() & 0xffff).unwrap_or(0)
+}
+
+/// What `task.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Meta {
+    pub task_id: String,
+    pub created_at: String,
+    pub created_unix_ms: u64,
+    /// Submission number: the order in which tasks get run slots.
+    pub seq: u64,
+    pub repo_root: PathBuf,
+}
+
+/// What `owner.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Owner {
+    pub pid: u32,
+    /// The value of every process's `DROID_EXECUTOR_RUN_ID` in this task's run.
+    pub marker: String,
+    pub since: String,
+}
+
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EngineError {
+    let path = path.to_path_buf();
+    move |source| EngineError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Write `bytes` to a new private temp file beside `path`, flushed to disk.
+fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, EngineError> {
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        TMP_SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io("create", &tmp))?;
+    let written = f.write_all(bytes).and_then(|()| f.sync_all());
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io("write", &tmp)(e));
+    }
+    Ok(tmp)
+}
+
+fn sync_dir(dir: &Path) {
+    // durability of the rename; a failure here (some file systems refuse) loses nothing we can fix
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Replace `path` with `bytes` atomically (temp file, fsync, rename, fsync of the directory).
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
+    let tmp = write_temp(path, bytes)?;
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io("rename", path)(e));
+    }
+    if let Some(dir) = path.parent() {
+        sync_dir(dir);
+    }
+    Ok(())
+}
+
+/// Create `path` with `bytes` unless it exists (atomically, via `link(2)`). `Ok(false)` when it
+/// already existed; its content is then left as it was.
+pub(crate) fn create_atomic(path: &Path, bytes: &[u8]) -> Result<bool, EngineError> {
+    let tmp = write_temp(path, bytes)?;
+    let linked = std::fs::hard_link(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {
+            if let Some(dir) = path.parent() {
+                sync_dir(dir);
+            }
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(io("link", path)(e)),
+    }
+}
+
+/// The store at a root directory.
+#[derive(Debug, Clone)]
+pub(crate) struct Store {
+    root: PathBuf,
+}
+
+impl Store {
+    pub(crate) fn new(root: &Path) -> Self {
+        Self {
+            root: root.to_path_buf(),
+        }
+    }
+
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub(crate) fn tasks_dir(&self) -> PathBuf {
+        self.root.join("tasks")
+    }
+
+    pub(crate) fn dir(&self, key: &TaskKey) -> PathBuf {
+        self.tasks_dir().join(key.as_str())
+    }
+
+    /// Make the store's directories (0700).
+    pub(crate) fn ensure(&self) -> Result<(), EngineError> {
+        let dir = self.tasks_dir();
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(io("create directory", &dir))
+    }
+
+    /// A new task directory holding `task.json` and `request.json` (already redacted).
+    pub(crate) fn create(
+        &self,
+        seq: u64,
+        repo_root: &Path,
+        request: &serde_json::Value,
+    ) -> Result<TaskKey, EngineError> {
+        self.ensure()?;
+        let mut attempts = 0;
+        let key = loop {
+            let key = TaskKey::generate();
+            let dir = self.dir(&key);
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => break key,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempts < 1000 => {
+                    attempts += 1;
+                }
+                Err(e) => return Err(io("create directory", &dir)(e)),
+            }
+        };
+        let now = SystemTime::now();
+        let meta = Meta {
+            task_id: key.as_str().to_owned(),
+            created_at: crate::timestamp::rfc3339(now),
+            created_unix_ms: now
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            seq,
+            repo_root: repo_root.to_path_buf(),
+        };
+        let dir = self.dir(&key);
+        let written = write_atomic(&dir.join("request.json"), &to_json(request)?)
+            .and_then(|()| write_atomic(&dir.join("task.json"), &to_json(&meta)?));
+        if let Err(e) = written {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+        Ok(key)
+    }
+
+    /// Ids of every task directory, in no particular order.
+    pub(crate) fn keys(&self) -> Result<Vec<TaskKey>, EngineError> {
+        let dir = self.tasks_dir();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io("read directory", &dir)(e)),
+        };
+        Ok(entries
+            .flatten()
+            .filter_map(|e| TaskKey::parse(e.file_name().to_str()?).ok())
+            .collect())
+    }
+
+    /// The task's `task.json`; a missing directory or file is "no such task".
+    pub(crate) fn meta(&self, key: &TaskKey) -> Result<Meta, EngineError> {
+        let path = self.dir(key).join("task.json");
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(EngineError::NoSuchTask {
+                    id: key.as_str().to_owned(),
+                    hint: "it never existed, or its result expired and was removed".into(),
+                });
+            }
+            Err(e) => return Err(io("read", &path)(e)),
+        };
+        serde_json::from_slice(&text).map_err(|e| EngineError::Corrupt {
+            path,
+            message: e.to_string(),
+        })
+    }
+
+    /// The stored (redacted) request.
+    pub(crate) fn request(&self, key: &TaskKey) -> Result<serde_json::Value, EngineError> {
+        let path = self.dir(key).join("request.json");
+        let text = std::fs::read(&path).map_err(io("read", &path))?;
+        serde_json::from_slice(&text).map_err(|e| EngineError::Corrupt {
+            path,
+            message: e.to_string(),
+        })
+    }
+
+    /// The committed result. A result file that cannot be parsed gives an `error` result that
+    /// says so (the file is left for inspection).
+    pub(crate) fn result(&self, key: &TaskKey) -> Result<Option<ExecutionResult>, EngineError> {
+        let path = self.dir(key).join("result.json");
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io("read", &path)(e)),
+        };
+        Ok(Some(serde_json::from_slice(&text).unwrap_or_else(|e| {
+            ExecutionResult::error(
+                Some(key.as_str().to_owned()),
+                format!("the task's stored result is unreadable: {e}"),
+                vec![Issue::new(
+                    IssueType::BridgeFailure,
+                    format!("{} is corrupt: {e}", path.display()),
+                    "run the task again; check the disk holding the task store",
+                )],
+            )
+        })))
+    }
+
+    /// Commit the result unless one exists; `Ok(false)` when another writer came first.
+    pub(crate) fn commit_result(
+        &self,
+        key: &TaskKey,
+        result: &ExecutionResult,
+    ) -> Result<bool, EngineError> {
+        create_atomic(&self.dir(key).join("result.json"), &to_json(result)?)
+    }
+
+    /// When the result was committed.
+    pub(crate) fn result_time(&self, key: &TaskKey) -> Option<SystemTime> {
+        std::fs::metadata(self.dir(key).join("result.json"))
+            .and_then(|m| m.modified())
+            .ok()
+    }
+
+    pub(crate) fn lock_path(&self, key: &TaskKey) -> PathBuf {
+        self.dir(key).join("lock")
+    }
+
+    pub(crate) fn owner(&self, key: &TaskKey) -> Option<Owner> {
+        let text = std::fs::read(self.dir(key).join("owner.json")).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    pub(crate) fn write_owner(&self, key: &TaskKey, owner: &Owner) -> Result<(), EngineError> {
+        write_atomic(&self.dir(key).join("owner.json"), &to_json(owner)?)
+    }
+
+    /// Mark the task running (idempotent).
+    pub(crate) fn mark_started(&self, key: &TaskKey) -> Result<(), EngineError> {
+        create_atomic(
+            &self.dir(key).join("started"),
+            crate::timestamp::now().as_bytes(),
+        )
+        .map(|_| ())
+    }
+
+    pub(crate) fn is_started(&self, key: &TaskKey) -> bool {
+        self.dir(key).join("started").exists()
+    }
+
+    /// Ask the task's supervisor to cancel (idempotent).
+    pub(crate) fn request_cancel(&self, key: &TaskKey) -> Result<(), EngineError> {
+        create_atomic(
+            &self.dir(key).join("cancel"),
+            crate::timestamp::now().as_bytes(),
+        )
+        .map(|_| ())
+    }
+
+    pub(crate) fn cancel_requested(&self, key: &TaskKey) -> bool {
+        self.dir(key).join("cancel").exists()
+    }
+
+    pub(crate) fn events_path(&self, key: &TaskKey) -> PathBuf {
+        self.dir(key).join("events.ndjson")
+    }
+
+    /// The newest modification time of anything in the task's directory.
+    pub(crate) fn updated(&self, key: &TaskKey) -> Option<SystemTime> {
+        std::fs::read_dir(self.dir(key))
+            .ok()?
+            .flatten()
+            .filter_map(|e| e.metadata().ok()?.modified().ok())
+            .max()
+    }
+
+    /// Remove the task's directory.
+    pub(crate) fn remove(&self, key: &TaskKey) -> Result<(), EngineError> {
+        let dir = self.dir(key);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io("remove", &dir)(e)),
+        }
+    }
+}
+
+fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>, EngineError> {
+    let mut bytes = serde_json::to_vec_pretty(v).map_err(|e| EngineError::Io {
+        action: "encode",
+        path: PathBuf::new(),
+        source: std::io::Error::other(e),
+    })?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn task_ids_have_one_shape() {
+        let k = TaskKey::generate();
+        assert_eq!(TaskKey::parse(k.as_str()).unwrap(), k);
+        for bad in [
+            "",
+            "droid-",
+            "droid-12-abc",
+            "droid-12-ABCD",
+            "droid-x-abcd",
+            "droid-12-abcd/..",
+            "../droid-12-abcd",
+            "task-12-abcd",
+        ] {
+            assert!(
+                matches!(TaskKey::parse(bad), Err(EngineError::NoSuchTask { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_task_is_private_and_its_result_is_committed_once() {
+        let root = std::env::temp_dir().join(format!("dx-store-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let store = Store::new(&root);
+        let key = store
+            .create(7, Path::new("/r"), &serde_json::json!({"objective": "x"}))
+            .unwrap();
+        let dir = store.dir(&key);
+        assert_eq!(mode(&store.tasks_dir()), 0o700);
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&dir.join("request.json")), 0o600);
+        assert_eq!(mode(&dir.join("task.json")), 0o600);
+        let meta = store.meta(&key).unwrap();
+        assert_eq!((meta.seq, meta.task_id.as_str()), (7, key.as_str()));
+        assert_eq!(store.keys().unwrap(), vec![key.clone()]);
+        assert_eq!(store.result(&key).unwrap(), None);
+        let first = ExecutionResult::error(None, "first", Vec::new());
+        let second = ExecutionResult::error(None, "second", Vec::new());
+        assert!(store.commit_result(&key, &first).unwrap());
+        assert!(!store.commit_result(&key, &second).unwrap());
+        assert_eq!(store.result(&key).unwrap(), Some(first));
+        assert_eq!(mode(&dir.join("result.json")), 0o600);
+        let leftovers: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        std::fs::write(dir.join("result.json"), "{trunc").unwrap();
+        let corrupt = store.result(&key).unwrap().unwrap();
+        assert_eq!(corrupt.issues[0].kind, IssueType::BridgeFailure);
+        store.remove(&key).unwrap();
+        assert!(matches!(
+            store.meta(&key),
+            Err(EngineError::NoSuchTask { .. })
+        ));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

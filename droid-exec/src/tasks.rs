@@ -1,0 +1,466 @@
+//! Background tasks (DESIGN §4.6): submit a request, get an id back at once, and look at the task
+//! from any process later — its state, its events, its result — or cancel it.
+//!
+//! A task runs in its own supervisor process ([`crate::worker`]), started detached, so it survives
+//! the front-end that submitted it. Nothing here keeps state in memory: every answer is read from
+//! the store, so the CLI, the bridge and the MCP server (and several of each) see the same tasks.
+//!
+//! Liveness is judged by the supervisor's lock on `<task>/lock`, never by `kill(pid, 0)` (a dead
+//! supervisor in a container without a reaping init stays a zombie). A task without a result
+//! whose lock is free is dead: the next look (status, wait, list, cancel) kills whatever its run
+//! left behind (found by the run's marker) and commits an `error` result with a `bridge_failure`
+//! issue. A task is never "running" forever and never silently gone.
+//!
+//! Retention: a finished task is removed once its result is older than `task_ttl` (at the start
+//! of every front-end through [`Tasks::clean`], and periodically in long-running ones through
+//! [`Tasks::janitor`]); a task without a result is never removed by age.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use droid_contract::{ExecutionRequest, ExecutionResult, Issue, IssueType, TaskRecord, TaskState};
+use serde_json::Value;
+use tokio::io::AsyncWriteExt as _;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::EngineConfig;
+use crate::error::EngineError;
+use crate::lock;
+use crate::queue::Scheduler;
+use crate::spawn::{SpawnSpec, spawn};
+use crate::store::{Meta, Store, TaskKey};
+use crate::sweep;
+use crate::timestamp::rfc3339;
+use crate::worker::{Payload, marker, redactor};
+
+/// How long a submit waits for the supervisor to take its task.
+const SUPERVISOR_START: Duration = Duration::from_secs(10);
+/// How long a task without a supervisor is still taken to be starting (longer than
+/// [`SUPERVISOR_START`], after which the submitter itself records the failure).
+const STARTUP_GRACE: Duration = Duration::from_secs(30);
+/// Time given to killing what a dead supervisor's run left behind.
+const SWEEP_BUDGET: Duration = Duration::from_secs(3);
+
+/// Which tasks [`Tasks::list`] returns.
+#[derive(Debug, Clone, Default)]
+pub struct TaskFilter {
+    /// Only tasks in this state.
+    pub state: Option<TaskState>,
+    /// At most this many (newest first).
+    pub limit: Option<usize>,
+}
+
+/// The background tasks of one store.
+#[derive(Debug, Clone)]
+pub struct Tasks {
+    cfg: EngineConfig,
+    store: Store,
+    scheduler: Scheduler,
+}
+
+impl Tasks {
+    /// The tasks of the store `cfg` names.
+    ///
+    /// # Errors
+    /// [`EngineError::TasksUnavailable`] when `cfg` names no store.
+    pub fn open(cfg: &EngineConfig) -> Result<Self, EngineError> {
+        let dir = cfg.store_dir.as_deref().ok_or_else(|| {
+            EngineError::TasksUnavailable(
+                "no task store: set store_dir, XDG_STATE_HOME or HOME".into(),
+            )
+        })?;
+        Ok(Self {
+            cfg: cfg.clone(),
+            store: Store::new(dir),
+            scheduler: Scheduler::new(dir, cfg.max_concurrent),
+        })
+    }
+
+    /// The store's directory.
+    pub fn store_dir(&self) -> &std::path::Path {
+        self.store.root()
+    }
+
+    /// Start `req` as a background task and return its id once its supervisor holds it.
+    ///
+    /// The request is stored with secrets redacted; the supervisor gets it (and the engine
+    /// configuration) unredacted through its stdin. When the supervisor does not come up within
+    /// 10 s the task is committed as `error` / `bridge_failure` and its id still returned.
+    ///
+    /// # Errors
+    /// [`EngineError::TasksUnavailable`] without a supervisor program, [`EngineError::Io`] when
+    /// the store cannot be written, [`EngineError::Spawn`] when the supervisor cannot be started
+    /// (no task is left behind then).
+    pub async fn submit(&self, req: &ExecutionRequest) -> Result<TaskKey, EngineError> {
+        let program = self.cfg.supervisor.clone().ok_or_else(|| {
+            EngineError::TasksUnavailable("no supervisor program configured".into())
+        })?;
+        let scheduler = self.scheduler.clone();
+        let seq = tokio::task::spawn_blocking(move || scheduler.next_seq())
+            .await
+            .map_err(|e| EngineError::Io {
+                action: "schedule",
+                path: self.store.root().to_path_buf(),
+                source: std::io::Error::other(e.to_string()),
+            })??;
+        let request = serde_json::to_value(req).map_err(|e| EngineError::Io {
+            action: "encode",
+            path: PathBuf::from("request"),
+            source: std::io::Error::other(e),
+        })?;
+        let mut stored = request.clone();
+        redactor(&self.cfg).apply_value(&mut stored);
+        let key = self
+            .store
+            .create(seq, req.context.repo_root.as_path(), &stored)?;
+        let dir = self.store.dir(&key);
+        let payload = serde_json::to_vec(&Payload {
+            config: self.cfg.clone(),
+            request,
+        })
+        .map_err(|e| EngineError::Io {
+            action: "encode",
+            path: dir.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        let spec = SpawnSpec {
+            program,
+            args: vec![
+                "worker".into(),
+                key.as_str().into(),
+                "--store".into(),
+                self.store.root().into(),
+            ],
+            cwd: self.store.root().to_path_buf(),
+            env: self.cfg.env.clone(),
+            stdin_piped: true,
+            detach_log: Some(dir.join("worker.log")),
+        };
+        let mut child = match spawn(&spec) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = self.store.remove(&key);
+                return Err(e);
+            }
+        };
+        if let Some(mut stdin) = child.stdin.take() {
+            // a supervisor that died at once is found below; its pipe error says nothing more
+            let _ = stdin.write_all(&payload).await;
+            let _ = stdin.shutdown().await;
+        }
+        // not killed on drop; tokio reaps it in the background when it exits
+        drop(child);
+        let until = tokio::time::Instant::now() + SUPERVISOR_START;
+        while self.store.owner(&key).is_none() && self.store.result(&key)?.is_none() {
+            if tokio::time::Instant::now() >= until {
+                let result = bridge_failure(
+                    &key,
+                    format!(
+                        "the task's supervisor did not start within {} s; see {}",
+                        SUPERVISOR_START.as_secs(),
+                        dir.join("worker.log").display()
+                    ),
+                );
+                self.store.commit_result(&key, &result)?;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(key)
+    }
+
+    /// The task's record. A task whose supervisor died is finalized here (see the module docs).
+    ///
+    /// # Errors
+    /// [`EngineError::NoSuchTask`] for an unknown, malformed or expired id.
+    pub async fn status(&self, id: &str) -> Result<TaskRecord, EngineError> {
+        let key = TaskKey::parse(id)?;
+        Ok(self.look(&key).await?.1)
+    }
+
+    /// The task's result, `None` while it runs.
+    ///
+    /// # Errors
+    /// As [`Tasks::status`].
+    pub async fn result(&self, id: &str) -> Result<Option<ExecutionResult>, EngineError> {
+        Ok(self.status(id).await?.result)
+    }
+
+    /// Wait up to `timeout` for the task to finish; the record as it is then.
+    ///
+    /// # Errors
+    /// As [`Tasks::status`].
+    pub async fn wait(&self, id: &str, timeout: Duration) -> Result<TaskRecord, EngineError> {
+        let key = TaskKey::parse(id)?;
+        let until = tokio::time::Instant::now() + timeout;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            let (_, rec) = self.look(&key).await?;
+            let now = tokio::time::Instant::now();
+            if rec.state.is_finished() || now >= until {
+                return Ok(rec);
+            }
+            tokio::time::sleep(pause.min(until - now)).await;
+            pause = (pause * 2).min(Duration::from_millis(200));
+        }
+    }
+
+    /// Ask the task to stop. Its supervisor sees the request within 100 ms, stops droid and
+    /// everything it started, and commits a `cancelled` result; a queued task ends without
+    /// starting. Returns the record as it is right after the request (use [`Tasks::wait`] for
+    /// the final one); a finished task is returned unchanged.
+    ///
+    /// # Errors
+    /// As [`Tasks::status`], and [`EngineError::Io`] when the request cannot be written.
+    pub async fn cancel(&self, id: &str) -> Result<TaskRecord, EngineError> {
+        let key = TaskKey::parse(id)?;
+        let (_, rec) = self.look(&key).await?;
+        if rec.state.is_finished() {
+            return Ok(rec);
+        }
+        self.store.request_cancel(&key)?;
+        Ok(self.look(&key).await?.1)
+    }
+
+    /// Tasks, newest first.
+    ///
+    /// # Errors
+    /// [`EngineError::Io`] when the store cannot be read.
+    pub async fn list(&self, filter: &TaskFilter) -> Result<Vec<TaskRecord>, EngineError> {
+        let mut all: Vec<(u64, TaskRecord)> = Vec::new();
+        for key in self.store.keys()? {
+            match self.look(&key).await {
+                Ok((meta, rec)) => {
+                    if filter.state.is_none_or(|s| s == rec.state) {
+                        all.push((meta.seq, rec));
+                    }
+                }
+                // half-created, expired or corrupt: not a task to show
+                Err(EngineError::NoSuchTask { .. } | EngineError::Corrupt { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        all.sort_by_key(|a| std::cmp::Reverse(a.0));
+        let limit = filter.limit.unwrap_or(usize::MAX);
+        Ok(all.into_iter().take(limit).map(|(_, r)| r).collect())
+    }
+
+    /// The most recently submitted task.
+    ///
+    /// # Errors
+    /// As [`Tasks::list`].
+    pub async fn latest(&self) -> Result<Option<TaskRecord>, EngineError> {
+        let newest = self
+            .store
+            .keys()?
+            .into_iter()
+            .filter_map(|k| Some((self.store.meta(&k).ok()?.seq, k)))
+            .max_by_key(|(seq, _)| *seq);
+        match newest {
+            None => Ok(None),
+            Some((_, key)) => match self.look(&key).await {
+                Ok((_, rec)) => Ok(Some(rec)),
+                Err(EngineError::NoSuchTask { .. }) => Ok(None),
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    /// The task's stored request (secrets redacted).
+    ///
+    /// # Errors
+    /// As [`Tasks::status`], and [`EngineError::Corrupt`] for an unreadable file.
+    pub fn request(&self, id: &str) -> Result<Value, EngineError> {
+        let key = TaskKey::parse(id)?;
+        self.store.meta(&key)?;
+        self.store.request(&key)
+    }
+
+    /// The task's events with a sequence number above `after` (0: all), in order. Each is
+    /// `{"seq", "at", "type", …}` ([`crate::RunEvent`] plus its number and time); a line still
+    /// being written is left for the next call.
+    ///
+    /// # Errors
+    /// As [`Tasks::status`].
+    pub fn events(&self, id: &str, after: u64) -> Result<Vec<Value>, EngineError> {
+        let key = TaskKey::parse(id)?;
+        self.store.meta(&key)?;
+        let path = self.store.events_path(&key);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(EngineError::Io {
+                    action: "read",
+                    path,
+                    source,
+                });
+            }
+        };
+        let complete = bytes
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(&bytes[..0], |i| &bytes[..=i]);
+        Ok(complete
+            .split(|b| *b == b'\n')
+            .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
+            .filter(|v| {
+                v.get("seq")
+                    .and_then(Value::as_u64)
+                    .is_some_and(|n| n > after)
+            })
+            .collect())
+    }
+
+    /// Remove finished tasks whose result is older than the TTL (every finished task with
+    /// `all`), and half-created task directories nobody holds. Tasks without a result are never
+    /// removed. Returns how many were removed.
+    ///
+    /// # Errors
+    /// [`EngineError::Io`] when the store cannot be read or a directory cannot be removed.
+    pub async fn clean(&self, all: bool) -> Result<usize, EngineError> {
+        let mut removed = 0;
+        for key in self.store.keys()? {
+            match self.store.meta(&key) {
+                Ok(_) => {
+                    if self.store.result(&key)?.is_some() && (all || self.expired(&key)) {
+                        self.store.remove(&key)?;
+                        removed += 1;
+                    }
+                }
+                Err(EngineError::NoSuchTask { .. } | EngineError::Corrupt { .. }) => {
+                    let dir = self.store.dir(&key);
+                    let old = std::fs::metadata(&dir)
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age > STARTUP_GRACE);
+                    if old && !lock::is_held(&self.store.lock_path(&key))? {
+                        self.store.remove(&key)?;
+                        removed += 1;
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Clean expired tasks every `every` until `stop` fires (for long-running front-ends).
+    pub async fn janitor(&self, every: Duration, stop: CancellationToken) {
+        loop {
+            if let Err(e) = self.clean(false).await {
+                tracing::warn!("cleaning the task store: {e}");
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+
+    fn expired(&self, key: &TaskKey) -> bool {
+        self.store
+            .result_time(key)
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > self.cfg.task_ttl)
+    }
+
+    /// The task's meta and record; finalizes a dead task and forgets an expired one.
+    async fn look(&self, key: &TaskKey) -> Result<(Meta, TaskRecord), EngineError> {
+        let meta = self.store.meta(key)?;
+        let mut result = self.store.result(key)?;
+        if result.is_some() && self.expired(key) {
+            self.store.remove(key)?;
+            return Err(EngineError::NoSuchTask {
+                id: key.to_string(),
+                hint: format!(
+                    "its result expired after {} s and was removed",
+                    self.cfg.task_ttl.as_secs()
+                ),
+            });
+        }
+        let state = match &result {
+            Some(r) => TaskState::from_status(r.status),
+            None if lock::is_held(&self.store.lock_path(key))? => {
+                if self.store.is_started(key) {
+                    TaskState::Running
+                } else {
+                    TaskState::Queued
+                }
+            }
+            None if self.store.owner(key).is_none() && age(&meta) < STARTUP_GRACE => {
+                TaskState::Queued
+            }
+            None => {
+                result = Some(self.bury(key).await?);
+                result
+                    .as_ref()
+                    .map_or(TaskState::Error, |r| TaskState::from_status(r.status))
+            }
+        };
+        let updated = self
+            .store
+            .updated(key)
+            .map_or_else(|| meta.created_at.clone(), rfc3339);
+        let record = TaskRecord {
+            task_id: key.to_string(),
+            state,
+            created_at: meta.created_at.clone(),
+            updated_at: updated,
+            result,
+        };
+        Ok((meta, record))
+    }
+
+    /// The supervisor of `key` died without a result: kill what its run left behind, commit an
+    /// `error` result, and return the task's result (another writer's, if one came first).
+    async fn bury(&self, key: &TaskKey) -> Result<ExecutionResult, EngineError> {
+        let owner = self.store.owner(key);
+        let marker = owner
+            .as_ref()
+            .map_or_else(|| marker(key), |o| o.marker.clone());
+        let leftover = sweep::marked_pids(&marker).len();
+        let survivors = sweep::sweep(&marker, SWEEP_BUDGET).await;
+        let who = owner.as_ref().map_or_else(
+            || "never started".to_owned(),
+            |o| format!("(pid {})", o.pid),
+        );
+        let mut result = bridge_failure(
+            key,
+            format!("the task's supervisor {who} died without writing a result"),
+        );
+        if leftover > 0 {
+            result.logs.push(format!(
+                "stopped {leftover} process(es) the run left behind"
+            ));
+        }
+        if !survivors.is_empty() {
+            result
+                .logs
+                .push(format!("could not stop processes {survivors:?}"));
+        }
+        if self.store.commit_result(key, &result)? {
+            return Ok(result);
+        }
+        Ok(self.store.result(key)?.unwrap_or(result))
+    }
+}
+
+fn age(meta: &Meta) -> Duration {
+    let created = SystemTime::UNIX_EPOCH + Duration::from_millis(meta.created_unix_ms);
+    created.elapsed().unwrap_or(Duration::ZERO)
+}
+
+fn bridge_failure(key: &TaskKey, what: String) -> ExecutionResult {
+    ExecutionResult::error(
+        Some(key.to_string()),
+        format!("{what}; the task did not finish"),
+        vec![Issue::new(
+            IssueType::BridgeFailure,
+            what,
+            "submit the task again; if it keeps happening, check the machine's memory and the \
+             task's worker.log (droid-executor tasks show <id>)",
+        )],
+    )
+}

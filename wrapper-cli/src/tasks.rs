@@ -1,0 +1,289 @@
+//! `droid-executor tasks list|show|wait|cancel|clean`: background tasks as the store holds them,
+//! readable while no server runs. `--json` prints task records
+//! (`{"task_id", "state", "created_at", "updated_at", "result"}`).
+//!
+//! Exit codes: `show`, `list` and `clean` exit 0 when they could answer; `wait` and `cancel` exit
+//! like `run` once the task has finished (0 success, 1 failed/partial/timeout/cancelled, 2 error)
+//! and 3 when it is still not finished when they stop waiting; 2 for an unknown task or an
+//! unusable store.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use droid_contract::{TaskRecord, TaskState};
+use droid_exec::{TaskFilter, Tasks};
+use serde_json::Value;
+
+use crate::cli::{clean_expired, engine_config, env_map, settings};
+use crate::render;
+
+/// How long `tasks cancel` waits for the task to stop (droid gets 5 s after SIGTERM, then the
+/// sweep, then verification is skipped).
+const CANCEL_WAIT: Duration = Duration::from_secs(30);
+
+/// Exit code of `wait` and `cancel` for a task that is still not finished.
+const STILL_RUNNING: u8 = 3;
+
+#[derive(Debug, Args)]
+pub(crate) struct TasksArgs {
+    #[command(subcommand)]
+    command: TasksCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum TasksCommand {
+    /// List tasks, newest first.
+    List {
+        /// Only tasks in this state (queued, running, success, partial, failed, timeout,
+        /// cancelled, error).
+        #[arg(long)]
+        state: Option<TaskState>,
+        /// At most this many.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print the task records as a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a task (default: the latest).
+    Show {
+        /// The task id.
+        id: Option<String>,
+        /// Print the task record as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wait for a task to finish (default: the latest) and show it.
+    Wait {
+        /// The task id.
+        id: Option<String>,
+        /// Stop waiting after this many seconds (exit code 3 if it is still not finished).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u64>,
+        /// Print the task record as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a task, wait for it to stop (up to 30 s) and show it.
+    Cancel {
+        /// The task id.
+        id: String,
+        /// Print the task record as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove finished tasks whose result is older than the TTL (task_ttl).
+    Clean {
+        /// Remove every finished task, whatever its age.
+        #[arg(long)]
+        all: bool,
+        /// Print `{"removed": N}`.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn out(text: &str) {
+    let mut o = std::io::stdout().lock();
+    // a closed stdout (`| head`) is not worth a panic
+    let _ = writeln!(o, "{text}");
+    let _ = o.flush();
+}
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("droid-executor: {e}");
+    ExitCode::from(2)
+}
+
+fn json_text<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// The `objective` of a stored request, shortened to `max` characters.
+fn objective(tasks: &Tasks, id: &str, max: usize) -> String {
+    let text = tasks
+        .request(id)
+        .ok()
+        .and_then(|r| {
+            r.get("objective")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() > max {
+        let cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    } else {
+        one_line
+    }
+}
+
+/// A task record for people: its header, then the result's report or the latest events.
+fn show(tasks: &Tasks, rec: &TaskRecord) -> String {
+    let mut s = format!(
+        "task {}: {}\ncreated {}, updated {}\nobjective: {}\n",
+        rec.task_id,
+        rec.state.as_str(),
+        rec.created_at,
+        rec.updated_at,
+        objective(tasks, &rec.task_id, 200)
+    );
+    match &rec.result {
+        Some(result) => {
+            s.push('\n');
+            s.push_str(&render::report(result));
+        }
+        None => {
+            let events = tasks.events(&rec.task_id, 0).unwrap_or_default();
+            let start = events.len().saturating_sub(5);
+            if !events.is_empty() {
+                s.push_str("latest events:\n");
+            }
+            for e in &events[start..] {
+                s.push_str(&format!("  {}\n", render::event_line(e)));
+            }
+            s.push_str(&format!(
+                "(not finished; wait for it with: droid-executor tasks wait {})",
+                rec.task_id
+            ));
+        }
+    }
+    s
+}
+
+fn finished_code(rec: &TaskRecord) -> ExitCode {
+    match &rec.result {
+        Some(r) if rec.state.is_finished() => crate::run::exit_code(r.status),
+        _ => ExitCode::from(STILL_RUNNING),
+    }
+}
+
+/// The id given, or the latest task's.
+async fn resolve(tasks: &Tasks, id: Option<String>) -> Result<String, String> {
+    match id {
+        Some(id) => Ok(id),
+        None => match tasks.latest().await {
+            Ok(Some(rec)) => Ok(rec.task_id),
+            Ok(None) => {
+                Err("no tasks yet; start one with: droid-executor run --background …".into())
+            }
+            Err(e) => Err(e.to_string()),
+        },
+    }
+}
+
+pub(crate) async fn tasks(args: TasksArgs, config: Option<&PathBuf>) -> ExitCode {
+    let env = env_map();
+    let settings = match settings(config, &env) {
+        Ok(s) => s,
+        Err(e) => return fail(format!("{e:#}")),
+    };
+    let tasks = match Tasks::open(&engine_config(&settings, &env)) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    clean_expired(&tasks).await;
+    match args.command {
+        TasksCommand::List { state, limit, json } => {
+            let records = match tasks.list(&TaskFilter { state, limit }).await {
+                Ok(r) => r,
+                Err(e) => return fail(e),
+            };
+            if json {
+                out(&json_text(&records));
+            } else if records.is_empty() {
+                out("no tasks");
+            } else {
+                let mut text = format!("{:<22} {:<9} {:<24} OBJECTIVE", "TASK", "STATE", "CREATED");
+                for r in &records {
+                    text.push_str(&format!(
+                        "\n{:<22} {:<9} {:<24} {}",
+                        r.task_id,
+                        r.state.as_str(),
+                        r.created_at,
+                        objective(&tasks, &r.task_id, 60)
+                    ));
+                }
+                out(&text);
+            }
+            ExitCode::SUCCESS
+        }
+        TasksCommand::Show { id, json } => {
+            let id = match resolve(&tasks, id).await {
+                Ok(id) => id,
+                Err(e) => return fail(e),
+            };
+            match tasks.status(&id).await {
+                Ok(rec) => {
+                    out(&if json {
+                        json_text(&rec)
+                    } else {
+                        show(&tasks, &rec)
+                    });
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        TasksCommand::Wait { id, timeout, json } => {
+            let id = match resolve(&tasks, id).await {
+                Ok(id) => id,
+                Err(e) => return fail(e),
+            };
+            // no --timeout: as long as it takes (a run is bounded by its own max_runtime)
+            let limit = timeout.map_or(
+                Duration::from_secs(u64::from(u32::MAX)),
+                Duration::from_secs,
+            );
+            match tasks.wait(&id, limit).await {
+                Ok(rec) => {
+                    out(&if json {
+                        json_text(&rec)
+                    } else {
+                        show(&tasks, &rec)
+                    });
+                    finished_code(&rec)
+                }
+                Err(e) => fail(e),
+            }
+        }
+        TasksCommand::Cancel { id, json } => {
+            let rec = match tasks.cancel(&id).await {
+                Ok(rec) => rec,
+                Err(e) => return fail(e),
+            };
+            if rec.state.is_finished() && !json {
+                eprintln!(
+                    "droid-executor: task {id} had already finished ({})",
+                    rec.state.as_str()
+                );
+            }
+            match tasks.wait(&id, CANCEL_WAIT).await {
+                Ok(rec) => {
+                    out(&if json {
+                        json_text(&rec)
+                    } else {
+                        show(&tasks, &rec)
+                    });
+                    finished_code(&rec)
+                }
+                Err(e) => fail(e),
+            }
+        }
+        TasksCommand::Clean { all, json } => match tasks.clean(all).await {
+            Ok(n) => {
+                out(&if json {
+                    serde_json::json!({"removed": n}).to_string()
+                } else {
+                    format!("removed {n} task(s)")
+                });
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+    }
+}
