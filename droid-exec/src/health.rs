@@ -1,6 +1,6 @@
 //! Readiness checks shared by every front-end (`droid-executor doctor`, later MCP `droid_ping` and
 //! the bridge's `/health`): configuration valid, droid found and its version, authentication (a
-//! Factory key or custom models), allowed roots. Each check says OK, WARN or FAIL, with the fix.
+//! Factory key or custom models), allowed roots, the task store. Each check says OK, WARN or FAIL, with the fix.
 
 use std::path::Path;
 
@@ -75,7 +75,7 @@ pub async fn checks(config: Option<&Path>, env: &EnvMap) -> Vec<Check> {
                 name: "config",
                 level: Level::Fail,
                 detail: e.to_string(),
-                fix: "fix the file (keys: droid_bin, port, host, allowed_roots, max_autonomy, allow_unsafe, max_concurrent, verify, default_timeout, task_ttl, excerpt_bytes, body_limit, model, env_passthrough)".into(),
+                fix: "fix the file (keys: droid_bin, port, host, allowed_roots, max_autonomy, allow_unsafe, max_concurrent, verify, default_timeout, task_ttl, excerpt_bytes, body_limit, model, env_passthrough, store_dir)".into(),
             });
             // keep going with what the environment says, so the other checks still mean something
             Settings::load(None, env).unwrap_or_default()
@@ -164,6 +164,49 @@ pub async fn checks(config: Option<&Path>, env: &EnvMap) -> Vec<Check> {
             String::new()
         },
     });
-
+    checks.push(store_check(cfg.store_dir.as_deref()));
     checks
+}
+
+/// Can the task store be written (or created)? Looks only: nothing is created.
+fn store_check(dir: Option<&Path>) -> Check {
+    use nix::unistd::{AccessFlags, access};
+    let Some(dir) = dir else {
+        return Check {
+            name: "store",
+            level: Level::Warn,
+            detail:
+                "no task store (HOME and XDG_STATE_HOME unset): no background tasks, no run slots"
+                    .into(),
+            fix: "set store_dir in the config (or DROID_EXECUTOR_STORE_DIR)".into(),
+        };
+    };
+    let existing = dir.ancestors().find(|p| p.exists()).unwrap_or(dir);
+    let writable = access(existing, AccessFlags::W_OK | AccessFlags::X_OK).is_ok();
+    let what = if existing == dir {
+        format!("{} is writable", dir.display())
+    } else {
+        format!(
+            "{} will be created (under {}, writable)",
+            dir.display(),
+            existing.display()
+        )
+    };
+    if writable {
+        Check {
+            name: "store",
+            level: Level::Ok,
+            detail: what,
+            fix: String::new(),
+        }
+    } else {
+        Check {
+            name: "store",
+            level: Level::Fail,
+            detail: format!("{} is not writable", existing.display()),
+            fix:
+                "fix its permissions, or set store_dir in the config (or DROID_EXECUTOR_STORE_DIR)"
+                    .into(),
+        }
+    }
 }

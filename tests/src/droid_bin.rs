@@ -47,6 +47,24 @@ pub fn real_droid() -> PathBuf {
     path
 }
 
+/// The built `droid-executor`: `$CARGO_TARGET_DIR/debug` if set, else `<workspace>/target/debug`.
+///
+/// # Panics
+/// When it has not been built, with the command that builds it (`cargo xtask test` does).
+pub fn droid_executor_bin() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || workspace_root().join("target"),
+        |dir| workspace_root().join(dir),
+    );
+    let bin = target.join("debug/droid-executor");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first: cargo build -p wrapper-cli (cargo xtask test does)",
+        bin.display()
+    );
+    bin
+}
+
 /// The `fake-droid` binary of this crate, as a `PathBuf`. Only usable in this crate's test
 /// binary (`tests/all.rs`), where Cargo sets `CARGO_BIN_EXE_fake-droid`.
 #[macro_export]

@@ -1,8 +1,10 @@
 //! The suites. Each module tests one thing end to end; `support_selftest` checks the support code
 //! itself (scripted model, fake droid, process helpers) and that the real droid runs against it.
 
+mod binary;
 mod cli;
 mod common;
 mod engine_fake_droid;
 mod engine_real_droid;
 mod support_selftest;
+mod tasks_cli;

@@ -1,6 +1,7 @@
 //! `cargo xtask demo`: the product's main job, end to end, on a fresh machine: the real droid
 //! (fetched from npm), a scripted model standing in for the LLM, a sample repository in a temp
-//! HOME, and one `droid-executor run` whose result is printed.
+//! HOME, and one `droid-executor run` whose result is printed; then the same task again as a
+//! background task (`run --background`, `tasks list`, `tasks wait`).
 
 use std::path::Path;
 
@@ -9,7 +10,7 @@ use serde_json::json;
 
 use crate::droid;
 use crate::sandbox::{MODEL, Sandbox};
-use crate::sh::{cargo, run, workspace_root};
+use crate::sh::{cargo, output, run, workspace_root};
 
 pub(crate) const OBJECTIVE: &str =
     "Add farewell(name) to greet.py, returning \"Goodbye, <name>!\", with a test";
@@ -67,5 +68,25 @@ pub(crate) fn demo() -> Result<()> {
         .args(["--accept", "python3 test_greet.py passes", OBJECTIVE]);
     run(&mut cmd).context("the demo run did not succeed")?;
     println!("\n(add --json for the full ExecutionResult)");
+
+    sandbox.reset()?;
+    println!("\nThe same task in the background:\n");
+    println!(
+        "$ droid-executor run --background --model {MODEL} --mode code --command 'python3 test_greet.py' '{OBJECTIVE}'"
+    );
+    let mut submit = sandbox.command(&bins.join("droid-executor"));
+    submit
+        .env("DROID_CLI_CMD", &droid)
+        .args(["run", "--background", "--model", MODEL, "--mode", "code"])
+        .args(["--command", "python3 test_greet.py", OBJECTIVE]);
+    let id = output(&mut submit).context("submitting the background task")?;
+    let id = id.trim().to_owned();
+    println!("{id}");
+    for args in [vec!["tasks", "list"], vec!["tasks", "wait", id.as_str()]] {
+        println!("$ droid-executor {}", args.join(" "));
+        let mut cmd = sandbox.command(&bins.join("droid-executor"));
+        cmd.env("DROID_CLI_CMD", &droid).args(&args);
+        run(&mut cmd).with_context(|| format!("droid-executor {}", args.join(" ")))?;
+    }
     Ok(())
 }

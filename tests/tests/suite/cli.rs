@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use droid_contract::{ChangeType, ExecutionResult, FileChange, Status};
+use droid_contract::{ChangeType, FileChange, Status};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use pretty_assertions::assert_eq;
@@ -24,113 +24,12 @@ use tests::procs::{pids_with_env, wait_gone};
 use tests::scripted_model::ScriptedModel;
 use tests::temp_dir::TempDir;
 use tokio::io::AsyncWriteExt as _;
-use tokio::process::Child;
 
-use super::common::{git, read_pid_file};
+use super::binary::{NO_DROID_PATH, Out, command, droid_executor, finish, git_repo_at, path_var};
+use super::common::read_pid_file;
 
-/// Any one run of the binary; the real droid against a local model takes about a second.
-const CLI_LIMIT: Duration = Duration::from_secs(90);
 /// The variable the engine marks every process of a run with.
 const MARKER_VAR: &str = "DROID_EXECUTOR_RUN_ID";
-/// A `PATH` without droid on it.
-const NO_DROID_PATH: &str = "/usr/bin:/bin";
-
-/// The built `droid-executor`: `$CARGO_TARGET_DIR/debug` if set, else `<workspace>/target/debug`.
-fn cli_bin() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || workspace_root().join("target"),
-        |dir| workspace_root().join(dir),
-    );
-    let bin = target.join("debug/droid-executor");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it first: cargo build -p wrapper-cli (cargo xtask test does)",
-        bin.display()
-    );
-    bin
-}
-
-/// `droid-executor ARGS` with exactly `env`, in `cwd`, stdin from /dev/null, output piped.
-#[allow(clippy::disallowed_methods)] // the suite runs the binary it tests
-fn command<S: AsRef<OsStr>>(
-    args: &[S],
-    env: &[(OsString, OsString)],
-    cwd: &Path,
-) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(cli_bin());
-    cmd.args(args)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
-}
-
-/// What one run of the binary gave.
-#[derive(Debug)]
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    /// stdout as an ExecutionResult.
-    fn result(&self) -> ExecutionResult {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
-            panic!(
-                "stdout is not an ExecutionResult ({e}):\n{}\nstderr:\n{}",
-                self.stdout, self.stderr
-            )
-        })
-    }
-
-    fn issue_kinds(&self) -> Vec<&'static str> {
-        self.result()
-            .issues
-            .iter()
-            .map(|i| i.kind.as_str())
-            .collect()
-    }
-}
-
-async fn finish(child: Child) -> Out {
-    let out = tokio::time::timeout(CLI_LIMIT, child.wait_with_output())
-        .await
-        .expect("droid-executor did not finish")
-        .unwrap();
-    Out {
-        code: out.status.code(),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
-}
-
-async fn droid_executor<S: AsRef<OsStr>>(
-    args: &[S],
-    env: &[(OsString, OsString)],
-    cwd: &Path,
-) -> Out {
-    finish(command(args, env, cwd).spawn().unwrap()).await
-}
-
-/// A git repository at `dir` with `files` committed.
-fn git_repo_at(dir: &Path, files: &[(&str, &str)]) {
-    std::fs::create_dir_all(dir).unwrap();
-    for (name, content) in files {
-        std::fs::write(dir.join(name), content).unwrap();
-    }
-    git(dir, &["init", "-q"]);
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-qm", "initial", "--allow-empty"]);
-}
-
-fn path_var() -> OsString {
-    std::env::var_os("PATH").unwrap_or_else(|| NO_DROID_PATH.into())
-}
 
 fn s(p: &Path) -> String {
     p.display().to_string()
@@ -668,7 +567,7 @@ async fn schemas_match_the_checked_in_files() {
         ("HOME".into(), home.path().into()),
         ("PATH".into(), path_var()),
     ];
-    for which in ["request", "result"] {
+    for which in ["request", "result", "task-record"] {
         let out = droid_executor(&["schema", which], &env, home.path()).await;
         assert_eq!(out.code, Some(0), "{out:#?}");
         let file = workspace_root().join(format!("schemas/{which}.schema.json"));
@@ -700,6 +599,18 @@ async fn doctor_finds_the_real_droid() {
     assert_eq!(droid.len(), 1, "{}", out.stdout);
     assert!(droid[0].contains("version 0.225.2"), "{}", out.stdout);
     assert!(!out.stdout.contains("FAIL"), "{}", out.stdout);
+    let store = home.path().join(".local/state/droid-executor");
+    let expected = format!(
+        "OK   store         {} will be created (under {}, writable)",
+        store.display(),
+        home.path().display()
+    );
+    assert!(
+        out.stdout.lines().any(|l| l == expected),
+        "{expected}\n{}",
+        out.stdout
+    );
+    assert!(!store.exists(), "doctor only looks");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

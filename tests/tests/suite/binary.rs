@@ -1,0 +1,100 @@
+//! Running the built `droid-executor` binary in the suites: an empty environment plus exactly
+//! what each test gives, output captured, every run under a time limit.
+
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use droid_contract::ExecutionResult;
+use tests::droid_bin::droid_executor_bin;
+use tokio::process::Child;
+
+use super::common::git;
+
+/// Any one run of the binary; the real droid against a local model takes about a second.
+pub const CLI_LIMIT: Duration = Duration::from_secs(90);
+/// A `PATH` without droid on it.
+pub const NO_DROID_PATH: &str = "/usr/bin:/bin";
+
+/// `droid-executor ARGS` with exactly `env`, in `cwd`, stdin from /dev/null, output piped.
+#[allow(clippy::disallowed_methods)] // the suite runs the binary it tests
+pub fn command<S: AsRef<OsStr>>(
+    args: &[S],
+    env: &[(OsString, OsString)],
+    cwd: &Path,
+) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(droid_executor_bin());
+    cmd.args(args)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// What one run of the binary gave.
+#[derive(Debug)]
+pub struct Out {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    /// stdout as an ExecutionResult.
+    pub fn result(&self) -> ExecutionResult {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not an ExecutionResult ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+
+    pub fn issue_kinds(&self) -> Vec<&'static str> {
+        self.result()
+            .issues
+            .iter()
+            .map(|i| i.kind.as_str())
+            .collect()
+    }
+}
+
+pub async fn finish(child: Child) -> Out {
+    let out = tokio::time::timeout(CLI_LIMIT, child.wait_with_output())
+        .await
+        .expect("droid-executor did not finish")
+        .unwrap();
+    Out {
+        code: out.status.code(),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+pub async fn droid_executor<S: AsRef<OsStr>>(
+    args: &[S],
+    env: &[(OsString, OsString)],
+    cwd: &Path,
+) -> Out {
+    finish(command(args, env, cwd).spawn().unwrap()).await
+}
+
+/// A git repository at `dir` with `files` committed.
+pub fn git_repo_at(dir: &Path, files: &[(&str, &str)]) {
+    std::fs::create_dir_all(dir).unwrap();
+    for (name, content) in files {
+        std::fs::write(dir.join(name), content).unwrap();
+    }
+    git(dir, &["init", "-q"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-qm", "initial", "--allow-empty"]);
+}
+
+pub fn path_var() -> OsString {
+    std::env::var_os("PATH").unwrap_or_else(|| NO_DROID_PATH.into())
+}
