@@ -163,20 +163,21 @@ impl Engine {
         events: Option<mpsc::Sender<RunEvent>>,
     ) -> ExecutionResult {
         let marker = format!("run-{}", unique_id());
-        self.run_as(req, &marker, None, cancel, events).await
+        self.run_as(req, &marker, None, cancel, Publisher::new(events))
+            .await
     }
 
     /// [`Engine::run`] with the caller's sweep marker (every process of the run carries
-    /// `DROID_EXECUTOR_RUN_ID=<marker>`) and submission number (its place in the queue).
+    /// `DROID_EXECUTOR_RUN_ID=<marker>`), submission number (its place in the queue) and
+    /// publisher (a background task's records every event in its log).
     pub(crate) async fn run_as(
         &self,
         req: &ExecutionRequest,
         marker: &str,
         seq: Option<u64>,
         cancel: CancellationToken,
-        events: Option<mpsc::Sender<RunEvent>>,
+        publish: Publisher,
     ) -> ExecutionResult {
-        let publish = Publisher::new(events);
         let queued_at = Instant::now();
         let permit = match &self.scheduler {
             None => None,

@@ -21,6 +21,7 @@ pub mod droid;
 mod engine;
 pub mod error;
 pub mod event;
+mod event_log;
 pub mod excerpt;
 pub mod health;
 pub mod host;

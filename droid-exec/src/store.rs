@@ -392,11 +392,13 @@ impl Store {
         self.dir(key).join("events.ndjson")
     }
 
-    /// The newest modification time of anything in the task's directory.
+    /// When the task last changed: the newest modification time of its records (not of
+    /// `worker.log`, which a supervisor may still write to after the result, nor of `lock`).
     pub(crate) fn updated(&self, key: &TaskKey) -> Option<SystemTime> {
         std::fs::read_dir(self.dir(key))
             .ok()?
             .flatten()
+            .filter(|e| !matches!(e.file_name().to_str(), Some("worker.log" | "lock")))
             .filter_map(|e| e.metadata().ok()?.modified().ok())
             .max()
     }

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::RunEvent;
+use crate::event_log::EventLog;
 use crate::excerpt::{Tail, head_str, tail_str};
 use crate::lines::{Line, Lines, MAX_LINE_BYTES};
 use crate::provider::{AgentEvent, Provider};
@@ -36,6 +37,7 @@ const STDERR_KEEP: usize = 64 * 1024;
 pub struct Publisher {
     tx: Option<mpsc::Sender<RunEvent>>,
     dropped: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    log: Option<std::sync::Arc<EventLog>>,
 }
 
 impl Publisher {
@@ -44,11 +46,26 @@ impl Publisher {
         Self {
             tx,
             dropped: std::sync::Arc::default(),
+            log: None,
+        }
+    }
+
+    /// Publish to `tx` and record every event in a task's log as it is published.
+    pub(crate) fn with_log(
+        tx: Option<mpsc::Sender<RunEvent>>,
+        log: Option<std::sync::Arc<EventLog>>,
+    ) -> Self {
+        Self {
+            log,
+            ..Self::new(tx)
         }
     }
 
     /// Send `ev`; when the channel is full the event is dropped and counted.
     pub fn send(&self, ev: RunEvent) {
+        if let Some(log) = &self.log {
+            log.record(&ev);
+        }
         if let Some(tx) = &self.tx
             && let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(ev)
         {

@@ -153,12 +153,11 @@ impl Tasks {
         let until = tokio::time::Instant::now() + SUPERVISOR_START;
         while self.store.owner(&key).is_none() && self.store.result(&key)?.is_none() {
             if tokio::time::Instant::now() >= until {
-                let result = bridge_failure(
+                let result = self.bridge_failure(
                     &key,
                     format!(
-                        "the task's supervisor did not start within {} s; see {}",
-                        SUPERVISOR_START.as_secs(),
-                        dir.join("worker.log").display()
+                        "the task's supervisor did not start within {} s",
+                        SUPERVISOR_START.as_secs()
                     ),
                 );
                 self.store.commit_result(&key, &result)?;
@@ -426,10 +425,21 @@ impl Tasks {
             || "never started".to_owned(),
             |o| format!("(pid {})", o.pid),
         );
-        let mut result = bridge_failure(
+        let mut result = self.bridge_failure(
             key,
             format!("the task's supervisor {who} died without writing a result"),
         );
+        let events = self.events(key.as_str(), 0).unwrap_or_default();
+        if let Some(last) = events.last() {
+            let what =
+                |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("?").to_owned();
+            result.logs.push(format!(
+                "the run had recorded {} event(s) (tasks show {key} lists the latest); the last: {} at {}",
+                events.len(),
+                what(last, "type"),
+                what(last, "at"),
+            ));
+        }
         if leftover > 0 {
             result.logs.push(format!(
                 "stopped {leftover} process(es) the run left behind"
@@ -452,15 +462,22 @@ fn age(meta: &Meta) -> Duration {
     created.elapsed().unwrap_or(Duration::ZERO)
 }
 
-fn bridge_failure(key: &TaskKey, what: String) -> ExecutionResult {
-    ExecutionResult::error(
-        Some(key.to_string()),
-        format!("{what}; the task did not finish"),
-        vec![Issue::new(
-            IssueType::BridgeFailure,
-            what,
-            "submit the task again; if it keeps happening, check the machine's memory and the \
-             task's worker.log (droid-executor tasks show <id>)",
-        )],
-    )
+impl Tasks {
+    /// An `error` result with a `bridge_failure` issue pointing at the task's `worker.log`.
+    fn bridge_failure(&self, key: &TaskKey, what: String) -> ExecutionResult {
+        let log = self.store.dir(key).join("worker.log");
+        ExecutionResult::error(
+            Some(key.to_string()),
+            format!("{what}; the task did not finish"),
+            vec![Issue::new(
+                IssueType::BridgeFailure,
+                what,
+                format!(
+                    "submit the task again; if it keeps happening, read the supervisor's log {} \
+                     and check the machine's memory (an out-of-memory kill looks like this)",
+                    log.display()
+                ),
+            )],
+        )
+    }
 }

@@ -4,28 +4,27 @@
 //! It holds the task's `lock` for its whole life (that lock is how everyone else knows it is
 //! alive), receives the request and the engine configuration on stdin (never from disk: the
 //! configuration carries droid's environment, secrets included), runs the task through the
-//! engine, appends every event to `events.ndjson` as it happens, watches for a `cancel` file, and
-//! commits the result. Every process of the run carries `DROID_EXECUTOR_RUN_ID=task-<id>`, so
+//! engine, which appends every event to `events.ndjson` as it publishes it ([`crate::event_log`]),
+//! watches for a `cancel` file, and commits the result. Every process of the run carries `DROID_EXECUTOR_RUN_ID=task-<id>`, so
 //! whoever finds this supervisor dead can kill what it left behind.
 
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use droid_contract::{ExecutionResult, Issue, IssueType, Status};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::EngineConfig;
 use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::event::{EVENT_CHANNEL_CAPACITY, Phase, RunEvent};
+use crate::event_log::EventLog;
 use crate::lock;
 use crate::redact::Redactor;
 use crate::store::{Owner, Store, TaskKey};
+use crate::supervise::Publisher;
 
 /// Largest payload a supervisor reads from stdin (a request is at most a few hundred KiB).
 pub const PAYLOAD_LIMIT: usize = 16 * 1024 * 1024;
@@ -113,13 +112,19 @@ pub async fn supervise_task(
     };
     let redact = redactor(&payload.config);
     let watcher = tokio::spawn(watch_cancel(store.clone(), key.clone(), cancel.clone()));
-    let (tx, rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
-    let writer = tokio::spawn(write_events(store.clone(), key.clone(), redact.clone(), rx));
+    let log = match EventLog::open(&store, &key, redact.clone()) {
+        Ok(log) => Some(Arc::new(log)),
+        Err(e) => {
+            tracing::warn!("cannot record events: {e}");
+            None
+        }
+    };
     let engine = Engine::new(payload.config);
     let mut result = match engine.admit(&payload.request) {
         Ok(req) => {
+            let publish = Publisher::with_log(None, log);
             engine
-                .run_as(&req, &marker, Some(meta.seq), cancel, Some(tx))
+                .run_as(&req, &marker, Some(meta.seq), cancel, publish)
                 .await
         }
         Err(v) => {
@@ -128,7 +133,6 @@ pub async fn supervise_task(
                 .get("task_id")
                 .and_then(Value::as_str)
                 .map(str::to_owned);
-            drop(tx);
             ExecutionResult::invalid_request(task_id, &v)
         }
     };
@@ -136,8 +140,6 @@ pub async fn supervise_task(
     if result.task_id.is_none() {
         result.task_id = Some(key.to_string());
     }
-    // the event stream ends with the run; its writer gets a bounded time to finish
-    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
     let mut stored = serde_json::to_value(&result).map_err(|e| EngineError::Io {
         action: "encode",
         path: store.dir(&key),
@@ -160,64 +162,6 @@ async fn watch_cancel(store: Store, key: TaskKey, cancel: CancellationToken) {
         tokio::select! {
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(CANCEL_POLL) => {}
-        }
-    }
-}
-
-/// Append each event as one line `{"seq": n, "at": "<RFC 3339>", "type": …, …}`, redacted; mark
-/// the task started at its first event past the queue.
-async fn write_events(
-    store: Store,
-    key: TaskKey,
-    redact: Redactor,
-    mut rx: mpsc::Receiver<RunEvent>,
-) {
-    let path = store.events_path(&key);
-    let mut file = match std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(&path)
-    {
-        Ok(f) => Some(f),
-        Err(e) => {
-            tracing::warn!(path = %path.display(), "cannot record events: {e}");
-            None
-        }
-    };
-    let mut seq: u64 = 0;
-    let mut started = false;
-    while let Some(ev) = rx.recv().await {
-        let past_queue = !matches!(
-            ev,
-            RunEvent::Progress {
-                phase: Phase::Queued,
-                ..
-            } | RunEvent::Completed { .. }
-        );
-        if past_queue && !started {
-            started = true;
-            if let Err(e) = store.mark_started(&key) {
-                tracing::warn!("cannot mark the task started: {e}");
-            }
-        }
-        seq += 1;
-        let Ok(mut v) = serde_json::to_value(&ev) else {
-            continue;
-        };
-        redact.apply_value(&mut v);
-        let mut line = serde_json::json!({"seq": seq, "at": crate::timestamp::now()});
-        if let (Value::Object(head), Value::Object(body)) = (&mut line, v) {
-            head.extend(body);
-        }
-        if let Some(f) = file.as_mut() {
-            let mut bytes = line.to_string().into_bytes();
-            bytes.push(b'\n');
-            // one write per line: O_APPEND keeps concurrent readers from seeing interleaving
-            if let Err(e) = f.write_all(&bytes) {
-                tracing::warn!(path = %path.display(), "cannot record an event: {e}");
-                file = None;
-            }
         }
     }
 }

@@ -8,3 +8,5 @@ mod engine_fake_droid;
 mod engine_real_droid;
 mod support_selftest;
 mod tasks_cli;
+mod tasks_fake_droid;
+mod tasks_real_droid;
