@@ -71,3 +71,19 @@ pub enum EngineError {
     #[error("background tasks are not available: {0}")]
     TasksUnavailable(String),
 }
+
+impl EngineError {
+    /// A closure turning an OS error into [`EngineError::Io`] for `action` on `path`, for
+    /// `map_err`.
+    pub(crate) fn io(
+        action: &'static str,
+        path: &std::path::Path,
+    ) -> impl FnOnce(std::io::Error) -> EngineError {
+        let path = path.to_path_buf();
+        move |source| EngineError::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}

@@ -71,12 +71,7 @@ struct Ticket {
 }
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EngineError {
-    let path = path.to_path_buf();
-    move |source| EngineError::Io {
-        action,
-        path,
-        source,
-    }
+    EngineError::io(action, path)
 }
 
 /// FNV-1a (64 bit) of `bytes`, as 16 hex digits: a stable name for a repository's lock.

@@ -30,12 +30,7 @@ pub(crate) struct Scratch {
 }
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EngineError {
-    let path = path.to_path_buf();
-    move |source| EngineError::Io {
-        action,
-        path,
-        source,
-    }
+    EngineError::io(action, path)
 }
 
 impl Scratch {

@@ -121,12 +121,7 @@ pub(crate) struct Owner {
 }
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EngineError {
-    let path = path.to_path_buf();
-    move |source| EngineError::Io {
-        action,
-        path,
-        source,
-    }
+    EngineError::io(action, path)
 }
 
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);

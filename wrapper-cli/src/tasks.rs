@@ -162,6 +162,21 @@ fn finished_code(rec: &TaskRecord) -> ExitCode {
     }
 }
 
+/// Wait for the task, print its record, exit like `run` (or 3 while unfinished).
+async fn wait_and_show(tasks: &Tasks, id: &str, limit: Duration, json: bool) -> ExitCode {
+    match tasks.wait(id, limit).await {
+        Ok(rec) => {
+            out(&if json {
+                json_text(&rec)
+            } else {
+                show(tasks, &rec)
+            });
+            finished_code(&rec)
+        }
+        Err(e) => fail(e),
+    }
+}
+
 /// The id given, or the latest task's.
 async fn resolve(tasks: &Tasks, id: Option<String>) -> Result<String, String> {
     match id {
@@ -239,17 +254,7 @@ pub(crate) async fn tasks(args: TasksArgs, config: Option<&PathBuf>) -> ExitCode
                 Duration::from_secs(u64::from(u32::MAX)),
                 Duration::from_secs,
             );
-            match tasks.wait(&id, limit).await {
-                Ok(rec) => {
-                    out(&if json {
-                        json_text(&rec)
-                    } else {
-                        show(&tasks, &rec)
-                    });
-                    finished_code(&rec)
-                }
-                Err(e) => fail(e),
-            }
+            wait_and_show(&tasks, &id, limit, json).await
         }
         TasksCommand::Cancel { id, json } => {
             let rec = match tasks.cancel(&id).await {
@@ -262,17 +267,7 @@ pub(crate) async fn tasks(args: TasksArgs, config: Option<&PathBuf>) -> ExitCode
                     rec.state.as_str()
                 );
             }
-            match tasks.wait(&id, CANCEL_WAIT).await {
-                Ok(rec) => {
-                    out(&if json {
-                        json_text(&rec)
-                    } else {
-                        show(&tasks, &rec)
-                    });
-                    finished_code(&rec)
-                }
-                Err(e) => fail(e),
-            }
+            wait_and_show(&tasks, &id, CANCEL_WAIT, json).await
         }
         TasksCommand::Clean { all, json } => match tasks.clean(all).await {
             Ok(n) => {

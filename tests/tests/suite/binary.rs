@@ -12,8 +12,9 @@ use tokio::process::Child;
 
 use super::common::git;
 
-/// Any one run of the binary; the real droid against a local model takes about a second.
-pub const CLI_LIMIT: Duration = Duration::from_secs(90);
+/// Any one run of the binary; the real droid against a local model takes about a second (a
+/// `tasks wait --timeout 90` must fit).
+pub const CLI_LIMIT: Duration = Duration::from_secs(120);
 /// A `PATH` without droid on it.
 pub const NO_DROID_PATH: &str = "/usr/bin:/bin";
 

@@ -23,12 +23,9 @@ use tests::droid_home::DroidHome;
 use tests::procs::{is_alive, pids_with_env, wait_gone};
 use tests::scripted_model::ScriptedModel;
 
-use super::binary::{Out, command, git_repo_at};
+use super::binary::{Out, command, finish, git_repo_at};
 use super::common::read_pid_file;
 
-/// Any one run of the binary here (`tasks wait` is given 90 s and must answer before this, so
-/// longer than the shared `CLI_LIMIT`).
-const CLI_LIMIT: Duration = Duration::from_secs(120);
 /// Waiting for a background task to reach a state.
 const STATE_LIMIT: Duration = Duration::from_secs(60);
 /// Time given to the processes of a finished task to be gone.
@@ -141,16 +138,7 @@ impl World {
     }
 
     async fn run<S: AsRef<OsStr>>(&self, args: &[S]) -> Out {
-        let child = command(args, &self.env(), self.path()).spawn().unwrap();
-        let out = tokio::time::timeout(CLI_LIMIT, child.wait_with_output())
-            .await
-            .expect("droid-executor did not finish")
-            .unwrap();
-        Out {
-            code: out.status.code(),
-            stdout: String::from_utf8(out.stdout).unwrap(),
-            stderr: String::from_utf8(out.stderr).unwrap(),
-        }
+        finish(command(args, &self.env(), self.path()).spawn().unwrap()).await
     }
 
     /// `run --background --json --repo REPO --model … EXTRA… OBJECTIVE`, checked to exit 0 at
