@@ -85,3 +85,32 @@ pub enum RunEvent {
         status: Status,
     },
 }
+
+impl RunEvent {
+    /// One line for people (a progress line, an MCP progress message), or `None` for events not
+    /// worth a line of their own (user messages, tool results). At most 100 characters, no
+    /// control characters.
+    pub fn summary(&self) -> Option<String> {
+        let line = match self {
+            Self::Started { pid, .. } => format!("droid started (pid {pid})"),
+            Self::Message { role, text } if role == "assistant" => {
+                format!("droid: {}", text.lines().next().unwrap_or(""))
+            }
+            Self::Message { .. } | Self::ToolResult { .. } => return None,
+            Self::ToolCall {
+                tool, parameters, ..
+            } => {
+                let what = parameters
+                    .get("command")
+                    .or_else(|| parameters.get("file_path"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                format!("{tool} {what}")
+            }
+            Self::Progress { message, .. } => message.clone(),
+            Self::Warning { message } => format!("warning: {message}"),
+            Self::Completed { status } => format!("finished: {}", status.as_str()),
+        };
+        Some(line.chars().filter(|c| !c.is_control()).take(100).collect())
+    }
+}

@@ -33,6 +33,8 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve MCP on stdio (for Claude Code, Codex, Cursor, droid…).
+    Mcp,
     /// Background tasks: list, show, wait for, cancel, clean.
     Tasks(crate::tasks::TasksArgs),
     /// Supervise one background task (started by `run --background`; not for direct use).
@@ -121,6 +123,7 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
             }
         }
         Command::Doctor { json } => crate::doctor::doctor(cli.config.as_ref(), json).await,
+        Command::Mcp => crate::mcp::mcp(cli.config.as_ref()).await,
         Command::Tasks(args) => crate::tasks::tasks(args, cli.config.as_ref()).await,
         Command::Worker { id, store } => crate::worker::worker(&id, &store).await,
     }

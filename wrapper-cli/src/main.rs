@@ -1,5 +1,5 @@
 //! `droid-executor`: one binary carrying every front-end of the executor (`run`, `tasks`,
-//! `schema`, `doctor`, and the hidden `worker` that supervises a background task; `serve`, `mcp`
+//! `mcp`, `schema`, `doctor`, and the hidden `worker` that supervises a background task; `serve`
 //! and `acp` as their issues land). It decodes the command line,
 //! calls the `droid-exec` engine, and encodes the answer; it spawns nothing itself.
 //!
@@ -8,6 +8,7 @@
 
 mod cli;
 mod doctor;
+mod mcp;
 mod render;
 mod run;
 mod tasks;
@@ -22,7 +23,12 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
     {
-        Ok(rt) => rt.block_on(cli::dispatch(args)),
+        Ok(rt) => {
+            let code = rt.block_on(cli::dispatch(args));
+            // a blocking stdin read (the MCP server stopped by a signal) must not hold the exit
+            rt.shutdown_timeout(std::time::Duration::from_millis(200));
+            code
+        }
         Err(e) => {
             eprintln!("droid-executor: cannot start the async runtime: {e}");
             ExitCode::from(2)

@@ -78,31 +78,6 @@ pub(crate) fn report(r: &ExecutionResult) -> String {
     s.trim_end().to_owned()
 }
 
-/// One line for an event, or `None` for events not worth a line of their own.
-fn summary(ev: &RunEvent) -> Option<String> {
-    let line = match ev {
-        RunEvent::Started { pid, .. } => format!("droid started (pid {pid})"),
-        RunEvent::Message { role, text } if role == "assistant" => {
-            format!("droid: {}", text.lines().next().unwrap_or(""))
-        }
-        RunEvent::Message { .. } | RunEvent::ToolResult { .. } => return None,
-        RunEvent::ToolCall {
-            tool, parameters, ..
-        } => {
-            let what = parameters
-                .get("command")
-                .or_else(|| parameters.get("file_path"))
-                .and_then(|v| v.as_str())
-                .unwrap_or("");
-            format!("{tool} {what}")
-        }
-        RunEvent::Progress { message, .. } => message.clone(),
-        RunEvent::Warning { message } => format!("warning: {message}"),
-        RunEvent::Completed { status } => format!("finished: {}", status.as_str()),
-    };
-    Some(line.chars().filter(|c| !c.is_control()).take(100).collect())
-}
-
 /// A stored event (`{"seq", "at", "type", …}`) as one line: its time and what happened.
 pub(crate) fn event_line(stored: &serde_json::Value) -> String {
     let at = stored.get("at").and_then(|v| v.as_str()).unwrap_or("");
@@ -113,7 +88,10 @@ pub(crate) fn event_line(stored: &serde_json::Value) -> String {
                 let kind = stored.get("type").and_then(|v| v.as_str()).unwrap_or("?");
                 format!("({kind})")
             },
-            |ev| summary(&ev).unwrap_or_else(|| format!("({})", event_kind(&ev))),
+            |ev| {
+                ev.summary()
+                    .unwrap_or_else(|| format!("({})", event_kind(&ev)))
+            },
         );
     format!("{at} {what}")
 }
@@ -138,7 +116,7 @@ pub(crate) async fn progress(mut rx: mpsc::Receiver<RunEvent>) {
             eprint!("\r\x1b[2K");
             break;
         }
-        let Some(line) = summary(&ev) else { continue };
+        let Some(line) = ev.summary() else { continue };
         eprint!("\r\x1b[2K[{:>4}s] {line}", started.elapsed().as_secs());
         let _ = std::io::stderr().flush();
     }

@@ -1,0 +1,371 @@
+//! The tools: their definitions (schemas generated from the contract types) and what a call does.
+//!
+//! Agent failures and bad argument values are tool results with `isError: true` and a text that
+//! says what to do; only an unknown tool or malformed `tools/call` params are protocol errors
+//! (decided in `message_processor`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use droid_contract::{ExecutionResult, Status, TaskRecord};
+use droid_exec::health::{self, Level};
+use droid_exec::{EVENT_CHANNEL_CAPACITY, EngineError, RunEvent};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::progress::forward_progress;
+use crate::server::Server;
+
+/// Longest `droid_pend` wait, in seconds (below the 60 s most clients give a tool call).
+pub const MAX_WAIT_SECONDS: u64 = 600;
+
+/// The tool names, in the order `tools/list` shows them.
+pub const NAMES: [&str; 5] = [
+    "execute_droid_task",
+    "droid_submit",
+    "droid_pend",
+    "droid_cancel",
+    "droid_ping",
+];
+
+fn object_schema(properties: Value, required: &[&str]) -> Value {
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// Every tool's definition, for `tools/list`.
+pub fn definitions() -> Vec<Value> {
+    let request = droid_contract::request_schema();
+    let result = droid_contract::result_schema();
+    let record = droid_contract::task_record_schema();
+    let task_id = json!({"type": "string", "description": "A task id from droid_submit (droid-<unix seconds>-<4 hex>)."});
+    vec![
+        json!({
+            "name": "execute_droid_task",
+            "title": "Run a coding task with droid (wait for the result)",
+            "description": "Hand a decided, well-specified coding task to Factory's droid CLI and wait for a verified result: files_changed measured from the repository, suggested_commands re-run by the executor, a status (success, partial, failed, timeout, cancelled, error) and issues with suggested actions. One task per call, with a clear objective and acceptance criteria. Many clients stop waiting for a tool call after about 60 s: for anything that may take longer, use droid_submit and droid_pend instead.",
+            "inputSchema": request,
+            "outputSchema": result,
+            "annotations": {"title": "Run a coding task with droid", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
+        }),
+        json!({
+            "name": "droid_submit",
+            "title": "Start a coding task with droid in the background",
+            "description": "Same arguments as execute_droid_task, but returns at once with a task_id; the task runs in its own supervisor process and survives this server restarting. Follow it with droid_pend (optionally waiting) and stop it with droid_cancel. Prefer this for tasks that may take more than a minute.",
+            "inputSchema": droid_contract::request_schema(),
+            "outputSchema": object_schema(json!({"task_id": task_id}), &["task_id"]),
+            "annotations": {"title": "Start a background droid task", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
+        }),
+        json!({
+            "name": "droid_pend",
+            "title": "Check on a background droid task",
+            "description": "The record of a background task ({task_id, state, created_at, updated_at, result}); state is queued or running until the result is there, then the result's status. Without task_id: the latest task. wait_seconds (0-600, default 0) waits for the task to finish first; keep it under your client's tool-call timeout (often 60 s) and call again if the task is still running.",
+            "inputSchema": object_schema(json!({
+                "task_id": task_id,
+                "wait_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS, "description": "Wait up to this many seconds for the task to finish."},
+            }), &[]),
+            "outputSchema": record.clone(),
+            "annotations": {"title": "Check on a background droid task", "readOnlyHint": true, "idempotentHint": true, "openWorldHint": false},
+        }),
+        json!({
+            "name": "droid_cancel",
+            "title": "Cancel a background droid task",
+            "description": "Ask a background task to stop: droid and everything it started are killed and the task ends cancelled (a queued task never starts). Returns the task record as it is right after the request; droid_pend shows the final one.",
+            "inputSchema": object_schema(json!({"task_id": task_id}), &["task_id"]),
+            "outputSchema": record,
+            "annotations": {"title": "Cancel a background droid task", "readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false},
+        }),
+        json!({
+            "name": "droid_ping",
+            "title": "Check that droid can run",
+            "description": "Whether the droid CLI is found and its version, whether authentication is configured (FACTORY_API_KEY or custom models), whether the task store is writable, and every readiness check with its fix.",
+            "inputSchema": object_schema(json!({}), &[]),
+            "outputSchema": object_schema(json!({
+                "droid_found": {"type": "boolean"},
+                "droid_version": {"type": ["string", "null"]},
+                "auth": {"type": "boolean"},
+                "store_writable": {"type": "boolean"},
+                "checks": {"type": "array", "items": {"type": "object"}},
+            }), &["droid_found", "droid_version", "auth", "store_writable", "checks"]),
+            "annotations": {"title": "Check that droid can run", "readOnlyHint": true, "idempotentHint": true, "openWorldHint": false},
+        }),
+    ]
+}
+
+/// A `CallToolResult`.
+fn tool_result(text: String, structured: Option<Value>, is_error: bool) -> Value {
+    let mut r = json!({"content": [{"type": "text", "text": text}], "isError": is_error});
+    if let (Some(s), Some(obj)) = (structured, r.as_object_mut()) {
+        obj.insert("structuredContent".into(), s);
+    }
+    r
+}
+
+/// A bad-argument answer: `isError` with what to fix.
+fn bad_arguments(text: impl Into<String>) -> Value {
+    tool_result(text.into(), None, true)
+}
+
+/// Longest text rendering of a result (the structured content carries everything).
+const TEXT_MAX: usize = 4000;
+
+fn shorten(mut s: String) -> String {
+    if s.len() > TEXT_MAX {
+        let mut cut = TEXT_MAX;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+/// A short text for a result: status, summary, files, issues.
+pub fn render_result(r: &ExecutionResult) -> String {
+    let mut s = format!("status: {}\nsummary: {}", r.status.as_str(), r.summary);
+    if !r.files_changed.is_empty() {
+        let files: Vec<&str> = r.files_changed.iter().map(|f| f.path.as_str()).collect();
+        s.push_str(&format!("\nfiles changed: {}", files.join(", ")));
+    }
+    if let Some(passed) = r.tests.passed {
+        s.push_str(&format!("\ntests passed: {passed}"));
+    }
+    for i in &r.issues {
+        s.push_str(&format!(
+            "\nissue [{}]: {} -> {}",
+            i.kind.as_str(),
+            i.description,
+            i.suggested_action
+        ));
+    }
+    if let Some(sid) = &r.session_id {
+        s.push_str(&format!("\nsession_id: {sid}"));
+    }
+    shorten(s)
+}
+
+fn render_record(rec: &TaskRecord) -> String {
+    let mut s = format!("task {}: {}", rec.task_id, rec.state.as_str());
+    match &rec.result {
+        Some(r) => {
+            s.push('\n');
+            s.push_str(&render_result(r));
+        }
+        None => s.push_str(&format!(
+            "\nnot finished; call droid_pend with task_id {} (and wait_seconds) again",
+            rec.task_id
+        )),
+    }
+    shorten(s)
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+fn result_answer(r: &ExecutionResult) -> Value {
+    let is_error = match r.status {
+        Status::Success | Status::Partial => false,
+        Status::Failed | Status::Timeout | Status::Cancelled | Status::Error => true,
+    };
+    tool_result(render_result(r), Some(to_value(r)), is_error)
+}
+
+fn record_answer(rec: &TaskRecord) -> Value {
+    tool_result(render_record(rec), Some(to_value(rec)), false)
+}
+
+fn engine_error(e: &EngineError) -> Value {
+    let hint = match e {
+        EngineError::NoSuchTask { .. } => {
+            "check the task_id (droid_pend without task_id shows the latest task)"
+        }
+        _ => "check the task store (droid_ping) and try again",
+    };
+    bad_arguments(format!("{e}; {hint}"))
+}
+
+/// Only these keys may appear in `args`.
+fn only_keys(args: &Map<String, Value>, allowed: &[&str]) -> Result<(), Value> {
+    match args.keys().find(|k| !allowed.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(k) => Err(bad_arguments(format!(
+            "unknown argument {k:?}; this tool takes {}",
+            if allowed.is_empty() {
+                "no arguments".to_owned()
+            } else {
+                allowed.join(", ")
+            }
+        ))),
+    }
+}
+
+fn task_id_arg(args: &Map<String, Value>) -> Result<Option<String>, Value> {
+    match args.get("task_id") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(bad_arguments(format!(
+            "task_id must be a string like droid-1795349045-3fa2, got {other}"
+        ))),
+    }
+}
+
+/// Run the tool `name` (one of [`NAMES`]) with `args`. `progress` sends progress notifications
+/// when the client asked for them.
+pub async fn call(
+    server: &Arc<Server>,
+    name: &str,
+    args: Map<String, Value>,
+    progress: Option<crate::progress::ProgressSink>,
+    cancel: CancellationToken,
+) -> Value {
+    match name {
+        "execute_droid_task" => {
+            let value = Value::Object(args);
+            let (tx, rx) = mpsc::channel::<RunEvent>(EVENT_CHANNEL_CAPACITY);
+            let forward = tokio::spawn(forward_progress(rx, progress));
+            let result = server.engine().execute(&value, cancel, Some(tx)).await;
+            // every progress notification goes out before the response
+            let _ = tokio::time::timeout(Duration::from_secs(2), forward).await;
+            result_answer(&result)
+        }
+        "droid_submit" => {
+            let value = Value::Object(args);
+            let req = match server.engine().admit(&value) {
+                Ok(r) => r,
+                Err(v) => {
+                    let task_id = value
+                        .get("task_id")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    return result_answer(&ExecutionResult::invalid_request(task_id, &v));
+                }
+            };
+            let Some(tasks) = server.tasks() else {
+                return bad_arguments(
+                    "background tasks are unavailable: no task store (set HOME, XDG_STATE_HOME or store_dir)",
+                );
+            };
+            match tasks.submit(&req).await {
+                Ok(key) => tool_result(
+                    format!(
+                        "submitted task {key}; follow it with droid_pend {{\"task_id\": \"{key}\", \"wait_seconds\": 50}}"
+                    ),
+                    Some(json!({"task_id": key.as_str()})),
+                    false,
+                ),
+                Err(e) => engine_error(&e),
+            }
+        }
+        "droid_pend" => {
+            if let Err(e) = only_keys(&args, &["task_id", "wait_seconds"]) {
+                return e;
+            }
+            let wait = match args.get("wait_seconds") {
+                None | Some(Value::Null) => 0,
+                Some(v) => match v.as_u64().filter(|s| *s <= MAX_WAIT_SECONDS) {
+                    Some(s) => s,
+                    None => {
+                        return bad_arguments(format!(
+                            "wait_seconds must be an integer from 0 to {MAX_WAIT_SECONDS}, got {v}"
+                        ));
+                    }
+                },
+            };
+            let Some(tasks) = server.tasks() else {
+                return bad_arguments("background tasks are unavailable: no task store");
+            };
+            let id = match task_id_arg(&args) {
+                Ok(Some(id)) => id,
+                Ok(None) => match tasks.latest().await {
+                    Ok(Some(rec)) => rec.task_id,
+                    Ok(None) => return bad_arguments("no tasks yet; start one with droid_submit"),
+                    Err(e) => return engine_error(&e),
+                },
+                Err(e) => return e,
+            };
+            let rec = tokio::select! {
+                r = tasks.wait(&id, Duration::from_secs(wait)) => r,
+                () = cancel.cancelled() => tasks.status(&id).await,
+            };
+            match rec {
+                Ok(rec) => record_answer(&rec),
+                Err(e) => engine_error(&e),
+            }
+        }
+        "droid_cancel" => {
+            if let Err(e) = only_keys(&args, &["task_id"]) {
+                return e;
+            }
+            let Some(tasks) = server.tasks() else {
+                return bad_arguments("background tasks are unavailable: no task store");
+            };
+            match task_id_arg(&args) {
+                Ok(Some(id)) => match tasks.cancel(&id).await {
+                    Ok(rec) => record_answer(&rec),
+                    Err(e) => engine_error(&e),
+                },
+                Ok(None) => bad_arguments("task_id is required"),
+                Err(e) => e,
+            }
+        }
+        _ => {
+            if let Err(e) = only_keys(&args, &[]) {
+                return e;
+            }
+            ping(server).await
+        }
+    }
+}
+
+async fn ping(server: &Arc<Server>) -> Value {
+    let checks = health::checks(server.config_path(), server.env()).await;
+    let level = |name: &str| {
+        checks
+            .iter()
+            .filter(|c| c.name == name)
+            .map(|c| c.level)
+            .max_by_key(|l| match l {
+                Level::Ok => 0,
+                Level::Warn => 1,
+                Level::Fail => 2,
+            })
+    };
+    let droid_found = level("droid").is_some_and(|l| l != Level::Fail);
+    let auth = level("auth") == Some(Level::Ok);
+    let store_writable = level("store") == Some(Level::Ok);
+    let version = server.engine().droid_version().await;
+    let text = checks
+        .iter()
+        .map(|c| {
+            let lvl = match c.level {
+                Level::Ok => "OK",
+                Level::Warn => "WARN",
+                Level::Fail => "FAIL",
+            };
+            if c.fix.is_empty() {
+                format!("{lvl} {}: {}", c.name, c.detail)
+            } else {
+                format!("{lvl} {}: {} (fix: {})", c.name, c.detail, c.fix)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    tool_result(
+        text,
+        Some(json!({
+            "droid_found": droid_found,
+            "droid_version": version,
+            "auth": auth,
+            "store_writable": store_writable,
+            "checks": to_value(&checks),
+        })),
+        false,
+    )
+}
