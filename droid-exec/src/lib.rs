@@ -34,6 +34,7 @@ pub mod queue;
 pub mod redact;
 pub mod report;
 mod scratch;
+pub mod setup;
 pub(crate) mod snapshot;
 pub mod spawn;
 pub mod store;

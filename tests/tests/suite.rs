@@ -6,6 +6,7 @@ mod cli;
 mod common;
 mod engine_fake_droid;
 mod engine_real_droid;
+mod setup_mcp;
 mod support_selftest;
 mod tasks_cli;
 mod tasks_fake_droid;

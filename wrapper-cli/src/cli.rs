@@ -35,6 +35,8 @@ pub(crate) enum Command {
     },
     /// Serve MCP on stdio (for Claude Code, Codex, Cursor, droid…).
     Mcp,
+    /// Register droid-executor with other tools.
+    Setup(crate::setup::SetupArgs),
     /// Background tasks: list, show, wait for, cancel, clean.
     Tasks(crate::tasks::TasksArgs),
     /// Supervise one background task (started by `run --background`; not for direct use).
@@ -124,6 +126,7 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
         }
         Command::Doctor { json } => crate::doctor::doctor(cli.config.as_ref(), json).await,
         Command::Mcp => crate::mcp::mcp(cli.config.as_ref()).await,
+        Command::Setup(args) => crate::setup::setup(args, cli.config.as_ref()).await,
         Command::Tasks(args) => crate::tasks::tasks(args, cli.config.as_ref()).await,
         Command::Worker { id, store } => crate::worker::worker(&id, &store).await,
     }

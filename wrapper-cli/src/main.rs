@@ -11,6 +11,7 @@ mod doctor;
 mod mcp;
 mod render;
 mod run;
+mod setup;
 mod tasks;
 mod worker;
 

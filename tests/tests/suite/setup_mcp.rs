@@ -1,0 +1,106 @@
+//! `droid-executor setup mcp --client droid|claude|codex [--dry-run]`: registration with the real
+//! droid (its `~/.factory/mcp.json` afterwards), with Claude Code's and Codex's config files (other
+//! settings kept), idempotence, and a dry run that changes nothing.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use tests::droid_bin::{droid_executor_bin, real_droid};
+use tests::temp_dir::TempDir;
+
+use super::binary::{droid_executor, path_var};
+
+fn env(home: &Path) -> Vec<(OsString, OsString)> {
+    vec![
+        ("HOME".into(), home.into()),
+        ("PATH".into(), path_var()),
+        ("DROID_CLI_CMD".into(), real_droid().into()),
+        ("FACTORY_AIRGAP_ENABLED".into(), "1".into()),
+    ]
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registers_with_the_real_droid_once() {
+    let home = TempDir::new("setup-droid").unwrap();
+    let env = env(home.path());
+    let mcp_json = home.path().join(".factory/mcp.json");
+    let dry = droid_executor(
+        &["setup", "mcp", "--client", "droid", "--dry-run"],
+        &env,
+        home.path(),
+    )
+    .await;
+    assert_eq!(dry.code, Some(0), "{dry:#?}");
+    assert!(dry.stdout.starts_with("would run: "), "{dry:#?}");
+    assert!(
+        dry.stdout.contains(&format!(
+            "mcp add droid-executor -- {} mcp",
+            droid_executor_bin().display()
+        )),
+        "{dry:#?}"
+    );
+    assert!(!mcp_json.exists(), "a dry run changes nothing");
+    let out = droid_executor(&["setup", "mcp", "--client", "droid"], &env, home.path()).await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let entry = &read_json(&mcp_json)["mcpServers"]["droid-executor"];
+    assert_eq!(entry["type"], "stdio", "{entry:#}");
+    assert_eq!(
+        entry["command"],
+        json!(droid_executor_bin().display().to_string())
+    );
+    assert_eq!(entry["args"], json!(["mcp"]));
+    let again = droid_executor(&["setup", "mcp", "--client", "droid"], &env, home.path()).await;
+    assert_eq!(again.code, Some(0), "{again:#?}");
+    assert!(
+        again
+            .stdout
+            .contains("already has an MCP server named droid-executor"),
+        "{again:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registers_with_claude_and_codex_keeping_their_settings() {
+    let home = TempDir::new("setup-files").unwrap();
+    let env = env(home.path());
+    let claude = home.path().join(".claude.json");
+    std::fs::write(
+        &claude,
+        r#"{"numStartups": 3, "mcpServers": {"other": {"command": "x"}}}"#,
+    )
+    .unwrap();
+    let out = droid_executor(&["setup", "mcp", "--client", "claude"], &env, home.path()).await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let v = read_json(&claude);
+    assert_eq!(v["numStartups"], 3);
+    assert_eq!(v["mcpServers"]["other"], json!({"command": "x"}));
+    assert_eq!(
+        v["mcpServers"]["droid-executor"],
+        json!({"type": "stdio", "command": droid_executor_bin().display().to_string(), "args": ["mcp"], "env": {}})
+    );
+    let codex = home.path().join(".codex/config.toml");
+    let out = droid_executor(&["setup", "mcp", "--client", "codex"], &env, home.path()).await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let text = std::fs::read_to_string(&codex).unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "[mcp_servers.droid-executor]\ncommand = \"{}\"\nargs = [\"mcp\"]\n",
+            droid_executor_bin().display()
+        )
+    );
+    let again = droid_executor(&["setup", "mcp", "--client", "codex"], &env, home.path()).await;
+    assert_eq!(again.code, Some(0), "{again:#?}");
+    assert!(again.stdout.contains("nothing to do"), "{again:#?}");
+    assert_eq!(std::fs::read_to_string(&codex).unwrap(), text);
+    std::fs::write(&claude, "{broken").unwrap();
+    let bad = droid_executor(&["setup", "mcp", "--client", "claude"], &env, home.path()).await;
+    assert_eq!(bad.code, Some(2), "{bad:#?}");
+    assert!(bad.stderr.contains(".claude.json"), "{bad:#?}");
+}
