@@ -6,6 +6,8 @@ mod cli;
 mod common;
 mod engine_fake_droid;
 mod engine_real_droid;
+mod mcp_python;
+mod mcp_stdio;
 mod setup_mcp;
 mod support_selftest;
 mod tasks_cli;

@@ -3,17 +3,20 @@
 //!
 //! - `fetch-droid`: install the real droid 0.225.2 (npm package `@factory/cli-linux-x64`) under
 //!   `target/droid/0.225.2/`; the test suite drives that binary.
-//! - `test`: fetch-droid, then the whole test suite.
+//! - `fetch-interop`: the real MCP clients the interop suites drive: venvs with the Python SDK
+//!   (`mcp` 2.3.0 and 1.30.0 from PyPI) under `target/interop/py-mcp{2,1}/`.
+//! - `test`: fetch-droid, fetch-interop, then the whole test suite.
 //! - `ci`: fmt check, clippy `-D warnings`, codegen check, test.
 //! - `codegen [--check]`: the JSON Schemas in `schemas/` from the contract types.
 //! - `demo`: the main job end to end: a scripted model, the real droid, a sample repository.
 //! - `bench engine`: median ratio of a `droid-executor run` to a bare `droid exec` of one task.
-#![allow(clippy::disallowed_methods)] // automation: xtask runs cargo, npm, tar and the binaries it builds
+#![allow(clippy::disallowed_methods)] // automation: xtask runs cargo, npm, tar, python3 and the binaries it builds
 #![allow(clippy::print_stdout)] // its reports go to stdout
 
 mod bench;
 mod demo;
 mod droid;
+mod interop;
 mod sandbox;
 mod sh;
 
@@ -33,11 +36,16 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <fetch-droid | test | ci | codegen [--check] | demo | bench engine [--runs N]>";
+const USAGE: &str = "usage: cargo xtask <fetch-droid | fetch-interop | test | ci | codegen [--check] | demo | bench engine [--runs N]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
         ["fetch-droid"] => droid::fetch().map(|p| println!("droid 0.225.2: {}", p.display())),
+        ["fetch-interop"] => interop::fetch().map(|venvs| {
+            for (version, venv) in venvs {
+                println!("python mcp {version}: {}", venv.display());
+            }
+        }),
         ["test", rest @ ..] => test(rest),
         ["ci"] => ci(),
         ["codegen"] => codegen(false),
@@ -48,9 +56,11 @@ fn dispatch(args: &[&str]) -> Result<()> {
     }
 }
 
-/// fetch-droid, then every test of the workspace, with the fetched droid named explicitly.
+/// fetch-droid and fetch-interop, then every test of the workspace, with the fetched droid named
+/// explicitly.
 fn test(extra: &[&str]) -> Result<()> {
     let droid = droid::fetch()?;
+    interop::fetch()?;
     // the CLI suites run the real binaries; build them first so they are never stale
     run(cargo().args(["build", "--workspace", "--bins"])).context("building the binaries")?;
     let mut cmd = cargo();
