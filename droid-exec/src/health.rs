@@ -21,6 +21,17 @@ pub enum Level {
     Fail,
 }
 
+impl Level {
+    /// `OK`, `WARN` or `FAIL`.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Self::Ok => "OK",
+            Self::Warn => "WARN",
+            Self::Fail => "FAIL",
+        }
+    }
+}
+
 /// One readiness check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {

@@ -344,11 +344,7 @@ async fn ping(server: &Arc<Server>) -> Value {
     let text = checks
         .iter()
         .map(|c| {
-            let lvl = match c.level {
-                Level::Ok => "OK",
-                Level::Warn => "WARN",
-                Level::Fail => "FAIL",
-            };
+            let lvl = c.level.tag();
             if c.fix.is_empty() {
                 format!("{lvl} {}: {}", c.name, c.detail)
             } else {

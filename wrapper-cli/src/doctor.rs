@@ -26,11 +26,7 @@ pub(crate) async fn doctor(config: Option<&PathBuf>, json_out: bool) -> ExitCode
         checks
             .iter()
             .map(|c| {
-                let tag = match c.level {
-                    Level::Ok => "OK  ",
-                    Level::Warn => "WARN",
-                    Level::Fail => "FAIL",
-                };
+                let tag = format!("{:<4}", c.level.tag());
                 if c.fix.is_empty() {
                     format!("{tag} {:<13} {}", c.name, c.detail)
                 } else {
