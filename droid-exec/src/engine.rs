@@ -265,11 +265,7 @@ impl Engine {
         };
         let root = req.context.repo_root.as_path();
         let real_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-        let redact = Redactor::from_env(
-            cfg.env
-                .iter()
-                .filter_map(|(k, v)| Some((k.to_str()?, v.to_str()?))),
-        );
+        let redact = Redactor::for_child_env(&cfg.env);
         let id = unique_id();
         let scratch = match Scratch::create(&cfg.scratch_root, &id) {
             Ok(s) => s,

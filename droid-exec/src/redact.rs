@@ -30,6 +30,14 @@ impl Redactor {
         Self { exact }
     }
 
+    /// The redactor for a child environment (droid's, as `EngineConfig::env` holds it).
+    pub fn for_child_env(env: &[(std::ffi::OsString, std::ffi::OsString)]) -> Self {
+        Self::from_env(
+            env.iter()
+                .filter_map(|(k, v)| Some((k.to_str()?, v.to_str()?))),
+        )
+    }
+
     /// `text` with secrets replaced.
     pub fn apply(&self, text: &str) -> String {
         let mut out = text.to_owned();

@@ -57,11 +57,7 @@ pub(crate) fn marker(key: &TaskKey) -> String {
 
 /// The redactor for a configuration's environment.
 pub(crate) fn redactor(cfg: &EngineConfig) -> Redactor {
-    Redactor::from_env(
-        cfg.env
-            .iter()
-            .filter_map(|(k, v)| Some((k.to_str()?, v.to_str()?))),
-    )
+    Redactor::for_child_env(&cfg.env)
 }
 
 /// Supervise task `id` of the store at `store_dir`, with `payload` read from stdin; `cancel` is

@@ -1,6 +1,6 @@
 //! `droid-executor mcp`: the MCP server on stdio (see the `mcp-stdio` crate). stdout carries only
-//! protocol lines; this module prints nothing. SIGTERM and SIGINT stop it like stdin EOF: running
-//! calls are cancelled and their droid processes killed.
+//! protocol lines; this module prints nothing there. SIGTERM, SIGINT and SIGHUP stop it like stdin
+//! EOF: running calls are cancelled and their droid processes killed.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,8 +31,9 @@ pub(crate) async fn mcp(config: Option<&PathBuf>) -> ExitCode {
     let path = config.cloned().or_else(|| default_config_path(&env));
     let server = Server::new(Engine::new(cfg), env, path);
     let shutdown = CancellationToken::new();
-    match stop_on_signals(shutdown.clone()) {
-        Ok(()) => {}
+    // the same handling as `run` (SIGINT, SIGTERM, SIGHUP; one line on stderr)
+    match crate::run::cancel_on_signals(shutdown.clone()) {
+        Ok(_watcher) => {}
         Err(e) => {
             eprintln!("droid-executor mcp: cannot watch for signals: {e}");
             return ExitCode::from(2);
@@ -40,19 +41,4 @@ pub(crate) async fn mcp(config: Option<&PathBuf>) -> ExitCode {
     }
     mcp_stdio::serve(tokio::io::stdin(), tokio::io::stdout(), server, shutdown).await;
     ExitCode::SUCCESS
-}
-
-fn stop_on_signals(shutdown: CancellationToken) -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut term = signal(SignalKind::terminate())?;
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-            () = shutdown.cancelled() => return,
-        }
-        shutdown.cancel();
-    });
-    Ok(())
 }

@@ -2,12 +2,15 @@
 //! what each test gives, output captured, every run under a time limit.
 
 use std::ffi::{OsStr, OsString};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use droid_contract::ExecutionResult;
+use serde_json::{Value, json};
 use tests::droid_bin::droid_executor_bin;
+use tests::fake_droid::SCENARIO_ENV;
+use tests::temp_dir::TempDir;
 use tokio::process::Child;
 
 use super::common::git;
@@ -98,4 +101,68 @@ pub fn git_repo_at(dir: &Path, files: &[(&str, &str)]) {
 
 pub fn path_var() -> OsString {
     std::env::var_os("PATH").unwrap_or_else(|| NO_DROID_PATH.into())
+}
+
+/// A HOME for the binary driving the fake droid: a git repository `repo/` (one file, `a.txt`), a
+/// config passing the fake droid's scenario variable (and `extra` names) through to droid, and
+/// the scenario file `scenario.json` beside the repository, never in it.
+pub struct FakeHome {
+    dir: TempDir,
+}
+
+impl FakeHome {
+    /// A new HOME in a temp dir named after `prefix`.
+    pub fn new(prefix: &str, extra: &[&str]) -> FakeHome {
+        let dir = TempDir::new(prefix).unwrap();
+        let config = dir.path().join(".config/droid-executor");
+        std::fs::create_dir_all(&config).unwrap();
+        let names: Vec<String> = std::iter::once(SCENARIO_ENV)
+            .chain(extra.iter().copied())
+            .map(|n| format!("\"{n}\""))
+            .collect();
+        std::fs::write(
+            config.join("config.toml"),
+            format!("env_passthrough = [{}]\n", names.join(", ")),
+        )
+        .unwrap();
+        git_repo_at(&dir.path().join("repo"), &[("a.txt", "a\n")]);
+        FakeHome { dir }
+    }
+
+    /// The HOME directory.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A path in HOME, outside the repository.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The repository.
+    pub fn repo(&self) -> PathBuf {
+        self.dir.path().join("repo")
+    }
+
+    /// Write the scenario file `<name>.json`; its path.
+    pub fn scenario(&self, name: &str, steps: &Value) -> PathBuf {
+        let path = self.file(&format!("{name}.json"));
+        std::fs::write(&path, json!({ "steps": steps }).to_string()).unwrap();
+        path
+    }
+
+    /// Make `steps` the scenario `env` names.
+    pub fn play(&self, steps: &Value) {
+        self.scenario("scenario", steps);
+    }
+
+    /// HOME, PATH, `DROID_CLI_CMD` = the fake droid, and its scenario variable.
+    pub fn env(&self) -> Vec<(OsString, OsString)> {
+        vec![
+            ("HOME".into(), self.dir.path().into()),
+            ("PATH".into(), path_var()),
+            ("DROID_CLI_CMD".into(), tests::fake_droid_bin!().into()),
+            (SCENARIO_ENV.into(), self.file("scenario.json").into()),
+        ]
+    }
 }

@@ -10,18 +10,17 @@
 //! the install command; it never skips.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
-use serde_json::{Value, json};
+use serde_json::json;
 use tests::droid_bin::{droid_executor_bin, workspace_root};
 use tests::fake_droid::SCENARIO_ENV;
 use tests::procs::pids_with_env;
-use tests::temp_dir::TempDir;
 
-use super::binary::{git_repo_at, path_var};
+use super::binary::{FakeHome, path_var};
 
 /// The client script, relative to the workspace root.
 const SCRIPT: &str = "tests/interop/mcp_py_client.py";
@@ -85,14 +84,14 @@ async fn sdk_sessions(venv: &str, version: &str) {
     });
 
     let ok = home.scenario("ok", &json!([{"sleep_ms": 200}, {"completion": "Done."}]));
-    let marker = format!("{}-all", home.dir.path().display());
+    let marker = format!("{}-all", home.path().display());
     let vars = [("MCP_TEST_REQUEST", request.to_string())];
     let stdout = home.session(&python, &ok, &marker, &vars).await;
     assert_eq!(steps(&stdout, version), ALL_STEPS, "{stdout}");
     no_survivors(&marker).await;
 
     let hang = home.scenario("hang", &json!([{"hang": true}]));
-    let marker = format!("{}-cancel", home.dir.path().display());
+    let marker = format!("{}-cancel", home.path().display());
     let vars = [
         ("MCP_TEST_ONLY_CANCEL", "1".to_owned()),
         ("MCP_TEST_HANG_REQUEST", hang_request.to_string()),
@@ -102,35 +101,19 @@ async fn sdk_sessions(venv: &str, version: &str) {
     no_survivors(&marker).await;
 }
 
-/// A HOME holding a git repository, a config passing the fake droid's scenario variable and the
-/// session marker through, and the scenarios.
-struct Home {
-    dir: TempDir,
+/// The fake droid's HOME, passing the session marker through as well.
+struct Home(FakeHome);
+
+impl std::ops::Deref for Home {
+    type Target = FakeHome;
+    fn deref(&self) -> &FakeHome {
+        &self.0
+    }
 }
 
 impl Home {
     fn new() -> Home {
-        let dir = TempDir::new("mcp-python").unwrap();
-        let config = dir.path().join(".config/droid-executor");
-        std::fs::create_dir_all(&config).unwrap();
-        std::fs::write(
-            config.join("config.toml"),
-            format!("env_passthrough = [\"{SCENARIO_ENV}\", \"{MARKER_VAR}\"]\n"),
-        )
-        .unwrap();
-        git_repo_at(&dir.path().join("repo"), &[("a.txt", "a\n")]);
-        Home { dir }
-    }
-
-    fn repo(&self) -> PathBuf {
-        self.dir.path().join("repo")
-    }
-
-    /// Writes the scenario `<name>.json`; its path.
-    fn scenario(&self, name: &str, steps: &Value) -> PathBuf {
-        let path = self.dir.path().join(format!("{name}.json"));
-        std::fs::write(&path, json!({ "steps": steps }).to_string()).unwrap();
-        path
+        Home(FakeHome::new("mcp-python", &[MARKER_VAR]))
     }
 
     /// Runs the script with exactly this environment plus `vars`, the server being
@@ -145,7 +128,7 @@ impl Home {
         vars: &[(&str, String)],
     ) -> String {
         let env: Vec<(OsString, OsString)> = vec![
-            ("HOME".into(), self.dir.path().into()),
+            ("HOME".into(), self.path().into()),
             ("PATH".into(), path_var()),
             ("DROID_CLI_CMD".into(), tests::fake_droid_bin!().into()),
             (SCENARIO_ENV.into(), scenario.into()),
@@ -158,7 +141,7 @@ impl Home {
             .env_clear()
             .envs(env)
             .envs(vars.iter().map(|(k, v)| (k, v)))
-            .current_dir(self.dir.path())
+            .current_dir(self.path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

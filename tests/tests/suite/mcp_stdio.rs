@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,14 +18,12 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use tests::fake_droid::SCENARIO_ENV;
 use tests::procs::{pids_with_env, wait_gone};
-use tests::temp_dir::TempDir;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 
-use super::binary::{command, git_repo_at, path_var};
+use super::binary::{FakeHome, command};
 use super::common::read_pid_file;
 
 /// The variable the engine marks every process of a run with.
@@ -47,52 +45,21 @@ const TOOLS: [&str; 5] = [
     "droid_ping",
 ];
 
-/// A HOME holding a git repository, a config passing the fake droid's scenario variable through,
-/// and the scenario; pid files go beside the repository, never in it.
-struct Home {
-    dir: TempDir,
+/// The fake droid's HOME, with a server to start in it; pid files go beside the repository.
+struct Home(FakeHome);
+
+impl std::ops::Deref for Home {
+    type Target = FakeHome;
+    fn deref(&self) -> &FakeHome {
+        &self.0
+    }
 }
 
 impl Home {
     fn new(steps: &Value) -> Home {
-        let dir = TempDir::new("mcp-stdio").unwrap();
-        let config = dir.path().join(".config/droid-executor");
-        std::fs::create_dir_all(&config).unwrap();
-        std::fs::write(
-            config.join("config.toml"),
-            format!("env_passthrough = [\"{SCENARIO_ENV}\"]\n"),
-        )
-        .unwrap();
-        git_repo_at(&dir.path().join("repo"), &[("a.txt", "a\n")]);
-        let home = Home { dir };
+        let home = Home(FakeHome::new("mcp-stdio", &[]));
         home.play(steps);
         home
-    }
-
-    fn play(&self, steps: &Value) {
-        std::fs::write(
-            self.file("scenario.json"),
-            json!({ "steps": steps }).to_string(),
-        )
-        .unwrap();
-    }
-
-    /// A path in HOME, outside the repository.
-    fn file(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn repo(&self) -> PathBuf {
-        self.dir.path().join("repo")
-    }
-
-    fn env(&self) -> Vec<(OsString, OsString)> {
-        vec![
-            ("HOME".into(), self.dir.path().into()),
-            ("PATH".into(), path_var()),
-            ("DROID_CLI_CMD".into(), tests::fake_droid_bin!().into()),
-            (SCENARIO_ENV.into(), self.file("scenario.json").into()),
-        ]
     }
 
     /// The arguments of `execute_droid_task` / `droid_submit` for `objective` in the repository.

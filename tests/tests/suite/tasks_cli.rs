@@ -3,61 +3,29 @@
 //! exit codes of `wait` (3 while unfinished) and `cancel`, `clean --all --json`, the human
 //! listing, and a sync `run` that waits for a background task on the same repository.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use tests::fake_droid::SCENARIO_ENV;
-use tests::temp_dir::TempDir;
 
-use super::binary::{Out, command, droid_executor, finish, git_repo_at, path_var};
+use super::binary::{FakeHome, Out, command, droid_executor, finish};
 
-/// A HOME holding a git repository, a config passing the fake droid's scenario variable through,
-/// and the scenario.
-struct Home {
-    dir: TempDir,
+/// The fake droid's HOME, with the `tasks` commands as a user types them.
+struct Home(FakeHome);
+
+impl std::ops::Deref for Home {
+    type Target = FakeHome;
+    fn deref(&self) -> &FakeHome {
+        &self.0
+    }
 }
 
 impl Home {
     fn new(steps: &Value) -> Home {
-        let dir = TempDir::new("tasks-cli").unwrap();
-        let config = dir.path().join(".config/droid-executor");
-        std::fs::create_dir_all(&config).unwrap();
-        std::fs::write(
-            config.join("config.toml"),
-            format!("env_passthrough = [\"{SCENARIO_ENV}\"]\n"),
-        )
-        .unwrap();
-        git_repo_at(&dir.path().join("repo"), &[("a.txt", "a\n")]);
-        let home = Home { dir };
+        let home = Home(FakeHome::new("tasks-cli", &[]));
         home.play(steps);
         home
-    }
-
-    fn play(&self, steps: &Value) {
-        std::fs::write(
-            self.dir.path().join("scenario.json"),
-            json!({ "steps": steps }).to_string(),
-        )
-        .unwrap();
-    }
-
-    fn repo(&self) -> PathBuf {
-        self.dir.path().join("repo")
-    }
-
-    fn env(&self) -> Vec<(OsString, OsString)> {
-        vec![
-            ("HOME".into(), self.dir.path().into()),
-            ("PATH".into(), path_var()),
-            ("DROID_CLI_CMD".into(), tests::fake_droid_bin!().into()),
-            (
-                SCENARIO_ENV.into(),
-                self.dir.path().join("scenario.json").into(),
-            ),
-        ]
     }
 
     async fn run(&self, args: &[&str]) -> Out {
@@ -65,7 +33,7 @@ impl Home {
     }
 
     fn tasks_dir(&self) -> PathBuf {
-        self.dir.path().join(".local/state/droid-executor/tasks")
+        self.file(".local/state/droid-executor/tasks")
     }
 
     fn task_count(&self) -> usize {
