@@ -45,6 +45,15 @@ pub struct Settings {
     pub excerpt_bytes: usize,
     /// Largest HTTP request body.
     pub body_limit: usize,
+    /// Sync HTTP requests that may wait for a run slot before the bridge answers 429.
+    pub max_queue: usize,
+    /// File holding the bridge's bearer token (or set `DROID_EXECUTOR_TOKEN`); required for a
+    /// non-loopback `host`.
+    pub token_file: Option<PathBuf>,
+    /// Host names the bridge accepts in the `Host` header besides the loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins allowed to call the bridge (none by default).
+    pub allowed_origins: Vec<String>,
     /// Model used when a request names none (`-m`); droid's own default otherwise.
     pub model: Option<String>,
     /// Extra environment variables passed to droid and to verification commands.
@@ -69,6 +78,10 @@ impl Default for Settings {
             task_ttl: 24 * 3600,
             excerpt_bytes: 4096,
             body_limit: 1024 * 1024,
+            max_queue: 64,
+            token_file: None,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
             model: None,
             env_passthrough: Vec::new(),
             store_dir: None,
@@ -117,6 +130,15 @@ where
                 message: format!("{v:?}: {e}"),
             }),
     }
+}
+
+/// A comma-separated list, items trimmed, empty ones dropped.
+fn split_list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 impl Settings {
@@ -203,6 +225,21 @@ impl Settings {
         }
         if let Some(v) = parse_env::<usize>(env, "DROID_EXECUTOR_BODY_LIMIT")? {
             self.body_limit = v;
+        }
+        if let Some(v) = parse_env::<usize>(env, "DROID_EXECUTOR_MAX_QUEUE")? {
+            self.max_queue = v;
+        }
+        if let Some(v) = env
+            .get("DROID_EXECUTOR_TOKEN_FILE")
+            .filter(|v| !v.is_empty())
+        {
+            self.token_file = Some(PathBuf::from(v));
+        }
+        if let Some(v) = env.get("DROID_EXECUTOR_ALLOWED_HOSTS") {
+            self.allowed_hosts = split_list(v);
+        }
+        if let Some(v) = env.get("DROID_EXECUTOR_ALLOWED_ORIGINS") {
+            self.allowed_origins = split_list(v);
         }
         if let Some(v) = env.get("DROID_EXECUTOR_MODEL").filter(|v| !v.is_empty()) {
             self.model = Some(v.clone());

@@ -86,7 +86,7 @@ pub async fn checks(config: Option<&Path>, env: &EnvMap) -> Vec<Check> {
                 name: "config",
                 level: Level::Fail,
                 detail: e.to_string(),
-                fix: "fix the file (keys: droid_bin, port, host, allowed_roots, max_autonomy, allow_unsafe, max_concurrent, verify, default_timeout, task_ttl, excerpt_bytes, body_limit, model, env_passthrough, store_dir)".into(),
+                fix: "fix the file (keys: droid_bin, port, host, allowed_roots, max_autonomy, allow_unsafe, max_concurrent, verify, default_timeout, task_ttl, excerpt_bytes, body_limit, max_queue, token_file, allowed_hosts, allowed_origins, model, env_passthrough, store_dir)".into(),
             });
             // keep going with what the environment says, so the other checks still mean something
             Settings::load(None, env).unwrap_or_default()

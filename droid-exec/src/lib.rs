@@ -17,6 +17,7 @@
 
 mod classify;
 pub mod config;
+pub mod daemon;
 pub mod droid;
 mod engine;
 pub mod error;

@@ -35,6 +35,10 @@ pub(crate) enum Command {
     },
     /// Serve MCP on stdio (for Claude Code, Codex, Cursor, droid…).
     Mcp,
+    /// Serve the HTTP bridge in the foreground (default http://127.0.0.1:53002).
+    Serve(crate::serve::ServeArgs),
+    /// The HTTP bridge as a background daemon: start, stop, status.
+    Bridge(crate::bridge::BridgeArgs),
     /// Register droid-executor with other tools.
     Setup(crate::setup::SetupArgs),
     /// Background tasks: list, show, wait for, cancel, clean.
@@ -126,6 +130,8 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
         }
         Command::Doctor { json } => crate::doctor::doctor(cli.config.as_ref(), json).await,
         Command::Mcp => crate::mcp::mcp(cli.config.as_ref()).await,
+        Command::Serve(args) => crate::serve::serve(args, cli.config.as_ref()).await,
+        Command::Bridge(args) => crate::bridge::bridge(args, cli.config.as_ref()).await,
         Command::Setup(args) => crate::setup::setup(args, cli.config.as_ref()).await,
         Command::Tasks(args) => crate::tasks::tasks(args, cli.config.as_ref()).await,
         Command::Worker { id, store } => crate::worker::worker(&id, &store).await,

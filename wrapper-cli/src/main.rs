@@ -1,16 +1,18 @@
 //! `droid-executor`: one binary carrying every front-end of the executor (`run`, `tasks`,
-//! `mcp`, `schema`, `doctor`, and the hidden `worker` that supervises a background task; `serve`
-//! and `acp` as their issues land). It decodes the command line,
+//! `mcp`, `serve` and `bridge`, `setup`, `schema`, `doctor`, and the hidden `worker` that
+//! supervises a background task; `acp` when its issue lands). It decodes the command line,
 //! calls the `droid-exec` engine, and encodes the answer; it spawns nothing itself.
 //!
 //! Exit codes: 0 success, 1 the task ran but did not succeed (failed, partial, timeout, cancelled),
 //! 2 usage errors and `error` results (nothing ran).
 
+mod bridge;
 mod cli;
 mod doctor;
 mod mcp;
 mod render;
 mod run;
+mod serve;
 mod setup;
 mod tasks;
 mod worker;

@@ -32,7 +32,10 @@ pub(crate) async fn mcp(config: Option<&PathBuf>) -> ExitCode {
     let server = Server::new(Engine::new(cfg), env, path);
     let shutdown = CancellationToken::new();
     // the same handling as `run` (SIGINT, SIGTERM, SIGHUP; one line on stderr)
-    match crate::run::cancel_on_signals(shutdown.clone()) {
+    match crate::run::cancel_on_signals(
+        shutdown.clone(),
+        "cancelling running calls (stopping droid)…",
+    ) {
         Ok(_watcher) => {}
         Err(e) => {
             eprintln!("droid-executor mcp: cannot watch for signals: {e}");

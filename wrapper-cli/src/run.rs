@@ -86,6 +86,25 @@ pub(crate) struct RunArgs {
     /// with `droid-executor tasks wait ID`).
     #[arg(long)]
     pub background: bool,
+    /// Where the run happens: in this process (default), or through the HTTP bridge, which is
+    /// started in the background when nothing listens on its port.
+    #[arg(long, value_enum, default_value_t = Via::InProcess)]
+    pub via: Via,
+    /// The bridge's address with --via bridge (default 127.0.0.1).
+    #[arg(long, value_name = "HOST")]
+    pub bridge_host: Option<String>,
+    /// The bridge's port with --via bridge (default 53002, or PORT).
+    #[arg(long, value_name = "PORT")]
+    pub bridge_port: Option<u16>,
+}
+
+/// Where a run happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Via {
+    /// In this process.
+    InProcess,
+    /// Through the HTTP bridge (`droid-executor serve`).
+    Bridge,
 }
 
 fn set(obj: &mut Map<String, Value>, key: &str, v: Option<Value>) {
@@ -225,6 +244,7 @@ fn build_request(a: &RunArgs) -> Result<Value, Violations> {
 /// and leaves droid behind.
 pub(crate) fn cancel_on_signals(
     cancel: CancellationToken,
+    then: &'static str,
 ) -> std::io::Result<tokio::task::JoinHandle<()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut int = signal(SignalKind::interrupt())?;
@@ -236,7 +256,7 @@ pub(crate) fn cancel_on_signals(
             _ = term.recv() => "terminated",
             _ = hup.recv() => "hung up",
         };
-        eprintln!("\ndroid-executor: {name}; cancelling (stopping droid)…");
+        eprintln!("\ndroid-executor: {name}; {then}");
         cancel.cancel();
     }))
 }
@@ -282,6 +302,9 @@ pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
             return exit_code(result.status);
         }
     };
+    if args.via == Via::Bridge {
+        return via_bridge(&request, &args, &settings, &env, config).await;
+    }
     if let Ok(tasks) = Tasks::open(&cfg) {
         clean_expired(&tasks).await;
     }
@@ -290,7 +313,7 @@ pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
         return submit(&engine, &request, &args).await;
     }
     let cancel = CancellationToken::new();
-    let signals = match cancel_on_signals(cancel.clone()) {
+    let signals = match cancel_on_signals(cancel.clone(), "cancelling (stopping droid)…") {
         Ok(task) => task,
         Err(e) => {
             eprintln!("droid-executor: cannot watch for signals: {e}");
@@ -308,6 +331,103 @@ pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
     }
     print_result(&result, args.json);
     exit_code(result.status)
+}
+
+/// `run --via bridge`: make sure the bridge runs (seed 000's socket probe, then `bridge
+/// start`), post the request, print its answer. The bridge validates the request; its 400
+/// answer is an `error` result like a local one. With `--background` the request goes to
+/// `POST /tasks` and the task id is printed.
+async fn via_bridge(
+    request: &Value,
+    args: &RunArgs,
+    settings: &droid_exec::Settings,
+    env: &droid_exec::EnvMap,
+    config: Option<&PathBuf>,
+) -> ExitCode {
+    let at = crate::bridge::Where {
+        host: args.bridge_host.clone(),
+        port: args.bridge_port,
+    };
+    let t = match crate::bridge::target(&at, settings, env).await {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("droid-executor: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    match crate::bridge::ensure(&t, settings, env, config).await {
+        Ok(Some(pid)) => eprintln!(
+            "droid-executor: started the bridge on http://{} (pid {pid})",
+            t.addr
+        ),
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("droid-executor: cannot reach the bridge: {e:#}");
+            return ExitCode::from(2);
+        }
+    }
+    let client = bridge_http::client::Client::new(t.addr, t.token.clone());
+    if args.background {
+        let answer = client
+            .send(
+                bridge_http::client::Method::POST,
+                "/tasks",
+                Some(request),
+                std::time::Duration::from_secs(30),
+            )
+            .await;
+        return match answer {
+            Ok((202, body)) => {
+                let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let id = v["task_id"].as_str().unwrap_or_default();
+                let text = if args.json {
+                    json!({"task_id": id}).to_string()
+                } else {
+                    id.to_owned()
+                };
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{text}");
+                ExitCode::SUCCESS
+            }
+            Ok((400, body)) => match serde_json::from_slice::<ExecutionResult>(&body) {
+                Ok(r) => {
+                    print_result(&r, args.json);
+                    exit_code(r.status)
+                }
+                Err(e) => {
+                    eprintln!("droid-executor: the bridge's answer is not a result: {e}");
+                    ExitCode::from(2)
+                }
+            },
+            Ok((status, body)) => {
+                eprintln!(
+                    "droid-executor: the bridge answered {status}: {}",
+                    String::from_utf8_lossy(&body).trim()
+                );
+                ExitCode::from(2)
+            }
+            Err(e) => {
+                eprintln!("droid-executor: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    // the run's own budget, plus room for queueing, verification and the answer
+    let budget = request
+        .get("max_runtime_seconds")
+        .and_then(Value::as_u64)
+        .unwrap_or(u64::from(settings.default_timeout));
+    let timeout = std::time::Duration::from_secs(budget.saturating_add(3600));
+    match client.execute(request, timeout).await {
+        Ok(result) => {
+            print_result(&result, args.json);
+            exit_code(result.status)
+        }
+        Err(e) => {
+            eprintln!("droid-executor: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// `run --background`: admit the request (an invalid one is answered like a sync run's), submit

@@ -13,7 +13,10 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) async fn worker(id: &str, store: &Path) -> ExitCode {
     let cancel = CancellationToken::new();
-    let signals = match crate::run::cancel_on_signals(cancel.clone()) {
+    let signals = match crate::run::cancel_on_signals(
+        cancel.clone(),
+        "cancelling the task (stopping droid)…",
+    ) {
         Ok(task) => task,
         Err(e) => {
             eprintln!("droid-executor worker: cannot watch for signals: {e}");

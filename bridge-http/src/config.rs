@@ -1,0 +1,96 @@
+//! What the bridge is configured with, beyond the engine's configuration, and the rule on which
+//! addresses it may bind.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use crate::error::BridgeError;
+use crate::token::Token;
+
+/// The bridge's own settings (the engine's are in [`droid_exec::EngineConfig`]).
+#[derive(Debug, Clone)]
+pub struct BridgeConfig {
+    /// Largest request body in bytes (`body_limit`, default 1 MiB).
+    pub body_limit: usize,
+    /// Sync requests that may wait for a run slot; one more is answered 429 (`max_queue`,
+    /// default 64).
+    pub max_queue: usize,
+    /// Time a client gets to send a request's head (default 10 s).
+    pub header_timeout: Duration,
+    /// Time a client gets to send a request's body once its head arrived (default 30 s).
+    pub body_timeout: Duration,
+    /// Time sync runs get to finish at shutdown before they are cancelled (default 30 s).
+    pub drain_grace: Duration,
+    /// The bearer token every request must carry, when configured.
+    pub token: Option<Token>,
+    /// Host names accepted in the `Host` header besides the loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins allowed to call (exact `scheme://host[:port]`); none by default.
+    pub allowed_origins: Vec<String>,
+    /// Seconds told to a client refused with 429 or 503 (`Retry-After`).
+    pub retry_after: u64,
+    /// Most connections served at once; further ones wait in the kernel's accept queue.
+    pub max_connections: usize,
+}
+
+impl Default for BridgeConfig {
+    fn default() -> Self {
+        Self {
+            body_limit: 1024 * 1024,
+            max_queue: 64,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            drain_grace: Duration::from_secs(30),
+            token: None,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            retry_after: 5,
+            max_connections: 1024,
+        }
+    }
+}
+
+/// Whether `ip` only reaches this machine.
+pub(crate) fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// A non-loopback bind needs a token: anyone who can reach the port could otherwise make droid
+/// run commands on this machine.
+///
+/// # Errors
+/// [`BridgeError::UnsafeBind`] for a non-loopback address without a token.
+pub fn check_bind(addr: SocketAddr, token: Option<&Token>) -> Result<(), BridgeError> {
+    if is_loopback(addr.ip()) || token.is_some() {
+        Ok(())
+    } else {
+        Err(BridgeError::UnsafeBind(addr))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_loopback_needs_a_token() {
+        let lo: SocketAddr = "127.0.0.1:53002".parse().unwrap();
+        let lo6: SocketAddr = "[::1]:53002".parse().unwrap();
+        let any: SocketAddr = "0.0.0.0:53002".parse().unwrap();
+        let lan: SocketAddr = "192.168.1.5:53002".parse().unwrap();
+        assert!(check_bind(lo, None).is_ok());
+        assert!(check_bind(lo6, None).is_ok());
+        assert!(check_bind(any, None).is_err());
+        assert!(check_bind(lan, None).is_err());
+        let t = Token::new("s3cret-token-value").unwrap();
+        assert!(check_bind(any, Some(&t)).is_ok());
+        let msg = check_bind(lan, None).unwrap_err().to_string();
+        assert!(msg.contains("192.168.1.5:53002"), "{msg}");
+        assert!(msg.contains("token"), "{msg}");
+    }
+}

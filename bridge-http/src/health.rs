@@ -1,0 +1,79 @@
+//! `GET /health` and `GET /metrics`: what a supervisor (the daemon starter, pm2, systemd, a
+//! probe) and a metrics scraper read.
+
+use droid_contract::TaskState;
+use droid_exec::TaskFilter;
+use http::header::{CONTENT_TYPE, HeaderValue};
+use http::{Response, StatusCode};
+use serde_json::json;
+
+use crate::metrics::Gauges;
+use crate::reply::{Body, full, json};
+use crate::state::Bridge;
+
+/// Background tasks by unfinished state (finished ones are not counted: they are history).
+async fn task_counts(bridge: &Bridge) -> Vec<(TaskState, usize)> {
+    let mut counts = Vec::new();
+    if let Some(tasks) = bridge.tasks() {
+        for state in [TaskState::Queued, TaskState::Running] {
+            let f = TaskFilter {
+                state: Some(state),
+                limit: None,
+            };
+            if let Ok(list) = tasks.list(&f).await {
+                counts.push((state, list.len()));
+            }
+        }
+    }
+    counts
+}
+
+/// `{status, version, droid{found, path, version}, runs{running, queued}, tasks{running,
+/// queued}}`: 200 while serving. (While shutting down every route, this one included, answers
+/// 503.)
+pub(crate) async fn health(bridge: &Bridge) -> Response<Body> {
+    let cfg = bridge.engine().config();
+    let version = bridge.engine().droid_version().await;
+    let counts = task_counts(bridge).await;
+    let count = |s: TaskState| counts.iter().find(|(t, _)| *t == s).map(|(_, n)| *n);
+    let in_flight = bridge.sync_in_flight();
+    let waiting = bridge.sync_waiting();
+    json(
+        StatusCode::OK,
+        &json!({
+            "status": "ok",
+            "version": env!("CARGO_PKG_VERSION"),
+            "droid": {
+                "found": cfg.droid_bin.is_some(),
+                "path": cfg.droid_bin.as_ref().map(|p| p.display().to_string()),
+                "source": cfg.droid_source,
+                "version": version,
+            },
+            "runs": {"running": in_flight.saturating_sub(waiting), "queued": waiting},
+            "tasks": {
+                "store": bridge.tasks().map(|t| t.store_dir().display().to_string()),
+                "running": count(TaskState::Running),
+                "queued": count(TaskState::Queued),
+            },
+            "limits": {
+                "max_concurrent": cfg.max_concurrent,
+                "max_queue": bridge.config().max_queue,
+                "body_limit": bridge.config().body_limit,
+            },
+        }),
+    )
+}
+
+pub(crate) async fn metrics(bridge: &Bridge) -> Response<Body> {
+    let gauges = Gauges {
+        sync_in_flight: bridge.sync_in_flight(),
+        sync_waiting: bridge.sync_waiting(),
+        tasks: task_counts(bridge).await,
+    };
+    let mut res = Response::new(full(bridge.metrics().render(&gauges)));
+    res.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    res
+}

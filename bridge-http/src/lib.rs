@@ -1,0 +1,50 @@
+//! bridge-http: the HTTP bridge of DESIGN §5, on hyper 1 (no web framework), served by
+//! `droid-executor serve`, in front of the droid-exec engine; and the small client that
+//! `droid-executor run --via bridge` and `bridge status` use. It decodes HTTP, calls the engine or
+//! the task store, and encodes the answer; it spawns no process itself.
+//!
+//! It must not depend on clap, on an MCP or ACP crate, or on another front-end.
+//!
+//! Key choices:
+//! - safe by default (DESIGN §8): loopback bind unless a token is configured, the `Host` header
+//!   must name a loopback host (or a configured name) and a browser `Origin` is refused unless
+//!   allow-listed — a web page can otherwise POST to a local agent runner (DNS rebinding,
+//!   drive-by requests); the token is compared in constant time;
+//! - bad input gets an answer, never a hang: 400 with an `error` ExecutionResult listing every
+//!   violation, 413 from `Content-Length` before reading the body, 415, 404/405, 429 +
+//!   `Retry-After` only when the bounded queue of sync requests is full, 503 while shutting
+//!   down, and header/body read timeouts for slow or stalled clients;
+//! - a sync run is spawned on its own task and cancelled through a token whose drop guard lives
+//!   in the request's future: hyper drops that future when the client disconnects, which cancels
+//!   the run (droid and everything it started are killed) — the run is never dropped mid-flight;
+//! - graceful shutdown: stop taking work (new requests get 503), let sync runs finish for a grace,
+//!   then cancel them; background tasks live in their own supervisors and keep running.
+
+// Handlers answer refusals through `Err(Response)`: built once per request, never on a hot
+// path, so boxing them would buy nothing.
+#![allow(clippy::result_large_err)]
+
+mod admit;
+pub mod client;
+mod config;
+mod error;
+mod events;
+mod execute;
+mod guard;
+mod health;
+mod metrics;
+pub mod openapi;
+mod reply;
+mod request_body;
+mod routes;
+mod server;
+mod state;
+mod task_routes;
+mod token;
+
+pub use config::{BridgeConfig, check_bind};
+pub use error::BridgeError;
+pub use metrics::Metrics;
+pub use server::serve;
+pub use state::Bridge;
+pub use token::Token;

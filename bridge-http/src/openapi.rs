@@ -1,0 +1,270 @@
+//! The OpenAPI 3.1 document of the bridge (`GET /openapi.json`, checked in as
+//! `schemas/openapi.json` by `cargo xtask codegen`), generated from the contract types' JSON
+//! Schemas: their `$defs` become `components/schemas` and every `$ref` is rewritten to point
+//! there, so the document cannot drift from the types the bridge actually decodes and encodes.
+
+use serde_json::{Map, Value, json};
+
+/// Point `#/$defs/X` references at `#/components/schemas/X`, everywhere in `v`.
+fn rewrite_refs(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get_mut("$ref")
+                && let Some(name) = r.strip_prefix("#/$defs/")
+            {
+                *r = format!("#/components/schemas/{name}");
+            }
+            m.values_mut().for_each(rewrite_refs);
+        }
+        Value::Array(a) => a.iter_mut().for_each(rewrite_refs),
+        _ => {}
+    }
+}
+
+/// Move `schema`'s definitions into `into` (first one of a name wins: the contract's schemas
+/// share their definitions) and return the schema itself, without `$schema` and `$defs`.
+fn hoist(mut schema: Value, into: &mut Map<String, Value>) -> Value {
+    if let Value::Object(m) = &mut schema {
+        m.remove("$schema");
+        if let Some(Value::Object(defs)) = m.remove("$defs") {
+            for (name, def) in defs {
+                into.entry(name).or_insert(def);
+            }
+        }
+    }
+    schema
+}
+
+fn reference(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+fn body(name: &str) -> Value {
+    json!({"content": {"application/json": {"schema": reference(name)}}})
+}
+
+fn answer(description: &str, name: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": reference(name)}}})
+}
+
+fn refusal(description: &str) -> Value {
+    answer(description, "Error")
+}
+
+/// The document.
+pub fn document() -> Value {
+    let mut schemas = Map::new();
+    // top-level types first, so they win over their copies inside other schemas' $defs
+    let request = hoist(droid_contract::request_schema(), &mut Map::new());
+    let result = hoist(droid_contract::result_schema(), &mut Map::new());
+    let record = hoist(droid_contract::task_record_schema(), &mut Map::new());
+    schemas.insert("ExecutionRequest".into(), request);
+    schemas.insert("ExecutionResult".into(), result);
+    schemas.insert("TaskRecord".into(), record);
+    for s in [
+        droid_contract::request_schema(),
+        droid_contract::result_schema(),
+        droid_contract::task_record_schema(),
+    ] {
+        hoist(s, &mut schemas);
+    }
+    schemas.insert(
+        "TaskSubmitted".into(),
+        json!({
+            "type": "object",
+            "required": ["task_id", "status_url", "events_url"],
+            "properties": {
+                "task_id": {"type": "string", "description": "droid-<unix seconds>-<4 hex digits>"},
+                "status_url": {"type": "string", "description": "GET it for the task's record"},
+                "events_url": {"type": "string", "description": "GET it for server-sent events"},
+            },
+        }),
+    );
+    schemas.insert(
+        "TaskList".into(),
+        json!({
+            "type": "object",
+            "required": ["tasks"],
+            "properties": {"tasks": {"type": "array", "items": reference("TaskRecord")}},
+        }),
+    );
+    schemas.insert(
+        "Error".into(),
+        json!({
+            "type": "object",
+            "required": ["error"],
+            "properties": {"error": {
+                "type": "object",
+                "required": ["status", "code", "message"],
+                "properties": {
+                    "status": {"type": "integer"},
+                    "code": {"type": "string", "description": "stable machine name, e.g. body_too_large"},
+                    "message": {"type": "string", "description": "what went wrong and what to do"},
+                },
+            }},
+        }),
+    );
+    schemas.insert(
+        "Health".into(),
+        json!({
+            "type": "object",
+            "required": ["status", "version", "droid", "runs", "tasks"],
+            "properties": {
+                "status": {"type": "string", "enum": ["ok"]},
+                "version": {"type": "string"},
+                "droid": {"type": "object", "properties": {
+                    "found": {"type": "boolean"},
+                    "path": {"type": ["string", "null"]},
+                    "source": {"type": "string"},
+                    "version": {"type": ["string", "null"]},
+                }},
+                "runs": {"type": "object", "properties": {
+                    "running": {"type": "integer"}, "queued": {"type": "integer"}}},
+                "tasks": {"type": "object", "properties": {
+                    "store": {"type": ["string", "null"]},
+                    "running": {"type": ["integer", "null"]},
+                    "queued": {"type": ["integer", "null"]}}},
+                "limits": {"type": "object"},
+            },
+        }),
+    );
+    let mut doc = json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "droid-executor HTTP bridge",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Hand a decided, well-specified coding task to Factory's droid CLI and get back a verified, structured result. Every route answers 401 without the configured bearer token, 403 for a non-loopback Host or a browser Origin, and 503 while the bridge shuts down.",
+        },
+        "servers": [{"url": "http://127.0.0.1:53002"}],
+        "paths": {
+            "/execute": {"post": {
+                "summary": "Run one task and wait for its result (the client disconnecting cancels it)",
+                "requestBody": body("ExecutionRequest"),
+                "responses": {
+                    "200": answer("The result, whatever its status", "ExecutionResult"),
+                    "400": answer("Invalid JSON or contract violations: an error result listing each", "ExecutionResult"),
+                    "408": refusal("The body did not arrive in time"),
+                    "413": refusal("The body is larger than body_limit"),
+                    "415": refusal("The body is not declared application/json"),
+                    "429": refusal("The queue of sync requests is full (see Retry-After)"),
+                },
+            }},
+            "/tasks": {
+                "post": {
+                    "summary": "Start a background task",
+                    "requestBody": body("ExecutionRequest"),
+                    "responses": {
+                        "202": answer("Started", "TaskSubmitted"),
+                        "400": answer("Invalid JSON or contract violations", "ExecutionResult"),
+                        "413": refusal("The body is larger than body_limit"),
+                        "415": refusal("The body is not declared application/json"),
+                    },
+                },
+                "get": {
+                    "summary": "Tasks, newest first",
+                    "parameters": [
+                        {"name": "state", "in": "query", "schema": reference("TaskState")},
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 100}},
+                    ],
+                    "responses": {
+                        "200": answer("The tasks", "TaskList"),
+                        "400": refusal("Bad query"),
+                    },
+                },
+            },
+            "/tasks/{id}": {
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "get": {
+                    "summary": "A task's record (with its result once finished)",
+                    "responses": {"200": answer("The record", "TaskRecord"), "404": refusal("No such task")},
+                },
+                "delete": {
+                    "summary": "Cancel a task",
+                    "responses": {
+                        "200": answer("Stopped (or already finished)", "TaskRecord"),
+                        "202": answer("Still stopping", "TaskRecord"),
+                        "404": refusal("No such task"),
+                    },
+                },
+            },
+            "/tasks/{id}/events": {
+                "parameters": [
+                    {"name": "id", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                    {"name": "Last-Event-ID", "in": "header", "schema": {"type": "integer", "minimum": 0}},
+                ],
+                "get": {
+                    "summary": "Server-sent events: the recorded events, then live ones, then `event: result`",
+                    "responses": {
+                        "200": {"description": "An event stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                        "404": refusal("No such task"),
+                    },
+                },
+            },
+            "/health": {"get": {
+                "summary": "Version, droid, run and task counts",
+                "responses": {"200": answer("Serving", "Health")},
+            }},
+            "/metrics": {"get": {
+                "summary": "Prometheus text",
+                "responses": {"200": {"description": "Metrics", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+            }},
+            "/openapi.json": {"get": {
+                "summary": "This document",
+                "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}},
+            }},
+        },
+        "components": {
+            "schemas": Value::Object(schemas),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{}, {"bearer": []}],
+    });
+    rewrite_refs(&mut doc);
+    doc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routes::PATHS;
+
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r.clone());
+                }
+                m.values().for_each(|x| refs(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_reference_resolves_and_every_route_is_documented() {
+        let doc = document();
+        let mut all = Vec::new();
+        refs(&doc, &mut all);
+        assert!(!all.is_empty());
+        let schemas = &doc["components"]["schemas"];
+        for r in all {
+            let name = r
+                .strip_prefix("#/components/schemas/")
+                .unwrap_or_else(|| panic!("unexpected $ref {r}"));
+            assert!(schemas.get(name).is_some(), "dangling {r}");
+        }
+        for (path, methods) in PATHS {
+            for m in *methods {
+                let op = &doc["paths"][path][m.to_ascii_lowercase()];
+                assert!(op.is_object(), "{m} {path} undocumented");
+            }
+        }
+        assert_eq!(doc["paths"].as_object().unwrap().len(), PATHS.len());
+        assert_eq!(
+            schemas["ExecutionRequest"]["title"],
+            json!("ExecutionRequest")
+        );
+    }
+}

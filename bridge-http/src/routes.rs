@@ -1,0 +1,145 @@
+//! The routes: which handler a method and path reach, 404 for an unknown path and 405 (with
+//! `Allow`) for a known path with another method.
+
+use http::header::{ALLOW, HeaderValue};
+use http::{Method, Response, StatusCode};
+
+use crate::reply::{Body, error};
+
+/// A request's destination.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// `POST /execute`
+    Execute,
+    /// `POST /tasks`
+    Submit,
+    /// `GET /tasks`
+    List,
+    /// `GET /tasks/{id}`
+    Show(String),
+    /// `DELETE /tasks/{id}`
+    Cancel(String),
+    /// `GET /tasks/{id}/events`
+    Events(String),
+    /// `GET /health`
+    Health,
+    /// `GET /metrics`
+    Metrics,
+    /// `GET /openapi.json`
+    OpenApi,
+}
+
+/// Every path with the methods it takes, for 405's `Allow` (and the OpenAPI document's tests).
+pub(crate) const PATHS: &[(&str, &[&str])] = &[
+    ("/execute", &["POST"]),
+    ("/tasks", &["GET", "POST"]),
+    ("/tasks/{id}", &["GET", "DELETE"]),
+    ("/tasks/{id}/events", &["GET"]),
+    ("/health", &["GET"]),
+    ("/metrics", &["GET"]),
+    ("/openapi.json", &["GET"]),
+];
+
+impl Route {
+    /// Where `method path` goes, or the 404/405 answer.
+    pub(crate) fn find(method: &Method, path: &str) -> Result<Self, Response<Body>> {
+        let segs: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
+        let (template, route) = match segs.as_slice() {
+            ["execute"] => (
+                "/execute",
+                (method == Method::POST).then_some(Route::Execute),
+            ),
+            ["tasks"] => (
+                "/tasks",
+                match *method {
+                    Method::GET => Some(Route::List),
+                    Method::POST => Some(Route::Submit),
+                    _ => None,
+                },
+            ),
+            ["tasks", id] if !id.is_empty() => (
+                "/tasks/{id}",
+                match *method {
+                    Method::GET => Some(Route::Show((*id).to_owned())),
+                    Method::DELETE => Some(Route::Cancel((*id).to_owned())),
+                    _ => None,
+                },
+            ),
+            ["tasks", id, "events"] if !id.is_empty() => (
+                "/tasks/{id}/events",
+                (method == Method::GET).then(|| Route::Events((*id).to_owned())),
+            ),
+            ["health"] => ("/health", (method == Method::GET).then_some(Route::Health)),
+            ["metrics"] => (
+                "/metrics",
+                (method == Method::GET).then_some(Route::Metrics),
+            ),
+            ["openapi.json"] => (
+                "/openapi.json",
+                (method == Method::GET).then_some(Route::OpenApi),
+            ),
+            _ => {
+                return Err(error(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    format!(
+                        "no route {path}; the routes are POST /execute, POST|GET /tasks, \
+                         GET|DELETE /tasks/{{id}}, GET /tasks/{{id}}/events, GET /health, \
+                         GET /metrics, GET /openapi.json"
+                    ),
+                ));
+            }
+        };
+        route.ok_or_else(|| {
+            let allow = PATHS
+                .iter()
+                .find(|(p, _)| *p == template)
+                .map(|(_, m)| m.join(", "))
+                .unwrap_or_default();
+            let mut res = error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                format!("{method} is not allowed on {template}; use {allow}"),
+            );
+            if let Ok(v) = HeaderValue::from_str(&allow) {
+                res.headers_mut().insert(ALLOW, v);
+            }
+            res
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_routes() {
+        let ok = |m: Method, p: &str| Route::find(&m, p).unwrap();
+        let st = |m: Method, p: &str| Route::find(&m, p).unwrap_err().status().as_u16();
+        assert_eq!(ok(Method::POST, "/execute"), Route::Execute);
+        assert_eq!(ok(Method::GET, "/tasks"), Route::List);
+        assert_eq!(ok(Method::POST, "/tasks"), Route::Submit);
+        assert_eq!(
+            ok(Method::GET, "/tasks/droid-1-abcd"),
+            Route::Show("droid-1-abcd".into())
+        );
+        assert_eq!(
+            ok(Method::DELETE, "/tasks/droid-1-abcd"),
+            Route::Cancel("droid-1-abcd".into())
+        );
+        assert_eq!(
+            ok(Method::GET, "/tasks/x/events"),
+            Route::Events("x".into())
+        );
+        assert_eq!(st(Method::GET, "/execute"), 405);
+        assert_eq!(st(Method::PUT, "/tasks/x"), 405);
+        assert_eq!(st(Method::GET, "/nope"), 404);
+        assert_eq!(st(Method::GET, "/tasks/"), 404);
+        assert_eq!(st(Method::GET, "/execute/extra"), 404);
+        let r = Route::find(&Method::GET, "/execute").unwrap_err();
+        assert_eq!(r.headers()["allow"], "POST");
+        let r = Route::find(&Method::PATCH, "/tasks").unwrap_err();
+        assert_eq!(r.headers()["allow"], "GET, POST");
+    }
+}

@@ -1,0 +1,197 @@
+//! The accept loop, one hyper HTTP/1.1 connection per client, the checks and routing of each
+//! request, and graceful shutdown.
+//!
+//! Shutdown (the `shutdown` token: SIGTERM or SIGINT in `droid-executor serve`): from then on
+//! every request is answered 503 with `Retry-After` (the listener stays open during the drain,
+//! so clients get an answer rather than a refused connection), event streams end, sync runs get
+//! `drain_grace` to finish and are then cancelled (their clients get the `cancelled` result),
+//! and once the last one has answered the connections are closed and [`serve`] returns.
+//! Background tasks are not touched: each lives in its own supervisor process.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CACHE_CONTROL, CONNECTION, HeaderValue, X_CONTENT_TYPE_OPTIONS};
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::execute::execute;
+use crate::reply::{Body, full, retry_later};
+use crate::routes::Route;
+use crate::state::Bridge;
+use crate::{events, guard, health, openapi, task_routes};
+
+/// Largest request head (hyper answers 431 beyond it).
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Time cancelled runs get to stop (droid's kill grace plus clean-up) before the bridge gives
+/// up waiting for them.
+const CANCEL_BUDGET: Duration = Duration::from_secs(15);
+/// Time answers get to reach their clients once the drain is over.
+const FLUSH_BUDGET: Duration = Duration::from_secs(5);
+
+/// Serve `listener` until `shutdown` is cancelled and the drain is over.
+pub async fn serve(listener: TcpListener, bridge: Arc<Bridge>, shutdown: CancellationToken) {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(bridge.config().header_timeout)
+        .max_buf_size(MAX_HEAD_BYTES);
+    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(bridge.config().max_connections.max(1)));
+    let drained = CancellationToken::new();
+    {
+        let bridge = Arc::clone(&bridge);
+        let drained = drained.clone();
+        tokio::spawn(async move {
+            shutdown.cancelled().await;
+            drain(&bridge).await;
+            drained.cancel();
+        });
+    }
+    loop {
+        let permit = tokio::select! {
+            p = Arc::clone(&slots).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            () = drained.cancelled() => break,
+        };
+        let (stream, peer) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and friends: wait a little rather than spin
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = drained.cancelled() => break,
+        };
+        let local = stream.local_addr().unwrap_or(peer);
+        let _ = stream.set_nodelay(true);
+        let b = Arc::clone(&bridge);
+        let service = service_fn(move |req: Request<Incoming>| {
+            let b = Arc::clone(&b);
+            async move { Ok::<_, Infallible>(handle(&b, req, local).await) }
+        });
+        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!("connection from {peer}: {e}");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(FLUSH_BUDGET, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some connections were still open after the drain; closing them");
+    }
+}
+
+/// Stop taking work, give sync runs their grace, then cancel what is left.
+async fn drain(bridge: &Bridge) {
+    bridge.begin_drain();
+    let n = bridge.sync_in_flight();
+    if n > 0 {
+        eprintln!(
+            "droid-executor serve: shutting down; waiting up to {} s for {n} run(s)",
+            bridge.config().drain_grace.as_secs()
+        );
+    }
+    let grace_end = Instant::now() + bridge.config().drain_grace;
+    while bridge.sync_in_flight() > 0 && Instant::now() < grace_end {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if bridge.sync_in_flight() > 0 {
+        eprintln!(
+            "droid-executor serve: cancelling {} run(s) still going",
+            bridge.sync_in_flight()
+        );
+        bridge.cancel_runs();
+        let end = Instant::now() + CANCEL_BUDGET;
+        while bridge.sync_in_flight() > 0 && Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// One request, with the headers every answer carries, counted.
+async fn handle(bridge: &Arc<Bridge>, req: Request<Incoming>, local: SocketAddr) -> Response<Body> {
+    let mut res = route(bridge, req, local).await;
+    let h = res.headers_mut();
+    h.entry(CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    h.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    if bridge.is_draining() {
+        h.insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    bridge.metrics().response(res.status().as_u16());
+    res
+}
+
+fn openapi_text() -> Bytes {
+    static DOC: OnceLock<Bytes> = OnceLock::new();
+    DOC.get_or_init(|| {
+        let mut v = serde_json::to_vec_pretty(&openapi::document()).unwrap_or_default();
+        v.push(b'\n');
+        Bytes::from(v)
+    })
+    .clone()
+}
+
+async fn route<B>(bridge: &Arc<Bridge>, req: Request<B>, local: SocketAddr) -> Response<Body>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    if bridge.is_draining() {
+        return retry_later(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the bridge is shutting down; retry once it is back",
+            bridge.config().retry_after,
+        );
+    }
+    if let Some(refusal) = guard::refuse(req.headers(), local, bridge.config()) {
+        return refusal;
+    }
+    let route = match Route::find(req.method(), req.uri().path()) {
+        Ok(r) => r,
+        Err(answer) => return answer,
+    };
+    let query = req.uri().query().map(str::to_owned);
+    let query = query.as_deref();
+    match route {
+        Route::Execute => execute(bridge, req).await,
+        Route::Submit => task_routes::submit(bridge, req).await,
+        Route::List => task_routes::list(bridge, query).await,
+        Route::Show(id) => task_routes::show(bridge, &id).await,
+        Route::Cancel(id) => task_routes::cancel(bridge, &id).await,
+        Route::Events(id) => events::events(bridge, &id, req.headers(), query).await,
+        Route::Health => health::health(bridge).await,
+        Route::Metrics => health::metrics(bridge).await,
+        Route::OpenApi => {
+            let mut res = Response::new(full(openapi_text()));
+            res.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            res
+        }
+    }
+}

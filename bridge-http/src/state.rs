@@ -1,0 +1,144 @@
+//! What the bridge holds: the engine, the task store, its settings and counters, and the state
+//! of a shutdown.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use droid_exec::{Engine, Tasks};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::BridgeConfig;
+use crate::metrics::Metrics;
+
+/// The bridge's state, shared by every connection.
+#[derive(Debug)]
+pub struct Bridge {
+    engine: Engine,
+    tasks: Option<Tasks>,
+    cfg: BridgeConfig,
+    metrics: Metrics,
+    /// Set when shutdown begins: new requests are answered 503.
+    draining: AtomicBool,
+    /// Parent of every sync run's cancel token: cancelled when the drain grace is over.
+    runs: CancellationToken,
+    /// Cancelled when shutdown begins: event streams end.
+    closing: CancellationToken,
+    /// Sync requests admitted and not yet finished (their run may still be stopping).
+    in_flight: Arc<AtomicUsize>,
+    /// Of those, the ones still waiting for a run slot.
+    waiting: Arc<AtomicUsize>,
+}
+
+impl Bridge {
+    /// A bridge over `engine`. Background routes answer 503 when the engine names no store.
+    pub fn new(engine: Engine, cfg: BridgeConfig) -> Arc<Self> {
+        let tasks = Tasks::open(engine.config()).ok();
+        Arc::new(Self {
+            engine,
+            tasks,
+            cfg,
+            metrics: Metrics::default(),
+            draining: AtomicBool::new(false),
+            runs: CancellationToken::new(),
+            closing: CancellationToken::new(),
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            waiting: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The task store, when configured.
+    pub fn tasks(&self) -> Option<&Tasks> {
+        self.tasks.as_ref()
+    }
+
+    /// The bridge's settings.
+    pub fn config(&self) -> &BridgeConfig {
+        &self.cfg
+    }
+
+    /// The counters behind `/metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Sync requests admitted and not finished.
+    pub fn sync_in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Sync requests waiting for a run slot.
+    pub fn sync_waiting(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn begin_drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+        self.closing.cancel();
+    }
+
+    pub(crate) fn cancel_runs(&self) {
+        self.runs.cancel();
+    }
+
+    pub(crate) fn run_token(&self) -> CancellationToken {
+        self.runs.child_token()
+    }
+
+    pub(crate) fn closing(&self) -> &CancellationToken {
+        &self.closing
+    }
+
+    /// Admit one more sync request, or `None` when `max_concurrent + max_queue` are already in:
+    /// at most `max_queue` wait behind the runs this bridge can have going at once. (Run slots
+    /// are shared with background tasks and other processes, so more may wait for a while; the
+    /// bound on what this bridge holds stays.)
+    pub(crate) fn admit_sync(&self) -> Option<SyncTicket> {
+        let cap = self.engine.config().max_concurrent + self.cfg.max_queue;
+        self.in_flight
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < cap).then_some(n + 1)
+            })
+            .ok()?;
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        Some(SyncTicket {
+            in_flight: Arc::clone(&self.in_flight),
+            waiting: Arc::clone(&self.waiting),
+            started: false,
+        })
+    }
+}
+
+/// One admitted sync request; dropping it frees its place.
+#[derive(Debug)]
+pub(crate) struct SyncTicket {
+    in_flight: Arc<AtomicUsize>,
+    waiting: Arc<AtomicUsize>,
+    started: bool,
+}
+
+impl SyncTicket {
+    /// The run got its slot.
+    pub(crate) fn started(&mut self) {
+        if !self.started {
+            self.started = true;
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for SyncTicket {
+    fn drop(&mut self) {
+        self.started();
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}

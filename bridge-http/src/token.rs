@@ -1,0 +1,92 @@
+//! The bearer token: loaded from a file or the environment, compared in constant time.
+
+use std::path::Path;
+
+use crate::error::BridgeError;
+
+/// Shortest token accepted: anything shorter is guessable.
+const MIN_LEN: usize = 16;
+
+/// A bearer token. Its `Debug` never shows the value.
+#[derive(Clone)]
+pub struct Token(String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(…)")
+    }
+}
+
+impl Token {
+    /// A token from its text (surrounding whitespace, e.g. a file's newline, is dropped).
+    ///
+    /// # Errors
+    /// [`BridgeError::BadToken`] when it is shorter than 16 characters or holds whitespace or
+    /// control characters (it travels in an HTTP header).
+    pub fn new(text: &str) -> Result<Self, BridgeError> {
+        let t = text.trim();
+        if t.len() < MIN_LEN {
+            return Err(BridgeError::BadToken(format!(
+                "it has {} characters; use at least {MIN_LEN} (e.g. `openssl rand -hex 32`)",
+                t.len()
+            )));
+        }
+        if t.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(BridgeError::BadToken(
+                "it holds whitespace or control characters".into(),
+            ));
+        }
+        Ok(Self(t.to_owned()))
+    }
+
+    /// The token in `path`.
+    ///
+    /// # Errors
+    /// [`BridgeError::TokenFile`] when it cannot be read, else as [`Token::new`].
+    pub fn from_file(path: &Path) -> Result<Self, BridgeError> {
+        let text = std::fs::read_to_string(path).map_err(|source| BridgeError::TokenFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::new(&text)
+    }
+
+    /// The value, for a client's `Authorization` header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `presented` is this token. The time taken depends only on the lengths, never on
+    /// where the first difference is.
+    pub fn matches(&self, presented: &[u8]) -> bool {
+        let want = self.0.as_bytes();
+        let mut diff = u8::from(want.len() != presented.len());
+        for (i, w) in want.iter().enumerate() {
+            let p = presented.get(i).copied().unwrap_or(0);
+            diff |= w ^ p;
+        }
+        std::hint::black_box(diff) == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_exactly() {
+        let t = Token::new("  0123456789abcdef\n").unwrap();
+        assert!(t.matches(b"0123456789abcdef"));
+        assert!(!t.matches(b"0123456789abcdeF"));
+        assert!(!t.matches(b"0123456789abcde"));
+        assert!(!t.matches(b"0123456789abcdef0"));
+        assert!(!t.matches(b""));
+        assert_eq!(format!("{t:?}"), "Token(…)");
+    }
+
+    #[test]
+    fn refuses_weak_tokens() {
+        assert!(Token::new("short").is_err());
+        assert!(Token::new("0123456789 abcdef").is_err());
+    }
+}

@@ -1,0 +1,250 @@
+//! `droid-executor bridge start|stop|status`: the HTTP bridge as a detached daemon (no pm2
+//! needed): `serve` started in its own session, its output appended to
+//! `<store>/bridge-<port>.log`, found again through `<store>/bridge-<port>.pid` and its lock.
+//! `run --via bridge` uses [`ensure`] to start it when nothing listens on the port.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use bridge_http::Token;
+use bridge_http::client::{Client, probe};
+use clap::{Args, Subcommand};
+use droid_exec::daemon::{DaemonState, Stopped};
+use droid_exec::{EnvMap, Settings};
+use serde_json::{Value, json};
+
+use crate::cli::{engine_config, env_map, settings};
+use crate::serve::{address, daemon, token};
+
+/// How long a started bridge gets to answer `/health`.
+const START_WAIT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, Args)]
+pub(crate) struct BridgeArgs {
+    #[command(subcommand)]
+    pub action: BridgeAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum BridgeAction {
+    /// Start the bridge in the background (nothing happens when it already runs).
+    Start(Where),
+    /// Stop it: SIGTERM (sync runs get their drain grace), SIGKILL after --grace.
+    Stop {
+        #[command(flatten)]
+        at: Where,
+        /// Seconds to wait before SIGKILL.
+        #[arg(long, value_name = "SECONDS", default_value_t = 45)]
+        grace: u64,
+    },
+    /// Whether it runs, and its health. Exit 0 running, 3 stopped.
+    Status {
+        #[command(flatten)]
+        at: Where,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Which bridge.
+#[derive(Debug, Args, Clone)]
+pub(crate) struct Where {
+    /// Address (default 127.0.0.1).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Port (default 53002, or PORT).
+    #[arg(long)]
+    pub port: Option<u16>,
+}
+
+/// A bridge as the client sees it.
+pub(crate) struct Target {
+    pub addr: SocketAddr,
+    pub port: u16,
+    pub host: String,
+    pub token: Option<Token>,
+}
+
+pub(crate) async fn target(
+    at: &Where,
+    settings: &Settings,
+    env: &EnvMap,
+) -> anyhow::Result<Target> {
+    let host = at.host.clone().unwrap_or_else(|| settings.host.clone());
+    let port = at.port.unwrap_or(settings.port);
+    // a client talks to the bridge's address; 0.0.0.0 means "this machine" here
+    let mut addr = address(&host, port).await?;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    Ok(Target {
+        addr,
+        port,
+        host,
+        token: token(None, settings, env)?,
+    })
+}
+
+/// The last lines of the bridge's log, for a start that failed.
+fn log_tail(path: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(10)..].join("\n")
+}
+
+/// Make sure a bridge answers at `t`: nothing to do when one does; otherwise start one and wait
+/// for its `/health`. Returns the pid when it started one.
+pub(crate) async fn ensure(
+    t: &Target,
+    settings: &Settings,
+    env: &EnvMap,
+    config: Option<&PathBuf>,
+) -> anyhow::Result<Option<u32>> {
+    let client = Client::new(t.addr, t.token.clone());
+    if probe(t.addr).await {
+        client
+            .health()
+            .await
+            .context("something listens on the bridge's port but does not answer /health")?;
+        return Ok(None);
+    }
+    let cfg = engine_config(settings, env);
+    let d = daemon(&cfg, t.port).context(
+        "the bridge daemon keeps its pid file in the task store: set store_dir, \
+         XDG_STATE_HOME or HOME",
+    )?;
+    let program = std::env::current_exe().context("cannot find this program to start it")?;
+    let mut args: Vec<OsString> = vec![
+        "serve".into(),
+        "--host".into(),
+        t.host.clone().into(),
+        "--port".into(),
+        t.port.to_string().into(),
+    ];
+    if let Some(c) = config {
+        args.push("--config".into());
+        args.push(std::path::absolute(c).unwrap_or_else(|_| c.clone()).into());
+    }
+    let full_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let cwd = cfg.store_dir.clone().unwrap_or_else(|| PathBuf::from("/"));
+    let pid = d.start(&program, args, full_env, &cwd)?;
+    let until = tokio::time::Instant::now() + START_WAIT;
+    loop {
+        if client.health().await.is_ok() {
+            return Ok(Some(pid));
+        }
+        if tokio::time::Instant::now() >= until {
+            bail!(
+                "the bridge (pid {pid}) did not answer /health within {} s; its log {} ends \
+                 with:\n{}",
+                START_WAIT.as_secs(),
+                d.log_path().display(),
+                log_tail(&d.log_path())
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub(crate) async fn bridge(args: BridgeArgs, config: Option<&PathBuf>) -> ExitCode {
+    match bridge_inner(args, config).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("droid-executor bridge: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn say(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+}
+
+async fn bridge_inner(args: BridgeArgs, config: Option<&PathBuf>) -> anyhow::Result<ExitCode> {
+    let env = env_map();
+    let settings = settings(config, &env)?;
+    match args.action {
+        BridgeAction::Start(at) => {
+            let t = target(&at, &settings, &env).await?;
+            match ensure(&t, &settings, &env, config).await? {
+                Some(pid) => {
+                    let cfg = engine_config(&settings, &env);
+                    let log = daemon(&cfg, t.port).map(|d| d.log_path().display().to_string());
+                    say(&format!(
+                        "bridge started on http://{} (pid {pid}); log: {}",
+                        t.addr,
+                        log.unwrap_or_default()
+                    ));
+                }
+                None => say(&format!("bridge already running on http://{}", t.addr)),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        BridgeAction::Stop { at, grace } => {
+            let t = target(&at, &settings, &env).await?;
+            let cfg = engine_config(&settings, &env);
+            let d = daemon(&cfg, t.port).context("no task store: no bridge daemon to stop")?;
+            match d.stop(Duration::from_secs(grace)).await? {
+                Stopped::NotRunning => say(&format!("no bridge runs on port {}", t.port)),
+                Stopped::Terminated(pid) => say(&format!("bridge stopped (pid {pid})")),
+                Stopped::Killed(pid) => say(&format!(
+                    "bridge (pid {pid}) did not stop within {grace} s and was killed"
+                )),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        BridgeAction::Status { at, json } => {
+            let t = target(&at, &settings, &env).await?;
+            let cfg = engine_config(&settings, &env);
+            let state = match daemon(&cfg, t.port) {
+                Some(d) => d.state()?,
+                None => DaemonState::Stopped,
+            };
+            let health = Client::new(t.addr, t.token.clone()).health().await;
+            let running = matches!(state, DaemonState::Running(_)) || health.is_ok();
+            let pid = match state {
+                DaemonState::Running(p) => p,
+                DaemonState::Stopped => None,
+            };
+            let report = json!({
+                "running": running,
+                "pid": pid,
+                "url": format!("http://{}", t.addr),
+                "health": health.as_ref().ok(),
+                "error": health.as_ref().err().map(ToString::to_string),
+            });
+            if json {
+                say(&report.to_string());
+            } else if running {
+                let h = health.as_ref().ok();
+                let droid = h
+                    .and_then(|h| h["droid"]["version"].as_str())
+                    .unwrap_or("unknown");
+                let pid = pid.map_or_else(|| "?".to_owned(), |p| p.to_string());
+                say(&format!(
+                    "bridge running on http://{} (pid {pid}); droid {droid}; runs {}; tasks {}",
+                    t.addr,
+                    h.map_or(Value::Null, |h| h["runs"].clone()),
+                    h.map_or(Value::Null, |h| h["tasks"].clone()),
+                ));
+                if let Err(e) = &health {
+                    say(&format!("but /health fails: {e}"));
+                }
+            } else {
+                say(&format!("bridge not running on http://{}", t.addr));
+            }
+            Ok(if running {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(3)
+            })
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! `droid-executor serve`: the HTTP bridge in the foreground (what `bridge start`, pm2 and the
+//! systemd unit run). SIGTERM or SIGINT drain it (see `bridge_http::serve`). With a task store
+//! it holds the daemon lock `bridge-<port>` there, so `bridge status|stop` and `run --via
+//! bridge` find it however it was started, and a second bridge on the same port is refused.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use bridge_http::{Bridge, BridgeConfig, Token, check_bind};
+use clap::Args;
+use droid_exec::daemon::Daemon;
+use droid_exec::{Engine, EnvMap, Settings, Tasks};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{clean_expired, engine_config, env_map, settings};
+
+/// How often expired task results are removed while the bridge runs.
+const JANITOR_EVERY: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Address to bind (default 127.0.0.1; anything else needs a token).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Port (default 53002, or PORT).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// File holding the bearer token clients must send (or set DROID_EXECUTOR_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Seconds sync runs get to finish at shutdown before they are cancelled.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub drain_grace: u64,
+}
+
+/// The daemon record of the bridge on `port`, in the task store.
+pub(crate) fn daemon(cfg: &droid_exec::EngineConfig, port: u16) -> Option<Daemon> {
+    cfg.store_dir
+        .as_deref()
+        .map(|dir| Daemon::new(dir, &format!("bridge-{port}")))
+}
+
+/// The token: `--token-file`, else `DROID_EXECUTOR_TOKEN`, else the `token_file` setting.
+pub(crate) fn token(
+    flag: Option<&PathBuf>,
+    settings: &Settings,
+    env: &EnvMap,
+) -> anyhow::Result<Option<Token>> {
+    if let Some(f) = flag {
+        return Ok(Some(Token::from_file(f)?));
+    }
+    if let Some(t) = env.get("DROID_EXECUTOR_TOKEN").filter(|t| !t.is_empty()) {
+        return Ok(Some(Token::new(t)?));
+    }
+    match &settings.token_file {
+        Some(f) => Ok(Some(Token::from_file(f)?)),
+        None => Ok(None),
+    }
+}
+
+/// `host:port` as a socket address (a name such as `localhost` is resolved).
+pub(crate) async fn address(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    tokio::net::lookup_host((bare, port))
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot resolve host {host:?}: {e}"))?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("host {host:?} resolves to no address"))
+}
+
+pub(crate) async fn serve(args: ServeArgs, config: Option<&PathBuf>) -> ExitCode {
+    match serve_inner(args, config).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("droid-executor serve: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn serve_inner(args: ServeArgs, config: Option<&PathBuf>) -> anyhow::Result<ExitCode> {
+    let env = env_map();
+    let settings = settings(config, &env)?;
+    let host = args.host.clone().unwrap_or_else(|| settings.host.clone());
+    let port = args.port.unwrap_or(settings.port);
+    let token = token(args.token_file.as_ref(), &settings, &env)?;
+    let addr = address(&host, port).await?;
+    check_bind(addr, token.as_ref())?;
+    let cfg = engine_config(&settings, &env);
+    for w in &cfg.droid_warnings {
+        eprintln!("droid-executor serve: warning: {w}");
+    }
+    let _claim = match daemon(&cfg, port) {
+        Some(d) => match d.claim()? {
+            Some(g) => Some(g),
+            None => anyhow::bail!(
+                "a bridge already runs on port {port} (pid file {}); stop it with \
+                 `droid-executor bridge stop --port {port}`",
+                d.pid_path().display()
+            ),
+        },
+        None => None,
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| bridge_http::BridgeError::Listen { addr, source })?;
+    let bridge_cfg = BridgeConfig {
+        body_limit: settings.body_limit,
+        max_queue: settings.max_queue,
+        drain_grace: Duration::from_secs(args.drain_grace),
+        token,
+        allowed_hosts: settings.allowed_hosts.clone(),
+        allowed_origins: settings.allowed_origins.clone(),
+        ..BridgeConfig::default()
+    };
+    let shutdown = CancellationToken::new();
+    let _signals = crate::run::cancel_on_signals(shutdown.clone(), "shutting down (draining)…")
+        .map_err(|e| anyhow::anyhow!("cannot watch for signals: {e}"))?;
+    let stop_janitor = CancellationToken::new();
+    if let Ok(tasks) = Tasks::open(&cfg) {
+        clean_expired(&tasks).await;
+        let stop = stop_janitor.clone();
+        tokio::spawn(async move { tasks.janitor(JANITOR_EVERY, stop).await });
+    }
+    let bridge = Bridge::new(Engine::new(cfg), bridge_cfg);
+    let bound = listener.local_addr().unwrap_or(addr);
+    eprintln!(
+        "droid-executor serve: listening on http://{bound} (pid {})",
+        std::process::id()
+    );
+    bridge_http::serve(listener, bridge, shutdown).await;
+    stop_janitor.cancel();
+    eprintln!("droid-executor serve: stopped");
+    Ok(ExitCode::SUCCESS)
+}
