@@ -2,6 +2,7 @@
 //! itself (scripted model, fake droid, process helpers) and that the real droid runs against it.
 
 mod binary;
+mod bridge_harness;
 mod cli;
 mod common;
 mod engine_fake_droid;

@@ -228,11 +228,15 @@ async fn bridge_inner(args: BridgeArgs, config: Option<&PathBuf>) -> anyhow::Res
                     .and_then(|h| h["droid"]["version"].as_str())
                     .unwrap_or("unknown");
                 let pid = pid.map_or_else(|| "?".to_owned(), |p| p.to_string());
+                let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
                 say(&format!(
-                    "bridge running on http://{} (pid {pid}); droid {droid}; runs {}; tasks {}",
+                    "bridge running on http://{} (pid {pid}); droid {droid}; sync runs: {} \
+                     running, {} queued; tasks: {} running, {} queued",
                     t.addr,
-                    h.map_or(Value::Null, |h| h["runs"].clone()),
-                    h.map_or(Value::Null, |h| h["tasks"].clone()),
+                    n(h.map(|h| &h["runs"]["running"])),
+                    n(h.map(|h| &h["runs"]["queued"])),
+                    n(h.map(|h| &h["tasks"]["running"])),
+                    n(h.map(|h| &h["tasks"]["queued"])),
                 ));
                 if let Err(e) = &health {
                     say(&format!("but /health fails: {e}"));

@@ -2,6 +2,7 @@
 //! systemd unit run). SIGTERM or SIGINT drain it (see `bridge_http::serve`). With a task store
 //! it holds the daemon lock `bridge-<port>` there, so `bridge status|stop` and `run --via
 //! bridge` find it however it was started, and a second bridge on the same port is refused.
+//! `--port 0` binds any free port (the first stderr line names it) and claims no daemon lock.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -95,7 +96,8 @@ async fn serve_inner(args: ServeArgs, config: Option<&PathBuf>) -> anyhow::Resul
     for w in &cfg.droid_warnings {
         eprintln!("droid-executor serve: warning: {w}");
     }
-    let _claim = match daemon(&cfg, port) {
+    // port 0 (any free port, for tests) has no stable name to be found by
+    let _claim = match daemon(&cfg, port).filter(|_| port != 0) {
         Some(d) => match d.claim()? {
             Some(g) => Some(g),
             None => anyhow::bail!(

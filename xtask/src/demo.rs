@@ -1,7 +1,8 @@
 //! `cargo xtask demo`: the product's main job, end to end, on a fresh machine: the real droid
 //! (fetched from npm), a scripted model standing in for the LLM, a sample repository in a temp
 //! HOME, and one `droid-executor run` whose result is printed; then the same task again as a
-//! background task (`run --background`, `tasks list`, `tasks wait`).
+//! background task (`run --background`, `tasks list`, `tasks wait`), and through the HTTP bridge
+//! (`run --via bridge` starting the daemon, `bridge status`, `bridge stop`).
 
 use std::path::Path;
 
@@ -88,5 +89,40 @@ pub(crate) fn demo() -> Result<()> {
         cmd.env("DROID_CLI_CMD", &droid).args(&args);
         run(&mut cmd).with_context(|| format!("droid-executor {}", args.join(" ")))?;
     }
-    Ok(())
+
+    sandbox.reset()?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = port.to_string();
+    println!("\nThe same task through the HTTP bridge, started on demand:\n");
+    println!(
+        "$ droid-executor run --via bridge --bridge-port {port} --model {MODEL} --mode code --command 'python3 test_greet.py' '{OBJECTIVE}'"
+    );
+    let bridge = |args: &[&str]| {
+        let mut cmd = sandbox.command(&bins.join("droid-executor"));
+        cmd.env("DROID_CLI_CMD", &droid).args(args);
+        cmd
+    };
+    let outcome = run(&mut bridge(&[
+        "run",
+        "--via",
+        "bridge",
+        "--bridge-port",
+        &port,
+        "--model",
+        MODEL,
+        "--mode",
+        "code",
+        "--command",
+        "python3 test_greet.py",
+        OBJECTIVE,
+    ]))
+    .context("the run through the bridge did not succeed")
+    .and_then(|()| {
+        println!("$ droid-executor bridge status --port {port}");
+        run(&mut bridge(&["bridge", "status", "--port", &port]))
+    });
+    // the daemon is stopped whatever happened
+    println!("$ droid-executor bridge stop --port {port}");
+    let stopped = run(&mut bridge(&["bridge", "stop", "--port", &port]));
+    outcome.and(stopped)
 }
