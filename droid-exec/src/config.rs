@@ -18,7 +18,7 @@ use crate::locate::{Located, locate_droid};
 pub type EnvMap = BTreeMap<String, String>;
 
 /// The settings file and environment, merged (DESIGN §7).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// The droid program (else `DROID_CLI_CMD`, else `PATH`).

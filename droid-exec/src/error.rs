@@ -67,6 +67,19 @@ pub enum EngineError {
         /// The parse error.
         message: String,
     },
+    /// Installing the skill would overwrite files edited since they were installed.
+    #[error(
+        "{} has local edits in {}; nothing was changed. Re-run with --force to replace them (the \
+         edited files are kept as <file>.bak)",
+        dir.display(),
+        files.join(", ")
+    )]
+    LocalEdits {
+        /// The skill folder.
+        dir: PathBuf,
+        /// The edited files, relative to it.
+        files: Vec<String>,
+    },
     /// Background tasks need a store directory and a supervisor program.
     #[error("background tasks are not available: {0}")]
     TasksUnavailable(String),

@@ -1,13 +1,16 @@
-//! Readiness checks shared by every front-end (`droid-executor doctor`, later MCP `droid_ping` and
-//! the bridge's `/health`): configuration valid, droid found and its version, authentication (a
-//! Factory key or custom models), allowed roots, the task store. Each check says OK, WARN or FAIL, with the fix.
+//! Readiness checks shared by every front-end (`droid-executor doctor`, MCP `droid_ping`):
+//! configuration valid, droid found and its version, authentication (a Factory key or custom
+//! models), allowed roots, the task store; and for `doctor` only, the bridge's port and the Agent
+//! Skill. Each check says OK, WARN or FAIL, with the fix.
 
 use std::path::Path;
 
 use serde::Serialize;
 
 use crate::config::{EnvMap, Settings, default_config_path};
+use crate::daemon::{Daemon, DaemonState};
 use crate::engine::Engine;
+use crate::skill_install::{FileAction, SkillFile, plan_skill};
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -177,6 +180,127 @@ pub async fn checks(config: Option<&Path>, env: &EnvMap) -> Vec<Check> {
     });
     checks.push(store_check(cfg.store_dir.as_deref()));
     checks
+}
+
+/// [`checks`], then what only `droid-executor doctor` reports: the bridge's port, and the Agent
+/// Skill in `skills_root` compared with the bundled `skill` files.
+pub async fn doctor_checks(
+    config: Option<&Path>,
+    env: &EnvMap,
+    skills_root: Option<&Path>,
+    skill: &[SkillFile],
+) -> Vec<Check> {
+    let mut out = checks(config, env).await;
+    let path = config
+        .map(Path::to_path_buf)
+        .or_else(|| default_config_path(env));
+    let settings = Settings::load(path.as_deref(), env)
+        .or_else(|_| Settings::load(None, env))
+        .unwrap_or_default();
+    let store = settings
+        .store_dir
+        .clone()
+        .or_else(|| crate::config::default_store_dir(env));
+    out.push(bridge_check(settings.port, store.as_deref()).await);
+    out.push(skill_check(skills_root, skill));
+    out
+}
+
+/// Is the bridge's port free, held by our bridge, or taken by something else? Looks only.
+pub async fn bridge_check(port: u16, store: Option<&Path>) -> Check {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let listening = matches!(
+        tokio::time::timeout(
+            std::time::Duration::from_millis(500),
+            tokio::net::TcpStream::connect(addr)
+        )
+        .await,
+        Ok(Ok(_))
+    );
+    let daemon = store.map(|d| Daemon::new(d, &format!("bridge-{port}")));
+    let ours = daemon.as_ref().and_then(|d| d.state().ok());
+    match (listening, ours) {
+        (true, Some(DaemonState::Running(pid))) => Check {
+            name: "bridge",
+            level: Level::Ok,
+            detail: format!(
+                "running on http://{addr} (pid {})",
+                pid.map_or_else(|| "?".to_owned(), |p| p.to_string())
+            ),
+            fix: String::new(),
+        },
+        (true, _) => Check {
+            name: "bridge",
+            level: Level::Warn,
+            detail: format!(
+                "port {port} is in use by another program (or a bridge with another store)"
+            ),
+            fix: "set port in the config (or PORT) to a free port for the bridge".into(),
+        },
+        (false, _) => Check {
+            name: "bridge",
+            level: Level::Ok,
+            detail: format!(
+                "port {port} is free; the bridge is not running (`droid-executor bridge start` or \
+                 `run --via bridge` starts it)"
+            ),
+            fix: String::new(),
+        },
+    }
+}
+
+/// Is the Agent Skill installed in `root`, and is it the bundled version?
+pub fn skill_check(root: Option<&Path>, skill: &[SkillFile]) -> Check {
+    let Some(root) = root else {
+        return Check {
+            name: "skill",
+            level: Level::Warn,
+            detail: "no skills root (HOME unset)".into(),
+            fix: "droid-executor setup skill --dir SKILLS_ROOT".into(),
+        };
+    };
+    let plan = match plan_skill(root, skill) {
+        Ok(p) => p,
+        Err(e) => {
+            return Check {
+                name: "skill",
+                level: Level::Warn,
+                detail: e.to_string(),
+                fix: "check the permissions of the skills folder".into(),
+            };
+        }
+    };
+    let count = |a: FileAction| plan.files.iter().filter(|(_, x)| *x == a).count();
+    let dir = plan.dir.display();
+    if count(FileAction::Unchanged) == plan.files.len() {
+        Check {
+            name: "skill",
+            level: Level::Ok,
+            detail: format!("installed in {dir} (up to date)"),
+            fix: String::new(),
+        }
+    } else if count(FileAction::Create) == plan.files.len() {
+        Check {
+            name: "skill",
+            level: Level::Warn,
+            detail: format!("not installed in {dir}"),
+            fix: "droid-executor setup skill (Claude Code then offers it to the model)".into(),
+        }
+    } else if count(FileAction::Conflict) > 0 {
+        Check {
+            name: "skill",
+            level: Level::Warn,
+            detail: format!("{dir} has local edits in {}", plan.conflicts().join(", ")),
+            fix: "keep them, or replace them with: droid-executor setup skill --force".into(),
+        }
+    } else {
+        Check {
+            name: "skill",
+            level: Level::Warn,
+            detail: format!("{dir} holds another version of the skill"),
+            fix: "droid-executor setup skill".into(),
+        }
+    }
 }
 
 /// Can the task store be written (or created)? Looks only: nothing is created.

@@ -77,12 +77,7 @@ fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Engin
 /// FNV-1a (64 bit) of `bytes`, as 16 hex digits: a stable name for a repository's lock.
 pub(crate) fn repo_key(repo: &Path) -> String {
     let real = std::fs::canonicalize(repo).unwrap_or_else(|_| repo.to_path_buf());
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in real.as_os_str().as_encoded_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    crate::fnv::hex(real.as_os_str().as_encoded_bytes())
 }
 
 impl Scheduler {

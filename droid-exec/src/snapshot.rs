@@ -36,6 +36,7 @@ use droid_contract::{ChangeType, FileChange};
 
 use crate::error::EngineError;
 use crate::excerpt::head_str;
+use crate::fnv::Fnv1a;
 use crate::spawn::{SpawnSpec, capture};
 use crate::sweep::MARKER_VAR;
 
@@ -942,30 +943,6 @@ fn special_kind(file_type: &std::fs::FileType) -> &'static str {
     }
 }
 
-/// 64-bit FNV-1a: tiny, std-only, and plenty to tell an edited file from an untouched one.
-#[derive(Debug, Clone, Copy)]
-struct Fnv1a(u64);
-
-impl Fnv1a {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-
-    fn new() -> Self {
-        Self(Self::OFFSET)
-    }
-
-    fn update(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(Self::PRIME);
-        }
-    }
-
-    fn finish(self) -> u64 {
-        self.0
-    }
-}
-
 /// Added, modified and deleted files between two walks. Where a walk stopped at the file limit,
 /// only paths up to its last recorded one are compared (beyond it, absence means "not looked").
 fn diff_walk(before: &Walk, after: &Walk) -> Vec<FileChange> {
@@ -1805,18 +1782,6 @@ mod tests {
                 ],
             }
         );
-    }
-
-    #[test]
-    fn fnv1a_matches_the_reference_vectors() {
-        let hash = |bytes: &[u8]| {
-            let mut h = Fnv1a::new();
-            h.update(bytes);
-            h.finish()
-        };
-        assert_eq!(hash(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(hash(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(hash(b"foobar"), 0x8594_4171_f739_67e8);
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub(crate) enum Command {
     Serve(crate::serve::ServeArgs),
     /// The HTTP bridge as a background daemon: start, stop, status.
     Bridge(crate::bridge::BridgeArgs),
+    /// The effective configuration: `config show`.
+    Config(crate::config_cmd::ConfigArgs),
     /// Register droid-executor with other tools.
     Setup(crate::setup::SetupArgs),
     /// Background tasks: list, show, wait for, cancel, clean.
@@ -132,6 +134,7 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
         Command::Mcp => crate::mcp::mcp(cli.config.as_ref()).await,
         Command::Serve(args) => crate::serve::serve(args, cli.config.as_ref()).await,
         Command::Bridge(args) => crate::bridge::bridge(args, cli.config.as_ref()).await,
+        Command::Config(args) => crate::config_cmd::config(args, cli.config.as_ref()),
         Command::Setup(args) => crate::setup::setup(args, cli.config.as_ref()).await,
         Command::Tasks(args) => crate::tasks::tasks(args, cli.config.as_ref()).await,
         Command::Worker { id, store } => crate::worker::worker(&id, &store).await,

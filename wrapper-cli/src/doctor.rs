@@ -11,7 +11,14 @@ use crate::cli::env_map;
 
 pub(crate) async fn doctor(config: Option<&PathBuf>, json_out: bool) -> ExitCode {
     let env = env_map();
-    let checks = health::checks(config.map(PathBuf::as_path), &env).await;
+    let skills_root = crate::setup::default_skills_root(&env);
+    let checks = health::doctor_checks(
+        config.map(PathBuf::as_path),
+        &env,
+        skills_root.as_deref(),
+        crate::skill_bundle::FILES,
+    )
+    .await;
     let failed = checks.iter().any(|c| c.level == Level::Fail);
     let out = if json_out {
         let v: Vec<serde_json::Value> = checks

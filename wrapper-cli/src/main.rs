@@ -1,5 +1,5 @@
 //! `droid-executor`: one binary carrying every front-end of the executor (`run`, `tasks`,
-//! `mcp`, `serve` and `bridge`, `setup`, `schema`, `doctor`, and the hidden `worker` that
+//! `mcp`, `serve` and `bridge`, `setup`, `config`, `schema`, `doctor`, and the hidden `worker` that
 //! supervises a background task; `acp` when its issue lands). It decodes the command line,
 //! calls the `droid-exec` engine, and encodes the answer; it spawns nothing itself.
 //!
@@ -8,12 +8,14 @@
 
 mod bridge;
 mod cli;
+mod config_cmd;
 mod doctor;
 mod mcp;
 mod render;
 mod run;
 mod serve;
 mod setup;
+mod skill_bundle;
 mod tasks;
 mod worker;
 

@@ -3,6 +3,8 @@
 //! it holds the daemon lock `bridge-<port>` there, so `bridge status|stop` and `run --via
 //! bridge` find it however it was started, and a second bridge on the same port is refused.
 //! `--port 0` binds any free port (the first stderr line names it) and claims no daemon lock.
+//! The hidden `--header-timeout` and `--body-timeout` (seconds) shorten the slow-client limits
+//! so the suites need not wait the defaults (10 s and 30 s) out.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -34,6 +36,16 @@ pub(crate) struct ServeArgs {
     /// Seconds sync runs get to finish at shutdown before they are cancelled.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     pub drain_grace: u64,
+    /// Seconds a client gets to send a request's head (default 10). Hidden: the default suits
+    /// every real client; the slow-client tests shorten it rather than wait 10 s.
+    #[arg(long, value_name = "SECONDS", hide = true)]
+    #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout: Option<u64>,
+    /// Seconds a client gets to send a request's body once its head arrived (default 30).
+    /// Hidden, for the stalled-body tests, like `--header-timeout`.
+    #[arg(long, value_name = "SECONDS", hide = true)]
+    #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout: Option<u64>,
 }
 
 /// The daemon record of the bridge on `port`, in the task store.
@@ -111,14 +123,21 @@ async fn serve_inner(args: ServeArgs, config: Option<&PathBuf>) -> anyhow::Resul
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| bridge_http::BridgeError::Listen { addr, source })?;
+    let defaults = BridgeConfig::default();
     let bridge_cfg = BridgeConfig {
         body_limit: settings.body_limit,
         max_queue: settings.max_queue,
+        header_timeout: args
+            .header_timeout
+            .map_or(defaults.header_timeout, Duration::from_secs),
+        body_timeout: args
+            .body_timeout
+            .map_or(defaults.body_timeout, Duration::from_secs),
         drain_grace: Duration::from_secs(args.drain_grace),
         token,
         allowed_hosts: settings.allowed_hosts.clone(),
         allowed_origins: settings.allowed_origins.clone(),
-        ..BridgeConfig::default()
+        ..defaults
     };
     let shutdown = CancellationToken::new();
     let _signals = crate::run::cancel_on_signals(shutdown.clone(), "shutting down (draining)…")

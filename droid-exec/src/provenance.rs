@@ -1,0 +1,133 @@
+//! Where each setting's effective value came from (`droid-executor config show`): the
+//! environment (which variable), the config file, or the default. The value itself is the one
+//! [`Settings::load`] produced, so what is shown is what every front-end uses.
+
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::{EnvMap, Settings, default_store_dir};
+use crate::error::EngineError;
+
+/// The environment variables that set each key, in the order they are applied (a later one
+/// wins). Every key of [`Settings`] is listed (a test checks it); `env_passthrough` has none.
+pub const ENV_NAMES: &[(&str, &[&str])] = &[
+    ("droid_bin", &["DROID_EXECUTOR_DROID_BIN"]),
+    ("port", &["PORT", "DROID_EXECUTOR_PORT"]),
+    ("host", &["DROID_EXECUTOR_HOST"]),
+    ("allowed_roots", &["DROID_EXECUTOR_ALLOWED_ROOTS"]),
+    ("max_autonomy", &["DROID_EXECUTOR_MAX_AUTONOMY"]),
+    ("allow_unsafe", &["DROID_EXECUTOR_ALLOW_UNSAFE"]),
+    ("max_concurrent", &["DROID_EXECUTOR_MAX_CONCURRENT"]),
+    ("verify", &["DROID_EXECUTOR_VERIFY"]),
+    (
+        "default_timeout",
+        &["DROID_TIMEOUT", "DROID_EXECUTOR_DEFAULT_TIMEOUT"],
+    ),
+    ("task_ttl", &["DROID_EXECUTOR_TASK_TTL"]),
+    ("excerpt_bytes", &["DROID_EXECUTOR_EXCERPT_BYTES"]),
+    ("body_limit", &["DROID_EXECUTOR_BODY_LIMIT"]),
+    ("max_queue", &["DROID_EXECUTOR_MAX_QUEUE"]),
+    ("token_file", &["DROID_EXECUTOR_TOKEN_FILE"]),
+    ("allowed_hosts", &["DROID_EXECUTOR_ALLOWED_HOSTS"]),
+    ("allowed_origins", &["DROID_EXECUTOR_ALLOWED_ORIGINS"]),
+    ("model", &["DROID_EXECUTOR_MODEL"]),
+    ("env_passthrough", &[]),
+    ("store_dir", &["DROID_EXECUTOR_STORE_DIR"]),
+];
+
+/// One setting as `config show` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Sourced {
+    /// The key, as written in config.toml.
+    pub key: &'static str,
+    /// The effective value.
+    pub value: Value,
+    /// `env NAME`, `file`, `default`, or `default (HOME)` for `allowed_roots`.
+    pub source: String,
+}
+
+/// Every setting, its effective value and its source, for the config file at `path` (which may
+/// be absent) and the environment `env`.
+///
+/// # Errors
+/// As [`Settings::load`] (an invalid file or variable), with line and column for a file.
+pub fn sources(path: Option<&Path>, env: &EnvMap) -> Result<Vec<Sourced>, EngineError> {
+    let settings = Settings::load(path, env)?;
+    let in_file: Vec<String> = path
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|t| t.parse::<toml::Table>().ok())
+        .map(|t| t.keys().cloned().collect())
+        .unwrap_or_default();
+    let values = serde_json::to_value(&settings).map_err(|e| EngineError::Setting {
+        name: "settings".into(),
+        message: e.to_string(),
+    })?;
+    let mut out = Vec::new();
+    for (key, vars) in ENV_NAMES {
+        let from_env = vars.iter().rev().find(|v| {
+            env.get(**v)
+                .is_some_and(|x| !x.is_empty() || **v == "DROID_EXECUTOR_HOST")
+        });
+        let source = match from_env {
+            Some(v) => format!("env {v}"),
+            None if in_file.iter().any(|k| k == key) => "file".to_owned(),
+            None if *key == "allowed_roots" && settings.allowed_roots.len() == 1 => {
+                "default (HOME)".to_owned()
+            }
+            None if *key == "store_dir" => "default (XDG_STATE_HOME or HOME)".to_owned(),
+            None => "default".to_owned(),
+        };
+        let mut value = values.get(*key).cloned().unwrap_or(Value::Null);
+        if *key == "store_dir" && value.is_null() {
+            // the store every front-end will use
+            value = default_store_dir(env).map_or(Value::Null, |d| d.display().to_string().into());
+        }
+        out.push(Sourced { key, value, source });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_has_a_row_and_sources_follow_precedence() {
+        let keys: Vec<String> = serde_json::to_value(Settings::default())
+            .unwrap()
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        let listed: Vec<&str> = ENV_NAMES.iter().map(|(k, _)| *k).collect();
+        for k in &keys {
+            assert!(listed.contains(&k.as_str()), "{k} missing from ENV_NAMES");
+        }
+        assert_eq!(keys.len(), listed.len());
+
+        let dir = std::env::temp_dir().join(format!("dx-prov-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config.toml");
+        std::fs::write(&file, "port = 1234\nverify = false\n").unwrap();
+        let env: EnvMap = [("HOME", "/home/u"), ("PORT", "9"), ("DROID_TIMEOUT", "45")]
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let rows = sources(Some(&file), &env).unwrap();
+        let row = |k: &str| rows.iter().find(|r| r.key == k).unwrap().clone();
+        assert_eq!(row("port").value, serde_json::json!(9));
+        assert_eq!(row("port").source, "env PORT");
+        assert_eq!(row("verify").source, "file");
+        assert_eq!(row("verify").value, serde_json::json!(false));
+        assert_eq!(row("default_timeout").source, "env DROID_TIMEOUT");
+        assert_eq!(row("max_queue").source, "default");
+        assert_eq!(row("allowed_roots").source, "default (HOME)");
+        std::fs::write(&file, "port = [\n").unwrap();
+        let err = sources(Some(&file), &env).unwrap_err().to_string();
+        assert!(err.contains("line 1"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
