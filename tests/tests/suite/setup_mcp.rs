@@ -65,6 +65,50 @@ async fn registers_with_the_real_droid_once() {
     );
 }
 
+/// After `setup mcp --client droid`, droid itself starts our server and lists its five tools
+/// (`droid exec --list-tools` needs a model id but never calls the model).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn droid_lists_the_registered_tools() {
+    let home = tests::droid_home::DroidHome::new(&[("Listing", "http://127.0.0.1:9/v1")]).unwrap();
+    let env = env(home.path());
+    let out = droid_executor(&["setup", "mcp", "--client", "droid"], &env, home.path()).await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    #[allow(clippy::disallowed_methods)] // the real droid, as a user would run it
+    let listed = tokio::process::Command::new(real_droid())
+        .args(["exec", "--list-tools", "-o", "json", "-m"])
+        .arg(home.model_id("Listing"))
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .current_dir(home.path())
+        .kill_on_drop(true)
+        .output();
+    let listed = tokio::time::timeout(super::binary::CLI_LIMIT, listed)
+        .await
+        .expect("droid --list-tools did not finish")
+        .unwrap();
+    assert!(listed.status.success(), "{listed:?}");
+    let tools: Vec<Value> = serde_json::from_slice(&listed.stdout).unwrap();
+    let mut ours: Vec<String> = tools
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .filter_map(|id| id.strip_prefix("mcp_droid-executor_"))
+        .map(str::to_owned)
+        .collect();
+    ours.sort();
+    assert_eq!(
+        ours,
+        [
+            "droid_cancel",
+            "droid_pend",
+            "droid_ping",
+            "droid_submit",
+            "execute_droid_task"
+        ],
+        "{}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registers_with_claude_and_codex_keeping_their_settings() {
     let home = TempDir::new("setup-files").unwrap();
