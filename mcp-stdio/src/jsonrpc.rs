@@ -13,6 +13,9 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 /// The server failed.
 pub const INTERNAL_ERROR: i64 = -32603;
+/// 2026-07-28: the request's `_meta` protocol version is not one this server serves per request;
+/// `data` is `{supported, requested}`.
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// A request id: a string or an integer (0 included), echoed exactly as received.
 pub type Id = Value;
@@ -98,6 +101,43 @@ pub fn result(id: &Id, result: Value) -> Value {
 /// An error response.
 pub fn error(id: &Id, code: i64, message: impl Into<String>) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
+}
+
+/// An error answer before it is tied to a request id: handlers return it, the dispatcher sends
+/// it with the id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    /// The JSON-RPC code (one of the constants above).
+    pub code: i64,
+    /// One sentence saying what is wrong.
+    pub message: String,
+    /// Extra detail (`-32022` carries `{supported, requested}`).
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    /// An error without data.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// `-32602`.
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(INVALID_PARAMS, message)
+    }
+
+    /// The error response to request `id`.
+    pub fn to_response(&self, id: &Id) -> Value {
+        let mut err = json!({"code": self.code, "message": self.message});
+        if let (Some(data), Some(obj)) = (&self.data, err.as_object_mut()) {
+            obj.insert("data".into(), data.clone());
+        }
+        json!({"jsonrpc": "2.0", "id": id, "error": err})
+    }
 }
 
 /// A notification.

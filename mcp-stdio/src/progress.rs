@@ -1,12 +1,10 @@
-//! `notifications/progress` for a tool call whose request carried `_meta.progressToken`: one per
-//! event worth a line, plus a heartbeat when droid is quiet, so clients that reset their timeout on
-//! progress keep waiting. The token is echoed with its JSON type; `progress` strictly increases.
+//! `notifications/progress` for a request whose params carried `_meta.progressToken`. The token is
+//! echoed with its JSON type; `progress` strictly increases over the sink's life (a sync call, or
+//! a 2025-11-25 task, for which the original token stays valid until the task is terminal).
 
 use std::time::Duration;
 
-use droid_exec::RunEvent;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use crate::jsonrpc::notification;
 use crate::server::Outbox;
@@ -14,42 +12,40 @@ use crate::server::Outbox;
 /// Longest quiet time before a heartbeat (the issue asks for at least every 15 s).
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
 
-/// Where a call's progress goes.
+/// Where one request's progress goes.
 #[derive(Debug, Clone)]
 pub struct ProgressSink {
-    /// The client's token, as sent.
-    pub token: Value,
-    /// The server's output.
-    pub out: Outbox,
+    token: Value,
+    out: Outbox,
+    sent: u64,
 }
 
-/// Turn a run's events into progress notifications until the run ends (its sender is dropped).
-pub async fn forward_progress(mut rx: mpsc::Receiver<RunEvent>, sink: Option<ProgressSink>) {
-    let Some(sink) = sink else {
-        while rx.recv().await.is_some() {}
-        return;
-    };
-    let started = tokio::time::Instant::now();
-    let mut n: u64 = 0;
-    loop {
-        let message = tokio::select! {
-            ev = rx.recv() => match ev {
-                None => return,
-                Some(RunEvent::Completed { .. }) => continue,
-                Some(ev) => match ev.summary() {
-                    Some(m) => m,
-                    None => continue,
-                },
-            },
-            () = tokio::time::sleep(HEARTBEAT) => {
-                format!("still working ({} s)", started.elapsed().as_secs())
-            }
-        };
-        n += 1;
-        sink.out
+impl ProgressSink {
+    /// The sink for `token` (a string or an integer, as the client sent it).
+    pub fn new(token: Value, out: Outbox) -> Self {
+        Self {
+            token,
+            out,
+            sent: 0,
+        }
+    }
+
+    /// The sink for a request's params, when they carry a usable `_meta.progressToken`.
+    pub fn from_params(params: &Value, out: &Outbox) -> Option<Self> {
+        params
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+            .map(|token| Self::new(token.clone(), out.clone()))
+    }
+
+    /// Send the next progress notification with `message`.
+    pub async fn send(&mut self, message: String) {
+        self.sent += 1;
+        self.out
             .send(notification(
                 "notifications/progress",
-                json!({"progressToken": sink.token, "progress": n, "message": message}),
+                json!({"progressToken": self.token, "progress": self.sent, "message": message}),
             ))
             .await;
     }

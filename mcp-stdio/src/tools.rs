@@ -3,6 +3,11 @@
 //! Agent failures and bad argument values are tool results with `isError: true` and a text that
 //! says what to do; only an unknown tool or malformed `tools/call` params are protocol errors
 //! (decided in `message_processor`).
+//!
+//! Under revision 2025-11-25 every tool also says whether it can run as a task
+//! (`execution.taskSupport`): `execute_droid_task` is `"optional"` (a task-augmented call runs as
+//! a background task in the same store as `droid_submit`); the others answer at once or manage
+//! tasks themselves, so they are `"forbidden"`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +19,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::progress::forward_progress;
+use crate::logging::Level as LogLevel;
+use crate::relay::{Relay, relay_channel};
 use crate::server::Server;
 
 /// Longest `droid_pend` wait, in seconds (below the 60 s most clients give a tool call).
@@ -38,8 +44,41 @@ fn object_schema(properties: Value, required: &[&str]) -> Value {
     })
 }
 
-/// Every tool's definition, for `tools/list`.
-pub fn definitions() -> Vec<Value> {
+/// `execution.taskSupport` of tool `name` (2025-11-25).
+pub fn task_support(name: &str) -> &'static str {
+    if name == "execute_droid_task" {
+        "optional"
+    } else {
+        "forbidden"
+    }
+}
+
+/// Every tool's definition, for `tools/list`; with `execution.taskSupport` when `tasks` (the
+/// session negotiated 2025-11-25).
+pub fn definitions(tasks: bool) -> Vec<Value> {
+    let mut all = base_definitions();
+    for tool in &mut all {
+        for key in ["inputSchema", "outputSchema"] {
+            if let Some(s) = tool.get(key) {
+                tool[key] = crate::portable::portable(s);
+            }
+        }
+    }
+    if tasks {
+        for tool in &mut all {
+            let name = tool["name"].as_str().unwrap_or_default().to_owned();
+            if let Some(obj) = tool.as_object_mut() {
+                obj.insert(
+                    "execution".into(),
+                    json!({"taskSupport": task_support(&name)}),
+                );
+            }
+        }
+    }
+    all
+}
+
+fn base_definitions() -> Vec<Value> {
     let request = droid_contract::request_schema();
     let result = droid_contract::result_schema();
     let record = droid_contract::task_record_schema();
@@ -169,7 +208,8 @@ fn to_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
-fn result_answer(r: &ExecutionResult) -> Value {
+/// The `CallToolResult` of a finished run: `isError` unless it succeeded (fully or partly).
+pub fn result_answer(r: &ExecutionResult) -> Value {
     let is_error = match r.status {
         Status::Success | Status::Partial => false,
         Status::Failed | Status::Timeout | Status::Cancelled | Status::Error => true,
@@ -216,22 +256,22 @@ fn task_id_arg(args: &Map<String, Value>) -> Result<Option<String>, Value> {
     }
 }
 
-/// Run the tool `name` (one of [`NAMES`]) with `args`. `progress` sends progress notifications
-/// when the client asked for them.
+/// Run the tool `name` (one of [`NAMES`]) with `args`. `relay` sends the progress and log
+/// notifications the client asked for.
 pub async fn call(
     server: &Arc<Server>,
     name: &str,
     args: Map<String, Value>,
-    progress: Option<crate::progress::ProgressSink>,
+    relay: Relay,
     cancel: CancellationToken,
 ) -> Value {
     match name {
         "execute_droid_task" => {
             let value = Value::Object(args);
             let (tx, rx) = mpsc::channel::<RunEvent>(EVENT_CHANNEL_CAPACITY);
-            let forward = tokio::spawn(forward_progress(rx, progress));
+            let forward = tokio::spawn(relay_channel(rx, relay));
             let result = server.engine().execute(&value, cancel, Some(tx)).await;
-            // every progress notification goes out before the response
+            // every progress and log notification goes out before the response
             let _ = tokio::time::timeout(Duration::from_secs(2), forward).await;
             result_answer(&result)
         }
@@ -253,14 +293,30 @@ pub async fn call(
                 );
             };
             match tasks.submit(&req).await {
-                Ok(key) => tool_result(
-                    format!(
-                        "submitted task {key}; follow it with droid_pend {{\"task_id\": \"{key}\", \"wait_seconds\": 50}}"
-                    ),
-                    Some(json!({"task_id": key.as_str()})),
-                    false,
-                ),
-                Err(e) => engine_error(&e),
+                Ok(key) => {
+                    relay
+                        .log(
+                            LogLevel::Notice,
+                            json!({"message": format!("submitted task {key}"), "event": "submitted", "task_id": key.as_str()}),
+                        )
+                        .await;
+                    tool_result(
+                        format!(
+                            "submitted task {key}; follow it with droid_pend {{\"task_id\": \"{key}\", \"wait_seconds\": 50}}"
+                        ),
+                        Some(json!({"task_id": key.as_str()})),
+                        false,
+                    )
+                }
+                Err(e) => {
+                    relay
+                        .log(
+                            LogLevel::Error,
+                            json!({"message": format!("could not submit the task: {e}"), "event": "submit_failed"}),
+                        )
+                        .await;
+                    engine_error(&e)
+                }
             }
         }
         "droid_pend" => {
@@ -308,7 +364,16 @@ pub async fn call(
             };
             match task_id_arg(&args) {
                 Ok(Some(id)) => match tasks.cancel(&id).await {
-                    Ok(rec) => record_answer(&rec),
+                    Ok(rec) => {
+                        relay
+                            .log(
+                                LogLevel::Notice,
+                                json!({"message": format!("cancel requested for task {id} ({})", rec.state.as_str()),
+                                       "event": "cancel", "task_id": id, "state": rec.state.as_str()}),
+                            )
+                            .await;
+                        record_answer(&rec)
+                    }
                     Err(e) => engine_error(&e),
                 },
                 Ok(None) => bad_arguments("task_id is required"),

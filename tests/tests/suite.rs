@@ -2,13 +2,17 @@
 //! itself (scripted model, fake droid, process helpers) and that the real droid runs against it.
 
 mod binary;
+mod bridge_daemon;
 mod bridge_harness;
+mod bridge_real_droid;
 mod cli;
 mod common;
 mod engine_fake_droid;
 mod engine_real_droid;
+mod mcp_node;
 mod mcp_python;
 mod mcp_stdio;
+mod mcp_wire_modern;
 mod setup_mcp;
 mod support_selftest;
 mod tasks_cli;

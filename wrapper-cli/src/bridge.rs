@@ -107,11 +107,13 @@ pub(crate) async fn ensure(
 ) -> anyhow::Result<Option<u32>> {
     let client = Client::new(t.addr, t.token.clone());
     if probe(t.addr).await {
-        client
-            .health()
-            .await
-            .context("something listens on the bridge's port but does not answer /health")?;
-        return Ok(None);
+        return match client.health().await {
+            Ok(_) => Ok(None),
+            // the bridge answered and refused (a token, Host…): its own words say why
+            Err(e @ bridge_http::BridgeError::Answer { .. }) => Err(e.into()),
+            Err(e) => Err(anyhow::Error::new(e)
+                .context("something listens on the bridge's port but does not answer /health")),
+        };
     }
     let cfg = engine_config(settings, env);
     let d = daemon(&cfg, t.port).context(

@@ -362,7 +362,7 @@ async fn via_bridge(
         ),
         Ok(None) => {}
         Err(e) => {
-            eprintln!("droid-executor: cannot reach the bridge: {e:#}");
+            eprintln!("droid-executor: cannot use the bridge: {e:#}");
             return ExitCode::from(2);
         }
     }

@@ -1,13 +1,26 @@
-//! `cargo xtask bench engine [--runs N]`: what the engine costs on top of droid. The same scripted
-//! task runs as a bare `droid exec -o stream-json` and as `droid-executor run --json` (release
-//! build), alternating, N times each; the report gives both medians and their ratio (goal ≤ 1.05).
-//! Measured, never asserted.
+//! Benchmarks (DESIGN §10): measured and reported as ratios against a baseline taken in the same
+//! run, never asserted.
+//!
+//! - `cargo xtask bench engine [--runs N]`: what the engine costs on top of droid. The same
+//!   scripted task runs as a bare `droid exec -o stream-json` and as `droid-executor run --json`
+//!   (release build), alternating, N times each; the report gives both medians and their ratio
+//!   (goal ≤ 1.05).
+//! - `cargo xtask bench mcp [--calls N] [--starts K]`: the MCP server's cost, against the fake
+//!   droid (so droid's own time is near zero and the server's overhead shows). `tools/call`
+//!   round trips (request written → response read, one session) of `execute_droid_task` against a
+//!   bare fake-droid `exec` of the same scenario, and of `droid_ping` against a bare fake-droid
+//!   `--version` (what its health check spawns), p50/p99 over N calls each, alternating with the
+//!   baseline; the protocol floor (`ping`); and start-up (spawn → `initialize` answered), median
+//!   of K, against `droid-executor --version` (spawn → exit).
 
-use std::path::Path;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::droid;
 use crate::sandbox::{MODEL, Sandbox};
@@ -121,5 +134,397 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
         "  ratio engine/bare                {:>9.3}   (goal <= 1.05)",
         me.as_secs_f64() / mb.as_secs_f64()
     );
+    Ok(())
+}
+
+/// The longest any one MCP answer may take before the benchmark gives up.
+const ANSWER_LIMIT: Duration = Duration::from_secs(60);
+
+/// The nearest-rank percentile `p` (0-100) of sorted `v`.
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    let rank = (sorted.len() * p).div_ceil(100).max(1);
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A HOME for the release binary driving the fake droid: a git repository, a config passing the
+/// fake droid's scenario variable through, and a scenario (one assistant message, a completion).
+struct McpWorld {
+    dir: PathBuf,
+    home: PathBuf,
+    repo: PathBuf,
+    scenario: PathBuf,
+    prompt: PathBuf,
+    bins: PathBuf,
+}
+
+impl McpWorld {
+    fn new(bins: &Path) -> Result<Self> {
+        let dir =
+            std::env::temp_dir().join(format!("droid-executor-bench-mcp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let home = dir.join("home");
+        let repo = home.join("repo");
+        let config = home.join(".config/droid-executor");
+        std::fs::create_dir_all(&config)?;
+        std::fs::create_dir_all(&repo)?;
+        std::fs::write(
+            config.join("config.toml"),
+            "env_passthrough = [\"FAKE_DROID_SCENARIO\"]\n",
+        )?;
+        std::fs::write(repo.join("a.txt"), "a\n")?;
+        let git = |args: &[&str]| {
+            output(
+                Command::new("git")
+                    .args([
+                        "-c",
+                        "user.name=bench",
+                        "-c",
+                        "user.email=bench@example.invalid",
+                    ])
+                    .args(args)
+                    .current_dir(&repo),
+            )
+        };
+        git(&["init", "-q"])?;
+        git(&["add", "-A"])?;
+        git(&["commit", "-qm", "bench repository"])?;
+        let scenario = home.join("scenario.json");
+        let message = json!({"type": "message", "role": "assistant", "id": "m-1",
+            "text": "Nothing to change.", "timestamp": 1_795_320_771_553_u64, "session_id": "bench"});
+        std::fs::write(
+            &scenario,
+            json!({"steps": [{"emit": message}, {"completion": "Done."}]}).to_string(),
+        )?;
+        let prompt = home.join("prompt.txt");
+        std::fs::write(&prompt, "Look around")?;
+        Ok(Self {
+            home: std::fs::canonicalize(&home)?,
+            repo: std::fs::canonicalize(&repo)?,
+            dir,
+            scenario,
+            prompt,
+            bins: bins.to_path_buf(),
+        })
+    }
+
+    fn fake_droid(&self) -> PathBuf {
+        self.bins.join("fake-droid")
+    }
+
+    /// `program` with exactly the world's environment.
+    fn command(&self, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("DROID_CLI_CMD", self.fake_droid())
+            .env("FAKE_DROID_SCENARIO", &self.scenario)
+            .current_dir(&self.repo)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    }
+
+    /// Time `cmd` from spawn to a successful exit.
+    fn time_exit(mut cmd: Command) -> Result<Duration> {
+        let t = Instant::now();
+        let status = cmd
+            .status()
+            .with_context(|| format!("could not start {cmd:?}"))?;
+        let d = t.elapsed();
+        if !status.success() {
+            bail!("{cmd:?} exited with {status}");
+        }
+        Ok(d)
+    }
+
+    fn bare_exec(&self) -> Result<Duration> {
+        let mut cmd = self.command(&self.fake_droid());
+        cmd.args(["exec", "--output-format", "stream-json", "--cwd"])
+            .arg(&self.repo)
+            .arg("-f")
+            .arg(&self.prompt);
+        Self::time_exit(cmd)
+    }
+
+    fn bare_version(&self) -> Result<Duration> {
+        let mut cmd = self.command(&self.fake_droid());
+        cmd.arg("--version");
+        Self::time_exit(cmd)
+    }
+
+    fn executor_version(&self) -> Result<Duration> {
+        let mut cmd = self.command(&self.bins.join("droid-executor"));
+        cmd.arg("--version");
+        Self::time_exit(cmd)
+    }
+}
+
+impl Drop for McpWorld {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A blocking MCP client over the server's pipes; a reader thread hands over stdout lines so
+/// every wait has a limit.
+struct McpClient {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl McpClient {
+    fn start(world: &McpWorld) -> Result<Self> {
+        let mut child = world
+            .command(&world.bins.join("droid-executor"))
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("could not start droid-executor mcp")?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().context("no stdout pipe")?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Self {
+            child,
+            stdin,
+            lines,
+        })
+    }
+
+    /// Send request `id` and wait for its response (notifications before it are skipped).
+    fn request(&mut self, id: u64, method: &str, params: Value) -> Result<Value> {
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let stdin = self.stdin.as_mut().context("stdin closed")?;
+        writeln!(stdin, "{msg}")?;
+        stdin.flush()?;
+        let until = Instant::now() + ANSWER_LIMIT;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .with_context(|| format!("no answer to {method} (id {id})"))?;
+            let v: Value = serde_json::from_str(&line)
+                .with_context(|| format!("not JSON on the server's stdout: {line}"))?;
+            if v.get("method").is_none() && v.get("id") == Some(&json!(id)) {
+                if let Some(e) = v.get("error") {
+                    bail!("{method} failed: {e}");
+                }
+                return Ok(v["result"].clone());
+            }
+        }
+    }
+
+    fn initialize(&mut self) -> Result<()> {
+        self.request(
+            0,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "xtask-bench", "version": "0"}}),
+        )?;
+        let stdin = self.stdin.as_mut().context("stdin closed")?;
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )?;
+        Ok(())
+    }
+
+    /// Close stdin and wait for the server to exit.
+    fn finish(mut self) -> Result<()> {
+        self.stdin = None;
+        self.child.wait()?;
+        Ok(())
+    }
+}
+
+impl Drop for McpClient {
+    fn drop(&mut self) {
+        self.stdin = None;
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// A timed `tools/call` of `tool` whose result must not be an error.
+fn timed_call(c: &mut McpClient, id: u64, tool: &str, args: &Value) -> Result<Duration> {
+    let t = Instant::now();
+    let r = c.request(id, "tools/call", json!({"name": tool, "arguments": args}))?;
+    let d = t.elapsed();
+    if r["isError"] != false {
+        bail!("{tool} returned an error: {r}");
+    }
+    Ok(d)
+}
+
+pub(crate) fn mcp(args: &[&str]) -> Result<()> {
+    let (mut calls, mut starts) = (100_usize, 20_usize);
+    let mut rest = args;
+    while let [flag, n, tail @ ..] = rest {
+        let n = n
+            .parse::<usize>()
+            .context("--calls and --starts take a number")?;
+        match *flag {
+            "--calls" => calls = n.max(1),
+            "--starts" => starts = n.max(1),
+            _ => bail!("usage: cargo xtask bench mcp [--calls N] [--starts K]"),
+        }
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        bail!("usage: cargo xtask bench mcp [--calls N] [--starts K]");
+    }
+    run(cargo().args([
+        "build",
+        "--quiet",
+        "--release",
+        "-p",
+        "wrapper-cli",
+        "-p",
+        "tests",
+        "--bins",
+    ]))?;
+    let world = McpWorld::new(&workspace_root().join("target/release"))?;
+    let task = json!({"objective": "Look around", "context": {"repo_root": world.repo.display().to_string()}});
+
+    let mut client = McpClient::start(&world)?;
+    client.initialize()?;
+    let mut id = 1;
+    let mut next = || {
+        id += 1;
+        id
+    };
+    // warm-up: page cache, droid's version lookup, the first snapshot
+    for _ in 0..3 {
+        timed_call(&mut client, next(), "execute_droid_task", &task)?;
+        timed_call(&mut client, next(), "droid_ping", &json!({}))?;
+        world.bare_exec()?;
+        world.bare_version()?;
+    }
+    let (mut exec, mut exec_bare, mut ping_tool, mut ping_bare, mut floor) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..calls {
+        // alternate which goes first, so drift hits both alike
+        if i % 2 == 0 {
+            exec_bare.push(world.bare_exec()?);
+            exec.push(timed_call(
+                &mut client,
+                next(),
+                "execute_droid_task",
+                &task,
+            )?);
+            ping_bare.push(world.bare_version()?);
+            ping_tool.push(timed_call(&mut client, next(), "droid_ping", &json!({}))?);
+        } else {
+            exec.push(timed_call(
+                &mut client,
+                next(),
+                "execute_droid_task",
+                &task,
+            )?);
+            exec_bare.push(world.bare_exec()?);
+            ping_tool.push(timed_call(&mut client, next(), "droid_ping", &json!({}))?);
+            ping_bare.push(world.bare_version()?);
+        }
+        let t = Instant::now();
+        client.request(next(), "ping", json!({}))?;
+        floor.push(t.elapsed());
+    }
+    client.finish()?;
+
+    let startup = || -> Result<Duration> {
+        let t = Instant::now();
+        let mut c = McpClient::start(&world)?;
+        c.initialize()?;
+        let d = t.elapsed();
+        c.finish()?;
+        Ok(d)
+    };
+    startup()?;
+    world.executor_version()?;
+    let (mut start, mut version) = (Vec::new(), Vec::new());
+    for i in 0..starts {
+        if i % 2 == 0 {
+            start.push(startup()?);
+            version.push(world.executor_version()?);
+        } else {
+            version.push(world.executor_version()?);
+            start.push(startup()?);
+        }
+    }
+
+    for v in [
+        &mut exec,
+        &mut exec_bare,
+        &mut ping_tool,
+        &mut ping_bare,
+        &mut floor,
+        &mut start,
+        &mut version,
+    ] {
+        v.sort();
+    }
+    let row = |name: &str, v: &[Duration], base_name: &str, base: Option<&[Duration]>| {
+        let (p50, p99) = (percentile(v, 50), percentile(v, 99));
+        match base {
+            Some(b) => {
+                let b50 = percentile(b, 50);
+                println!(
+                    "  {name:<30} {:>8.2} {:>8.2}   {base_name:<28} {:>8.2} {:>8.2}   {:>6.2}",
+                    ms(p50),
+                    ms(p99),
+                    ms(b50),
+                    ms(percentile(b, 99)),
+                    p50.as_secs_f64() / b50.as_secs_f64()
+                );
+            }
+            None => println!("  {name:<30} {:>8.2} {:>8.2}", ms(p50), ms(p99)),
+        }
+    };
+    println!(
+        "bench mcp: release build, fake droid (one message, one completion); {calls} calls each, {starts} start-ups"
+    );
+    println!(
+        "  {:<30} {:>8} {:>8}   {:<28} {:>8} {:>8}   {:>6}",
+        "measured", "p50 ms", "p99 ms", "baseline (same run)", "p50 ms", "p99 ms", "ratio"
+    );
+    row(
+        "tools/call execute_droid_task",
+        &exec,
+        "bare fake-droid exec",
+        Some(&exec_bare),
+    );
+    row(
+        "tools/call droid_ping",
+        &ping_tool,
+        "bare fake-droid --version",
+        Some(&ping_bare),
+    );
+    row("ping (JSON-RPC floor)", &floor, "", None);
+    row(
+        "start-up: spawn -> initialize",
+        &start,
+        "droid-executor --version",
+        Some(&version),
+    );
+    println!("  (ratio = p50 / baseline p50; start-up p50 is the median of {starts})");
     Ok(())
 }

@@ -1,11 +1,17 @@
-//! Installing the real MCP clients the interop suites drive, pinned: the Python SDK (`mcp` on
-//! PyPI) in one venv per version under `target/interop/`. Both versions, because they differ on
-//! the wire (2.x sends `notifications/cancelled` when a call is abandoned, 1.x sends nothing).
+//! Installing the real MCP clients the interop suites drive, pinned, under `target/interop/`:
+//!
+//! - the Python SDK (`mcp` on PyPI) in one venv per version. Both versions, because they differ
+//!   on the wire (2.x sends `notifications/cancelled` when a call is abandoned, 1.x sends nothing);
+//! - the Node clients in one npm project, `target/interop/node`: the TypeScript SDK v1
+//!   (`@modelcontextprotocol/sdk`) and v2 (`@modelcontextprotocol/client`), and the Inspector CLI
+//!   v2 and v1 (v1 under the alias `inspector1`, since both are `@modelcontextprotocol/inspector`).
+//!   The suite `mcp_node` drives them with `tests/interop/ts_client_v{1,2}.mjs`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
+use serde_json::{Map, Value, json};
 
 use crate::sh::{output, workspace_root};
 
@@ -26,19 +32,131 @@ fn mcp_version(venv: &Path) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-/// Make every venv of [`PY_MCP`] unless it already holds the right version; returns
-/// `(version, venv)` pairs.
-pub(crate) fn fetch() -> Result<Vec<(&'static str, PathBuf)>> {
+/// The npm project under `target/interop` holding the Node clients.
+pub(crate) const NODE_DIR: &str = "node";
+
+/// `(name in node_modules, npm package, exact version)` of every Node client; the suite
+/// `mcp_node` expects these.
+pub(crate) const NODE_CLIENTS: &[(&str, &str, &str)] = &[
+    (
+        "@modelcontextprotocol/sdk",
+        "@modelcontextprotocol/sdk",
+        "1.32.2",
+    ),
+    (
+        "@modelcontextprotocol/client",
+        "@modelcontextprotocol/client",
+        "2.4.0",
+    ),
+    (
+        "@modelcontextprotocol/inspector",
+        "@modelcontextprotocol/inspector",
+        "2.12.0",
+    ),
+    ("inspector1", "@modelcontextprotocol/inspector", "1.0.3"),
+];
+
+/// Install every client the interop suites drive unless it is already there at the right
+/// version; returns `(what, where)` lines for the report.
+pub(crate) fn fetch() -> Result<Vec<(String, PathBuf)>> {
     let root = workspace_root().join("target/interop");
-    let mut venvs = Vec::new();
+    let mut installed = Vec::new();
     for &(name, version) in PY_MCP {
         let venv = root.join(name);
         if mcp_version(&venv).as_deref() != Some(version) {
             install(&venv, version)?;
         }
-        venvs.push((version, venv));
+        installed.push((format!("python mcp {version}"), venv));
     }
-    Ok(venvs)
+    let node = root.join(NODE_DIR);
+    if !node_clients_match(&node) {
+        install_node(&node)?;
+    }
+    for &(_, package, version) in NODE_CLIENTS {
+        installed.push((format!("node {package}@{version}"), node.clone()));
+    }
+    Ok(installed)
+}
+
+/// The `package.json` of the npm project: every client at its exact version (an alias spec for
+/// a second version of the same package).
+fn node_package_json() -> Value {
+    let deps: Map<String, Value> = NODE_CLIENTS
+        .iter()
+        .map(|&(name, package, version)| {
+            let spec = if name == package {
+                version.to_owned()
+            } else {
+                format!("npm:{package}@{version}")
+            };
+            (name.to_owned(), Value::String(spec))
+        })
+        .collect();
+    json!({
+        "name": "droid-executor-interop",
+        "private": true,
+        "description": "MCP clients for the interop suites; written by `cargo xtask fetch-interop`",
+        "dependencies": deps,
+    })
+}
+
+/// `(name, version)` from `node_modules/<name>/package.json` in `dir`, if it can be read.
+fn installed_node_package(dir: &Path, name: &str) -> Option<(String, String)> {
+    let path = dir.join("node_modules").join(name).join("package.json");
+    let manifest: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    Some((
+        manifest["name"].as_str()?.to_owned(),
+        manifest["version"].as_str()?.to_owned(),
+    ))
+}
+
+/// Whether every package of [`NODE_CLIENTS`] is installed in `dir` at its version.
+fn node_clients_match(dir: &Path) -> bool {
+    NODE_CLIENTS.iter().all(|&(name, package, version)| {
+        installed_node_package(dir, name).is_some_and(|(n, v)| n == package && v == version)
+    })
+}
+
+/// Writes the `package.json` into `dir` and runs `npm install` there. Install scripts are not
+/// run: none of the clients needs one (the Inspector's only `postinstall` sets up a source
+/// checkout and does nothing inside `node_modules`).
+fn install_node(dir: &Path) -> Result<()> {
+    if Command::new("npm").arg("--version").output().is_err() {
+        bail!(
+            "npm is needed to install the Node MCP clients (TypeScript SDK, Inspector CLI); \
+             install Node.js 20 or later with npm (e.g. apt-get install -y nodejs npm)"
+        );
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let manifest = dir.join("package.json");
+    let text = format!("{}\n", serde_json::to_string_pretty(&node_package_json())?);
+    std::fs::write(&manifest, text).with_context(|| format!("write {}", manifest.display()))?;
+    let wanted: Vec<String> = NODE_CLIENTS
+        .iter()
+        .map(|(_, package, version)| format!("{package}@{version}"))
+        .collect();
+    eprintln!(
+        "xtask: installing {} (npm) in {} …",
+        wanted.join(", "),
+        dir.display()
+    );
+    output(
+        Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--ignore-scripts"])
+            .current_dir(dir),
+    )
+    .context("npm install of the Node MCP clients failed (is the npm registry reachable?)")?;
+    for &(name, package, version) in NODE_CLIENTS {
+        match installed_node_package(dir, name) {
+            Some((n, v)) if n == package && v == version => {}
+            found => bail!(
+                "{}: node_modules/{name} holds {found:?} after npm install, expected \
+                 {package} {version}",
+                dir.display()
+            ),
+        }
+    }
+    Ok(())
 }
 
 /// A fresh venv at `venv` with `mcp==version` in it (whatever was there is removed first: a venv

@@ -4,19 +4,28 @@
 //! - `fetch-droid`: install the real droid 0.225.2 (npm package `@factory/cli-linux-x64`) under
 //!   `target/droid/0.225.2/`; the test suite drives that binary.
 //! - `fetch-interop`: the real MCP clients the interop suites drive: venvs with the Python SDK
-//!   (`mcp` 2.3.0 and 1.30.0 from PyPI) under `target/interop/py-mcp{2,1}/`.
+//!   (`mcp` 2.3.0 and 1.30.0 from PyPI) under `target/interop/py-mcp{2,1}/`, and the Node clients
+//!   (TypeScript SDK 1.32.2 and 2.4.0, Inspector 2.12.0 and 1.0.3 from npm) under
+//!   `target/interop/node/`.
 //! - `test`: fetch-droid, fetch-interop, then the whole test suite.
 //! - `ci`: fmt check, clippy `-D warnings`, codegen check, test.
-//! - `codegen [--check]`: the JSON Schemas in `schemas/` from the contract types.
+//! - `codegen [--check]`: the JSON Schemas in `schemas/` from the contract types, and the
+//!   bridge's OpenAPI document built from them.
 //! - `demo`: the main job end to end: a scripted model, the real droid, a sample repository.
 //! - `bench engine`: median ratio of a `droid-executor run` to a bare `droid exec` of one task.
+//! - `bench bridge`: the HTTP bridge against seed 000's Python bridge (`bench/seed_bridge.py`):
+//!   requests/s and p50/p99 at 1, 8 and 32 clients, and resident memory.
+//! - `bench mcp`: MCP `tools/call` round trips (p50/p99) and server start-up, against the fake
+//!   droid, as ratios to bare fake-droid spawns and `droid-executor --version`.
 #![allow(clippy::disallowed_methods)] // automation: xtask runs cargo, npm, tar, python3 and the binaries it builds
 #![allow(clippy::print_stdout)] // its reports go to stdout
 
 mod bench;
+mod bench_bridge;
 mod demo;
 mod droid;
 mod interop;
+mod protocol_doc;
 mod sandbox;
 mod sh;
 
@@ -36,14 +45,14 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <fetch-droid | fetch-interop | test | ci | codegen [--check] | demo | bench engine [--runs N]>";
+const USAGE: &str = "usage: cargo xtask <fetch-droid | fetch-interop | test | ci | codegen [--check] | demo | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
         ["fetch-droid"] => droid::fetch().map(|p| println!("droid 0.225.2: {}", p.display())),
-        ["fetch-interop"] => interop::fetch().map(|venvs| {
-            for (version, venv) in venvs {
-                println!("python mcp {version}: {}", venv.display());
+        ["fetch-interop"] => interop::fetch().map(|clients| {
+            for (client, place) in clients {
+                println!("{client}: {}", place.display());
             }
         }),
         ["test", rest @ ..] => test(rest),
@@ -52,6 +61,8 @@ fn dispatch(args: &[&str]) -> Result<()> {
         ["codegen", "--check"] => codegen(true),
         ["demo"] => demo::demo(),
         ["bench", "engine", rest @ ..] => bench::engine(rest),
+        ["bench", "bridge", rest @ ..] => bench_bridge::bridge(rest),
+        ["bench", "mcp", rest @ ..] => bench::mcp(rest),
         _ => bail!("{USAGE}"),
     }
 }
@@ -101,11 +112,22 @@ fn codegen(check: bool) -> Result<()> {
             "schemas/task-record.schema.json",
             droid_contract::task_record_schema(),
         ),
+        (
+            "schemas/openapi.json",
+            bridge_http::openapi::document(),
+        ),
     ];
-    let mut stale = Vec::new();
+    let mut generated = Vec::new();
     for (rel, schema) in files {
+        generated.push((rel, format!("{}\n", serde_json::to_string_pretty(&schema)?)));
+    }
+    generated.push((
+        "skill/droid-executor/references/droid-executor-protocol.md",
+        protocol_doc::render(),
+    ));
+    let mut stale = Vec::new();
+    for (rel, text) in generated {
         let path = root.join(rel);
-        let text = format!("{}\n", serde_json::to_string_pretty(&schema)?);
         let current = std::fs::read_to_string(&path).unwrap_or_default();
         if current == text {
             continue;

@@ -43,7 +43,9 @@ impl ServeProc {
                 log.push(line.clone());
                 if let Some(rest) = line.split("listening on http://").nth(1) {
                     let a = rest.split_whitespace().next().unwrap_or_default();
-                    return a.parse::<SocketAddr>().expect("address in the listening line");
+                    return a
+                        .parse::<SocketAddr>()
+                        .expect("address in the listening line");
                 }
             }
         })

@@ -4,7 +4,8 @@
 //! notifications echoing the client's token, cancellation (no response, no surviving process),
 //! pings answered during a long call, the end of the session on stdin EOF or SIGTERM, and the
 //! background tools (`droid_submit` / `droid_pend` / `droid_cancel`), whose tasks outlive the
-//! server. Every line the server prints on stdout must be one JSON-RPC message (or a batch).
+//! server. Every line the server prints on stdout must be one JSON-RPC message (or a batch). The
+//! client side (`Server`, `Home`) and the helpers are shared with `mcp_wire_modern`.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -27,17 +28,17 @@ use super::binary::{FakeHome, command};
 use super::common::read_pid_file;
 
 /// The variable the engine marks every process of a run with.
-const MARKER_VAR: &str = "DROID_EXECUTOR_RUN_ID";
+pub(super) const MARKER_VAR: &str = "DROID_EXECUTOR_RUN_ID";
 /// The longest any one answer may take (a `droid_pend` may wait 30 s by itself).
-const REPLY_LIMIT: Duration = Duration::from_secs(90);
+pub(super) const REPLY_LIMIT: Duration = Duration::from_secs(90);
 /// How long a process the server ended may take to disappear.
-const GONE: Duration = Duration::from_secs(5);
+pub(super) const GONE: Duration = Duration::from_secs(5);
 /// What "answered at once" means on a loaded test machine.
 const PROMPT: Duration = Duration::from_secs(2);
 /// The protocol versions the server speaks, newest first.
-const VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+pub(super) const VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 /// The tools, in the order `tools/list` gives them.
-const TOOLS: [&str; 5] = [
+pub(super) const TOOLS: [&str; 5] = [
     "execute_droid_task",
     "droid_submit",
     "droid_pend",
@@ -46,7 +47,7 @@ const TOOLS: [&str; 5] = [
 ];
 
 /// The fake droid's HOME, with a server to start in it; pid files go beside the repository.
-struct Home(FakeHome);
+pub(super) struct Home(FakeHome);
 
 impl std::ops::Deref for Home {
     type Target = FakeHome;
@@ -56,38 +57,38 @@ impl std::ops::Deref for Home {
 }
 
 impl Home {
-    fn new(steps: &Value) -> Home {
+    pub(super) fn new(steps: &Value) -> Home {
         let home = Home(FakeHome::new("mcp-stdio", &[]));
         home.play(steps);
         home
     }
 
     /// The arguments of `execute_droid_task` / `droid_submit` for `objective` in the repository.
-    fn task(&self, objective: &str) -> Value {
+    pub(super) fn task(&self, objective: &str) -> Value {
         json!({
             "objective": objective,
             "context": {"repo_root": self.repo().display().to_string()},
         })
     }
 
-    fn server(&self) -> Server {
+    pub(super) fn server(&self) -> Server {
         Server::start(&self.env(), &self.repo())
     }
 }
 
 /// The MCP client side: the server's pipes, every stdout line checked and parsed by a reader
 /// task, messages read but not yet claimed kept in arrival order.
-struct Server {
-    child: Child,
+pub(super) struct Server {
+    pub(super) child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::UnboundedReceiver<Result<Value, String>>,
     stderr: Arc<Mutex<Vec<u8>>>,
-    backlog: VecDeque<Value>,
-    eof: bool,
+    pub(super) backlog: VecDeque<Value>,
+    pub(super) eof: bool,
 }
 
 impl Server {
-    fn start(env: &[(OsString, OsString)], cwd: &Path) -> Server {
+    pub(super) fn start(env: &[(OsString, OsString)], cwd: &Path) -> Server {
         let mut child = command(&["mcp"], env, cwd)
             .stdin(Stdio::piped())
             .spawn()
@@ -110,27 +111,27 @@ impl Server {
     }
 
     /// What the server logged so far.
-    fn stderr(&self) -> String {
+    pub(super) fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
     }
 
-    async fn send_raw(&mut self, text: &str) {
+    pub(super) async fn send_raw(&mut self, text: &str) {
         let stdin = self.stdin.as_mut().expect("stdin was closed");
         stdin.write_all(text.as_bytes()).await.unwrap();
         stdin.flush().await.unwrap();
     }
 
     /// One message, one line.
-    async fn send(&mut self, msg: &Value) {
+    pub(super) async fn send(&mut self, msg: &Value) {
         self.send_raw(&format!("{msg}\n")).await;
     }
 
-    fn close_stdin(&mut self) {
+    pub(super) fn close_stdin(&mut self) {
         self.stdin = None;
     }
 
     /// The next line from stdout within `limit`; `None` on timeout or at the end of stdout.
-    async fn read_within(&mut self, limit: Duration) -> Option<Value> {
+    pub(super) async fn read_within(&mut self, limit: Duration) -> Option<Value> {
         if self.eof {
             return None;
         }
@@ -146,7 +147,7 @@ impl Server {
     }
 
     /// The next message not yet claimed.
-    async fn next(&mut self) -> Value {
+    pub(super) async fn next(&mut self) -> Value {
         if let Some(v) = self.backlog.pop_front() {
             return v;
         }
@@ -161,7 +162,7 @@ impl Server {
     }
 
     /// The response to request `id`; messages before it stay in the backlog.
-    async fn response(&mut self, id: &Value) -> Value {
+    pub(super) async fn response(&mut self, id: &Value) -> Value {
         if let Some(i) = self.backlog.iter().position(|m| is_response_to(m, id)) {
             return self.backlog.remove(i).unwrap();
         }
@@ -184,7 +185,7 @@ impl Server {
     }
 
     /// Send request `id` (`params` left out when null) and wait for its response.
-    async fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
+    pub(super) async fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
         let mut msg = json!({"jsonrpc": "2.0", "id": id, "method": method});
         if !params.is_null() {
             msg["params"] = params;
@@ -194,7 +195,7 @@ impl Server {
     }
 
     /// `tools/call`; the result (panics on a JSON-RPC error).
-    async fn call(&mut self, id: Value, tool: &str, arguments: Value) -> Value {
+    pub(super) async fn call(&mut self, id: Value, tool: &str, arguments: Value) -> Value {
         let resp = self
             .request(
                 id,
@@ -206,7 +207,7 @@ impl Server {
     }
 
     /// The legacy handshake at the newest version, then `notifications/initialized`.
-    async fn initialize(&mut self) {
+    pub(super) async fn initialize(&mut self) {
         let resp = self
             .request(json!("init"), "initialize", initialize_params(VERSIONS[0]))
             .await;
@@ -216,7 +217,7 @@ impl Server {
     }
 
     /// Every message that arrives within `period`, the unclaimed backlog first.
-    async fn collect_for(&mut self, period: Duration) -> Vec<Value> {
+    pub(super) async fn collect_for(&mut self, period: Duration) -> Vec<Value> {
         let mut all: Vec<Value> = self.backlog.drain(..).collect();
         let until = Instant::now() + period;
         loop {
@@ -233,7 +234,7 @@ impl Server {
     }
 
     /// Unclaimed notifications with `method`, removed from the backlog, in arrival order.
-    fn take_notifications(&mut self, method: &str) -> Vec<Value> {
+    pub(super) fn take_notifications(&mut self, method: &str) -> Vec<Value> {
         let mut taken = Vec::new();
         let mut kept = VecDeque::new();
         for m in self.backlog.drain(..) {
@@ -248,7 +249,7 @@ impl Server {
     }
 
     /// Waits until the server has exited; its status and how long that took.
-    async fn exit_within(&mut self, limit: Duration) -> (Option<ExitStatus>, Duration) {
+    pub(super) async fn exit_within(&mut self, limit: Duration) -> (Option<ExitStatus>, Duration) {
         let started = Instant::now();
         let status = tokio::time::timeout(limit, self.child.wait())
             .await
@@ -310,11 +311,11 @@ async fn read_stderr(mut stderr: ChildStderr, into: Arc<Mutex<Vec<u8>>>) {
     }
 }
 
-fn is_response_to(m: &Value, id: &Value) -> bool {
+pub(super) fn is_response_to(m: &Value, id: &Value) -> bool {
     m.is_object() && m.get("method").is_none() && m.get("id") == Some(id)
 }
 
-fn initialize_params(version: &str) -> Value {
+pub(super) fn initialize_params(version: &str) -> Value {
     json!({
         "protocolVersion": version,
         "capabilities": {},
@@ -323,13 +324,13 @@ fn initialize_params(version: &str) -> Value {
 }
 
 /// The `result` of a response, which must not be an error.
-fn tool_result(resp: Value) -> Value {
+pub(super) fn tool_result(resp: Value) -> Value {
     assert!(resp.get("error").is_none(), "a JSON-RPC error: {resp:#}");
     resp["result"].clone()
 }
 
 /// The error code of an error response, after checking its shape.
-fn error_code(resp: &Value) -> i64 {
+pub(super) fn error_code(resp: &Value) -> i64 {
     assert!(resp.get("result").is_none(), "not an error: {resp:#}");
     let error = &resp["error"];
     assert!(
@@ -345,12 +346,12 @@ fn ping(id: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
 }
 
-fn pong(id: Value) -> Value {
+pub(super) fn pong(id: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": {}})
 }
 
 /// `{"jsonrpc","id","error"}` exactly, with `code`.
-fn assert_error(resp: &Value, id: &Value, code: i64) {
+pub(super) fn assert_error(resp: &Value, id: &Value, code: i64) {
     assert_eq!(error_code(resp), code, "{resp:#}");
     let mut keys: Vec<&str> = resp
         .as_object()
@@ -364,13 +365,13 @@ fn assert_error(resp: &Value, id: &Value, code: i64) {
 }
 
 /// A droid `message` event from the assistant.
-fn assistant(text: &str) -> Value {
+pub(super) fn assistant(text: &str) -> Value {
     json!({"type": "message", "role": "assistant", "id": "m-1", "text": text,
            "timestamp": 1_795_320_771_553_u64, "session_id": "fake-session"})
 }
 
 /// Two assistant messages and a completion, about 300 ms in all.
-fn short_run() -> Value {
+pub(super) fn short_run() -> Value {
     json!([
         {"emit": assistant("Looking at the repository.")},
         {"sleep_ms": 150},
@@ -381,7 +382,7 @@ fn short_run() -> Value {
 }
 
 /// Leak a `setsid` grandchild (`sh`, whose pid goes to `pid_file`, running `sleep`), then hang.
-fn leak_then_hang(pid_file: &Path) -> Value {
+pub(super) fn leak_then_hang(pid_file: &Path) -> Value {
     // `; exit 0` keeps sh alive as the parent of sleep, so both can be checked
     json!([
         {"spawn_grandchild": {"command": "sleep 600; exit 0", "pid_file": pid_file}},
@@ -403,8 +404,8 @@ fn marker_of(pid: i32) -> String {
 
 /// Kills (SIGKILL, by pid) whatever still carries a run's marker when dropped, so a failing test
 /// leaks no sleeper; a passing test has already checked that nothing is left.
-struct Reaper {
-    marker: String,
+pub(super) struct Reaper {
+    pub(super) marker: String,
 }
 
 impl Drop for Reaper {
@@ -417,7 +418,7 @@ impl Drop for Reaper {
 
 /// A hanging run whose grandchild wrote `pid_file`: its marker and its processes (droid, the
 /// grandchild `sh` and its `sleep`), once all three are up.
-async fn hanging_run(pid_file: &Path) -> (Reaper, Vec<i32>) {
+pub(super) async fn hanging_run(pid_file: &Path) -> (Reaper, Vec<i32>) {
     let sh = read_pid_file(pid_file, REPLY_LIMIT).await;
     let marker = marker_of(sh);
     let reaper = Reaper { marker };
@@ -436,7 +437,7 @@ async fn hanging_run(pid_file: &Path) -> (Reaper, Vec<i32>) {
     }
 }
 
-async fn assert_all_gone(reaper: &Reaper, pids: &[i32]) {
+pub(super) async fn assert_all_gone(reaper: &Reaper, pids: &[i32]) {
     for pid in pids {
         assert!(
             wait_gone(*pid, GONE).await,
@@ -453,7 +454,7 @@ async fn assert_all_gone(reaper: &Reaper, pids: &[i32]) {
 }
 
 /// `droid-<unix seconds>-<4 lowercase hex digits>`.
-fn is_task_id(id: &str) -> bool {
+pub(super) fn is_task_id(id: &str) -> bool {
     let Some(rest) = id.strip_prefix("droid-") else {
         return false;
     };
@@ -467,7 +468,7 @@ fn is_task_id(id: &str) -> bool {
 }
 
 /// The task record a `droid_pend` / `droid_cancel` result carries.
-fn record_of(result: &Value) -> TaskRecord {
+pub(super) fn record_of(result: &Value) -> TaskRecord {
     let sc = &result["structuredContent"];
     let mut keys: Vec<&str> = sc
         .as_object()
@@ -486,7 +487,7 @@ fn record_of(result: &Value) -> TaskRecord {
 }
 
 /// Submit `objective`; its task id.
-async fn submit(s: &mut Server, home: &Home, id: i64, objective: &str) -> String {
+pub(super) async fn submit(s: &mut Server, home: &Home, id: i64, objective: &str) -> String {
     let result = s
         .call(json!(id), "droid_submit", home.task(objective))
         .await;
@@ -565,7 +566,8 @@ async fn handshake_negotiates_the_version_and_answers_ping_before_it() {
     assert_eq!(result["protocolVersion"], "2025-11-25", "{result:#}");
     assert_eq!(
         result["capabilities"],
-        json!({"tools": {"listChanged": false}, "logging": {}}),
+        json!({"tools": {"listChanged": false}, "logging": {},
+               "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}),
         "{result:#}"
     );
     let info = &result["serverInfo"];
@@ -640,10 +642,11 @@ async fn framing_and_json_rpc_errors() {
 
     let resp = s.request(json!(3), "no/such/method", json!({})).await;
     assert_error(&resp, &json!(3), -32601);
+    // server/discover without the 2026-07-28 `_meta` is malformed (mcp_wire_modern has the rest)
     let resp = s
         .request(json!("discover"), "server/discover", json!({}))
         .await;
-    assert_error(&resp, &json!("discover"), -32601);
+    assert_error(&resp, &json!("discover"), -32602);
 
     assert_eq!(
         s.request(json!(0), "ping", Value::Null).await,

@@ -1,0 +1,436 @@
+//! 2025-11-25 Tasks (mcp.md §1.13.1) on the engine's task store: a task-augmented `tools/call`
+//! of `execute_droid_task` is a background task like `droid_submit`'s, so `tasks/get`,
+//! `tasks/result`, `tasks/list` and `tasks/cancel` see the same tasks as `droid_pend`, the CLI's
+//! `tasks` and the HTTP bridge, and a task outlives the server that created it.
+//!
+//! Mapping:
+//! - MCP `taskId` = the store's id (`droid-<unix seconds>-<4 hex>`). The spec wants unguessable
+//!   ids where requestors are not authenticated; on stdio the requestor is the user who owns the
+//!   store (a private directory), so the store's ids are used as they are;
+//! - status: `queued`/`running` → `working`; `success`/`partial` → `completed` (the tool result
+//!   is not an error); `failed`/`timeout`/`error` → `failed` (its result has `isError: true`);
+//!   `cancelled` → `cancelled`. droid runs non-interactively: never `input_required`;
+//! - `ttl`: the store's retention (`task_ttl`, counted from the result, so a task lives at least
+//!   that long from its creation); a requested `ttl` is overridden, as the spec allows;
+//! - `tasks/result` blocks until the task has a result and answers the `CallToolResult`
+//!   `execute_droid_task` would have (with `_meta` `io.modelcontextprotocol/related-task`);
+//!   arguments the contract rejects are answered `-32602` at creation, since no task can exist
+//!   for them;
+//! - `tasks/list`: every task of the store, newest first, in pages; the cursor is the id of the
+//!   last task of the previous page (`-32602` once that task is gone);
+//! - `tasks/cancel`: `-32602` for a finished task; otherwise the cancel request goes to the task's
+//!   supervisor and the answer waits (bounded) until the task is `cancelled`, as the spec wants
+//!   the task cancelled before the response.
+//!
+//! While the server runs, a watcher per created task relays progress (on the call's original
+//! `progressToken`, valid until the task ends), log messages, and `notifications/tasks/status`
+//! when the status changes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use droid_contract::{TaskRecord, TaskState};
+use droid_exec::{EngineError, RunEvent, TaskFilter, Tasks};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::jsonrpc::{INTERNAL_ERROR, RpcError, notification};
+use crate::logging::Level;
+use crate::progress::HEARTBEAT;
+use crate::relay::Relay;
+use crate::server::{Outbox, Server};
+use crate::tools::result_answer;
+
+/// Suggested `pollInterval`, in milliseconds: a droid task takes seconds to minutes.
+pub const POLL_INTERVAL_MS: u64 = 1000;
+
+/// Tasks per `tasks/list` page.
+pub const PAGE_SIZE: usize = 50;
+
+/// How long `tasks/cancel` waits for the supervisor to stop droid and record `cancelled` (it
+/// looks every 100 ms, then SIGTERM, a grace, SIGKILL).
+const CANCEL_SETTLE: Duration = Duration::from_secs(15);
+
+/// How often a watcher reads its task's events and status.
+const WATCH_EVERY: Duration = Duration::from_millis(500);
+
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+const IMMEDIATE_RESPONSE: &str = "io.modelcontextprotocol/model-immediate-response";
+
+/// The MCP status of a task in `state`.
+pub fn status(state: TaskState) -> &'static str {
+    match state {
+        TaskState::Queued | TaskState::Running => "working",
+        TaskState::Success | TaskState::Partial => "completed",
+        TaskState::Failed | TaskState::Timeout | TaskState::Error => "failed",
+        TaskState::Cancelled => "cancelled",
+    }
+}
+
+fn is_terminal(state: TaskState) -> bool {
+    status(state) != "working"
+}
+
+fn status_message(rec: &TaskRecord) -> String {
+    let text = match (&rec.result, rec.state) {
+        (Some(r), _) => format!("{}: {}", r.status.as_str(), r.summary),
+        (None, TaskState::Queued) => {
+            "queued: waiting for a run slot or for the repository to be free".to_owned()
+        }
+        (None, _) => "droid is working".to_owned(),
+    };
+    let line = text.lines().next().unwrap_or_default();
+    let mut short: String = line.chars().take(200).collect();
+    if short.len() < line.len() {
+        short.push('…');
+    }
+    short
+}
+
+/// The `Task` object of `rec`.
+pub fn task(rec: &TaskRecord, ttl_ms: u64) -> Value {
+    json!({
+        "taskId": rec.task_id,
+        "status": status(rec.state),
+        "statusMessage": status_message(rec),
+        "createdAt": rec.created_at,
+        "lastUpdatedAt": rec.updated_at,
+        "ttl": ttl_ms,
+        "pollInterval": POLL_INTERVAL_MS,
+    })
+}
+
+fn ttl_ms(server: &Server) -> u64 {
+    u64::try_from(server.engine().config().task_ttl.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn store(server: &Server) -> Result<&Tasks, RpcError> {
+    server.tasks().ok_or_else(|| {
+        RpcError::new(
+            INTERNAL_ERROR,
+            "no task store (set HOME, XDG_STATE_HOME or store_dir)",
+        )
+    })
+}
+
+fn task_id_param(params: &Value, method: &str) -> Result<String, RpcError> {
+    params
+        .get("taskId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| RpcError::invalid_params(format!("{method} needs a string \"taskId\"")))
+}
+
+fn lookup_error(e: &EngineError) -> RpcError {
+    match e {
+        EngineError::NoSuchTask { .. } => {
+            RpcError::invalid_params(format!("Failed to retrieve task: Task not found ({e})"))
+        }
+        _ => RpcError::new(INTERNAL_ERROR, format!("the task store failed: {e}")),
+    }
+}
+
+/// Create a task for `execute_droid_task` with `args`: the `CreateTaskResult` and the task id.
+///
+/// # Errors
+/// `-32602` for arguments the contract rejects, `-32603` when the task cannot be submitted.
+pub async fn create(
+    server: &Arc<Server>,
+    args: Map<String, Value>,
+    relay: &Relay,
+) -> Result<(Value, String), RpcError> {
+    let tasks = store(server)?;
+    let req = server.engine().admit(&Value::Object(args)).map_err(|v| {
+        let all: Vec<String> = v.as_slice().iter().map(ToString::to_string).collect();
+        RpcError::invalid_params(format!(
+            "Invalid arguments for tool execute_droid_task: {}",
+            all.join("; ")
+        ))
+    })?;
+    let key = tasks
+        .submit(&req)
+        .await
+        .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("could not start the task: {e}")))?;
+    let rec = tasks
+        .status(key.as_str())
+        .await
+        .map_err(|e| lookup_error(&e))?;
+    relay
+        .log(
+            Level::Notice,
+            json!({"message": format!("created task {key}"), "event": "task_created", "task_id": key.as_str()}),
+        )
+        .await;
+    // a task begins `working` (spec); a run fast enough to have ended already shows its final
+    // status at the first tasks/get and in the watcher's status notification
+    let mut created = task(&rec, ttl_ms(server));
+    if is_terminal(rec.state) {
+        created["status"] = json!("working");
+        created["statusMessage"] = json!("started");
+    }
+    let result = json!({
+        "task": created,
+        "_meta": {IMMEDIATE_RESPONSE: format!(
+            "Started droid task {key} in the background; its result comes with tasks/result (or droid_pend with task_id {key})."
+        )},
+    });
+    Ok((result, key.as_str().to_owned()))
+}
+
+/// `tasks/get`.
+///
+/// # Errors
+/// `-32602` for a missing or unknown `taskId`.
+pub async fn get(server: &Server, params: &Value) -> Result<Value, RpcError> {
+    let id = task_id_param(params, "tasks/get")?;
+    let rec = store(server)?
+        .status(&id)
+        .await
+        .map_err(|e| lookup_error(&e))?;
+    Ok(task(&rec, ttl_ms(server)))
+}
+
+/// `tasks/result`: waits until the task has a result.
+///
+/// # Errors
+/// `-32602` for a missing or unknown `taskId` (or one that expired while waited for).
+pub async fn result(server: &Server, params: &Value) -> Result<Value, RpcError> {
+    let id = task_id_param(params, "tasks/result")?;
+    let tasks = store(server)?;
+    loop {
+        let rec = tasks
+            .wait(&id, Duration::from_secs(60))
+            .await
+            .map_err(|e| lookup_error(&e))?;
+        if let Some(r) = rec.result {
+            let mut answer = result_answer(&r);
+            if let Some(obj) = answer.as_object_mut() {
+                obj.insert("_meta".into(), json!({RELATED_TASK: {"taskId": id}}));
+            }
+            return Ok(answer);
+        }
+    }
+}
+
+/// `tasks/list`.
+///
+/// # Errors
+/// `-32602` for a malformed or stale cursor, `-32603` when the store cannot be read.
+pub async fn list(server: &Server, params: &Value) -> Result<Value, RpcError> {
+    let cursor = match params.get("cursor") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(c)) => Some(c.as_str()),
+        Some(other) => {
+            return Err(RpcError::invalid_params(format!(
+                "cursor must be a string from nextCursor, got {other}"
+            )));
+        }
+    };
+    let all = store(server)?
+        .list(&TaskFilter::default())
+        .await
+        .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("the task store failed: {e}")))?;
+    let (records, next) = page(all, cursor, PAGE_SIZE)?;
+    let ttl = ttl_ms(server);
+    let mut answer = json!({"tasks": records.iter().map(|r| task(r, ttl)).collect::<Vec<_>>()});
+    if let (Some(next), Some(obj)) = (next, answer.as_object_mut()) {
+        obj.insert("nextCursor".into(), json!(next));
+    }
+    Ok(answer)
+}
+
+/// The page of `all` (newest first) after `cursor`, and the cursor of the next page if any.
+///
+/// # Errors
+/// `-32602` when `cursor` names no task in `all`.
+pub fn page(
+    all: Vec<TaskRecord>,
+    cursor: Option<&str>,
+    size: usize,
+) -> Result<(Vec<TaskRecord>, Option<String>), RpcError> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => {
+            all.iter().position(|r| r.task_id == c).ok_or_else(|| {
+                RpcError::invalid_params(format!(
+                    "invalid or expired cursor {c:?}: list again without a cursor"
+                ))
+            })? + 1
+        }
+    };
+    let rest: Vec<TaskRecord> = all.into_iter().skip(start).collect();
+    let more = rest.len() > size;
+    let records: Vec<TaskRecord> = rest.into_iter().take(size).collect();
+    let next = if more {
+        records.last().map(|r| r.task_id.clone())
+    } else {
+        None
+    };
+    Ok((records, next))
+}
+
+/// `tasks/cancel`.
+///
+/// # Errors
+/// `-32602` for a missing or unknown `taskId` or a task already finished (or that finished
+/// before the cancel took effect); `-32603` when it has not stopped within 15 s.
+pub async fn cancel(server: &Server, params: &Value) -> Result<Value, RpcError> {
+    let id = task_id_param(params, "tasks/cancel")?;
+    let tasks = store(server)?;
+    let terminal = |rec: &TaskRecord| {
+        RpcError::invalid_params(format!(
+            "Cannot cancel task: already in terminal status '{}' ({})",
+            status(rec.state),
+            rec.state.as_str()
+        ))
+    };
+    let rec = tasks.status(&id).await.map_err(|e| lookup_error(&e))?;
+    if is_terminal(rec.state) {
+        return Err(terminal(&rec));
+    }
+    tasks.cancel(&id).await.map_err(|e| lookup_error(&e))?;
+    let rec = tasks
+        .wait(&id, CANCEL_SETTLE)
+        .await
+        .map_err(|e| lookup_error(&e))?;
+    if rec.state == TaskState::Cancelled {
+        let mut t = task(&rec, ttl_ms(server));
+        t["statusMessage"] = json!("The task was cancelled by request.");
+        Ok(t)
+    } else if is_terminal(rec.state) {
+        Err(terminal(&rec))
+    } else {
+        Err(RpcError::new(
+            INTERNAL_ERROR,
+            format!(
+                "cancellation of task {id} was requested but it has not stopped within {} s; poll tasks/get",
+                CANCEL_SETTLE.as_secs()
+            ),
+        ))
+    }
+}
+
+/// Relay task `id`'s events (progress, log messages) and status changes until it ends or `stop`.
+pub async fn watch(
+    server: Arc<Server>,
+    id: String,
+    mut relay: Relay,
+    out: Outbox,
+    stop: CancellationToken,
+) {
+    let Some(tasks) = server.tasks() else {
+        return;
+    };
+    let ttl = ttl_ms(&server);
+    let started = tokio::time::Instant::now();
+    let mut quiet_since = started;
+    let mut after = 0;
+    let mut last = "working";
+    loop {
+        if relay_events(tasks, &id, &mut after, &mut relay).await {
+            quiet_since = tokio::time::Instant::now();
+        } else if quiet_since.elapsed() >= HEARTBEAT {
+            relay.heartbeat(started.elapsed()).await;
+            quiet_since = tokio::time::Instant::now();
+        }
+        let Ok(rec) = tasks.status(&id).await else {
+            return;
+        };
+        let now = status(rec.state);
+        if now != last {
+            if is_terminal(rec.state) {
+                // what the run recorded before it ended goes out before the final status
+                relay_events(tasks, &id, &mut after, &mut relay).await;
+            }
+            out.send(notification("notifications/tasks/status", task(&rec, ttl)))
+                .await;
+            last = now;
+        }
+        if is_terminal(rec.state) {
+            return;
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(WATCH_EVERY) => {}
+        }
+    }
+}
+
+/// Relay the task's events after sequence number `after`; whether there were any.
+async fn relay_events(tasks: &Tasks, id: &str, after: &mut u64, relay: &mut Relay) -> bool {
+    let events = tasks.events(id, *after).unwrap_or_default();
+    let any = !events.is_empty();
+    for ev in events {
+        if let Some(seq) = ev.get("seq").and_then(Value::as_u64) {
+            *after = seq;
+        }
+        // the log's lines are RunEvents plus `seq` and `at`; others are skipped
+        if let Ok(ev) = serde_json::from_value::<RunEvent>(ev) {
+            relay.event(&ev).await;
+        }
+    }
+    any
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn rec(id: &str) -> TaskRecord {
+        TaskRecord {
+            task_id: id.into(),
+            state: TaskState::Running,
+            created_at: "2026-11-22T12:04:05.123Z".into(),
+            updated_at: "2026-11-22T12:04:05.123Z".into(),
+            result: None,
+        }
+    }
+
+    fn ids(v: &[TaskRecord]) -> Vec<&str> {
+        v.iter().map(|r| r.task_id.as_str()).collect()
+    }
+
+    #[test]
+    fn every_state_has_a_status_and_only_working_is_not_terminal() {
+        for st in TaskState::ALL {
+            let s = status(st);
+            assert!(
+                ["working", "completed", "failed", "cancelled"].contains(&s),
+                "{st:?}"
+            );
+            assert_eq!(is_terminal(st), st.is_finished(), "{st:?}");
+        }
+        assert_eq!(status(TaskState::Partial), "completed");
+        assert_eq!(status(TaskState::Timeout), "failed");
+    }
+
+    #[test]
+    fn pages_follow_the_cursor_to_the_end() {
+        let all: Vec<TaskRecord> = ["e", "d", "c", "b", "a"].into_iter().map(rec).collect();
+        let (p1, c1) = page(all.clone(), None, 2).unwrap();
+        assert_eq!((ids(&p1), c1.as_deref()), (vec!["e", "d"], Some("d")));
+        let (p2, c2) = page(all.clone(), c1.as_deref(), 2).unwrap();
+        assert_eq!((ids(&p2), c2.as_deref()), (vec!["c", "b"], Some("b")));
+        let (p3, c3) = page(all.clone(), c2.as_deref(), 2).unwrap();
+        assert_eq!((ids(&p3), c3), (vec!["a"], None));
+        let (exact, none) = page(all[..2].to_vec(), None, 2).unwrap();
+        assert_eq!((ids(&exact), none), (vec!["e", "d"], None));
+        assert_eq!(
+            page(all, Some("gone"), 2).map_err(|e| e.code).err(),
+            Some(-32602)
+        );
+    }
+
+    #[test]
+    fn a_task_object_has_every_required_field() {
+        let t = task(&rec("droid-1-abcd"), 86_400_000);
+        assert_eq!(
+            t,
+            json!({"taskId": "droid-1-abcd", "status": "working", "statusMessage": "droid is working",
+                   "createdAt": "2026-11-22T12:04:05.123Z", "lastUpdatedAt": "2026-11-22T12:04:05.123Z",
+                   "ttl": 86_400_000, "pollInterval": POLL_INTERVAL_MS})
+        );
+    }
+}
