@@ -1,12 +1,18 @@
-//! `cargo xtask demo`: the product's main job, end to end, on a fresh machine: the real droid
-//! (fetched from npm), a scripted model standing in for the LLM, a sample repository in a temp
-//! HOME, and one `droid-executor run` whose result is printed; then the same task again as a
-//! background task (`run --background`, `tasks list`, `tasks wait`), and through the HTTP bridge
-//! (`run --via bridge` starting the daemon, `bridge status`, `bridge stop`).
+//! `cargo xtask demo [--check-readme]`: the README's tour, run for real on this machine: the real
+//! droid (fetched from npm), a scripted model standing in for the LLM, a sample repository in a
+//! temp HOME. Every path a user takes is shown: `doctor`, `setup skill`, `setup mcp --client
+//! droid` (and droid listing our tools), a sync `run`, a background task, and a run through the
+//! HTTP bridge (started on demand, then stopped).
+//!
+//! Each command is printed as `$ …` (the temp HOME shown as `~`) before its real output. With
+//! `--check-readme` the commands are compared with the `$ ` lines of the README's tour (between
+//! `<!-- tour:begin -->` and `<!-- tour:end -->`; ports and task ids may differ), so the README
+//! cannot show a command that does not run as shown.
 
 use std::path::Path;
+use std::process::Command;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use crate::droid;
@@ -34,7 +40,127 @@ pub(crate) fn script(repo: &Path) -> serde_json::Value {
     ])
 }
 
-pub(crate) fn demo() -> Result<()> {
+/// An argument as a shell would need it written.
+fn quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=~@%+,".contains(c))
+    {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
+/// The tour: runs commands in the sandbox and remembers how each was shown.
+struct Tour<'a> {
+    sandbox: &'a Sandbox,
+    droid: &'a Path,
+    bin: &'a Path,
+    shown: Vec<String>,
+}
+
+impl Tour<'_> {
+    /// `text` with the temp HOME as `~` and this clone as `.`, as the README shows it.
+    fn tidy(&self, text: &str) -> String {
+        let home = self.sandbox.home.display().to_string();
+        let root = workspace_root().display().to_string();
+        text.replace(&home, "~").replace(&format!("{root}/"), "./")
+    }
+
+    fn show(&mut self, line: String) {
+        let line = self.tidy(&line);
+        println!("$ {line}");
+        self.shown.push(line);
+    }
+
+    fn command(&self, program: &Path, args: &[&str]) -> Command {
+        let mut cmd = self.sandbox.command(program);
+        cmd.env("DROID_CLI_CMD", self.droid).args(args);
+        cmd
+    }
+
+    /// Show and run `droid-executor ARGS`, print its output (stderr first: it carries the
+    /// progress notes that come before the result), and return its stdout. `any_code`: a
+    /// non-zero exit is part of the show (doctor with a warning).
+    fn dx_with(&mut self, args: &[&str], any_code: bool) -> Result<String> {
+        let line = std::iter::once("droid-executor".to_owned())
+            .chain(args.iter().map(|a| quote(a)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        self.show(line.clone());
+        let out = self
+            .command(self.bin, args)
+            .output()
+            .with_context(|| line.clone())?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        print!("{}", self.tidy(&String::from_utf8_lossy(&out.stderr)));
+        print!("{}", self.tidy(&stdout));
+        if !any_code && !out.status.success() {
+            bail!("{line} exited with {}", out.status);
+        }
+        Ok(stdout)
+    }
+
+    fn dx(&mut self, args: &[&str]) -> Result<()> {
+        self.dx_with(args, false).map(drop)
+    }
+}
+
+/// `head` then `task`.
+fn with<'a>(head: &[&'a str], task: &[&'a str]) -> Vec<&'a str> {
+    head.iter().chain(task).copied().collect()
+}
+
+/// The `$ ` lines of the README's tour.
+fn readme_commands() -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(workspace_root().join("README.md"))?;
+    let start = text
+        .find("<!-- tour:begin -->")
+        .context("README.md has no <!-- tour:begin --> marker")?;
+    let end = text
+        .find("<!-- tour:end -->")
+        .context("README.md has no <!-- tour:end --> marker")?;
+    Ok(text[start..end]
+        .lines()
+        .filter_map(|l| l.strip_prefix("$ "))
+        .map(str::to_owned)
+        .collect())
+}
+
+/// A command with what legitimately differs between runs (ports, task ids) blanked.
+fn normalize(line: &str) -> String {
+    let mut out = Vec::new();
+    let mut words = line.split(' ').peekable();
+    while let Some(w) = words.next() {
+        out.push(w.to_owned());
+        if matches!(w, "--port" | "--bridge-port") && words.peek().is_some() {
+            words.next();
+            out.push("PORT".into());
+        }
+    }
+    out.iter()
+        .map(|w| {
+            if w.starts_with("droid-") && w.len() == "droid-1795331288-54e7".len() {
+                "ID".to_owned()
+            } else if let Some((host, port)) = w.rsplit_once("127.0.0.1:") {
+                let rest: String = port.chars().skip_while(char::is_ascii_digit).collect();
+                format!("{host}127.0.0.1:PORT{rest}")
+            } else {
+                w.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub(crate) fn demo(args: &[&str]) -> Result<()> {
+    let check = match args {
+        [] => false,
+        ["--check-readme"] => true,
+        _ => bail!("usage: cargo xtask demo [--check-readme]"),
+    };
     let droid = droid::fetch()?;
     run(cargo().args([
         "build",
@@ -48,81 +174,96 @@ pub(crate) fn demo() -> Result<()> {
     .context("building droid-executor and scripted-model")?;
     let bins = workspace_root().join("target/debug");
     let sandbox = Sandbox::new(&bins, script)?;
-    println!("sample repository: {}", sandbox.repo.display());
-    println!(
-        "$ droid-executor run --repo {} --model {MODEL} --mode code --command 'python3 test_greet.py' --accept 'python3 test_greet.py passes' '{OBJECTIVE}'\n",
-        sandbox.repo.display()
-    );
-    let mut cmd = sandbox.command(&bins.join("droid-executor"));
-    cmd.env("DROID_CLI_CMD", &droid)
-        .arg("run")
-        .arg("--repo")
-        .arg(&sandbox.repo)
-        .args([
-            "--model",
-            MODEL,
-            "--mode",
-            "code",
-            "--command",
-            "python3 test_greet.py",
-        ])
-        .args(["--accept", "python3 test_greet.py passes", OBJECTIVE]);
-    run(&mut cmd).context("the demo run did not succeed")?;
-    println!("\n(add --json for the full ExecutionResult)");
-
-    sandbox.reset()?;
-    println!("\nThe same task in the background:\n");
-    println!(
-        "$ droid-executor run --background --model {MODEL} --mode code --command 'python3 test_greet.py' '{OBJECTIVE}'"
-    );
-    let mut submit = sandbox.command(&bins.join("droid-executor"));
-    submit
-        .env("DROID_CLI_CMD", &droid)
-        .args(["run", "--background", "--model", MODEL, "--mode", "code"])
-        .args(["--command", "python3 test_greet.py", OBJECTIVE]);
-    let id = output(&mut submit).context("submitting the background task")?;
-    let id = id.trim().to_owned();
-    println!("{id}");
-    for args in [vec!["tasks", "list"], vec!["tasks", "wait", id.as_str()]] {
-        println!("$ droid-executor {}", args.join(" "));
-        let mut cmd = sandbox.command(&bins.join("droid-executor"));
-        cmd.env("DROID_CLI_CMD", &droid).args(&args);
-        run(&mut cmd).with_context(|| format!("droid-executor {}", args.join(" ")))?;
-    }
-
-    sandbox.reset()?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let port = port.to_string();
-    println!("\nThe same task through the HTTP bridge, started on demand:\n");
-    println!(
-        "$ droid-executor run --via bridge --bridge-port {port} --model {MODEL} --mode code --command 'python3 test_greet.py' '{OBJECTIVE}'"
-    );
-    let bridge = |args: &[&str]| {
-        let mut cmd = sandbox.command(&bins.join("droid-executor"));
-        cmd.env("DROID_CLI_CMD", &droid).args(args);
-        cmd
+    let bin = bins.join("droid-executor");
+    // droid-executor on PATH, as after `cargo install`
+    let mut tour = Tour {
+        sandbox: &sandbox,
+        droid: &droid,
+        bin: &bin,
+        shown: Vec::new(),
     };
-    let outcome = run(&mut bridge(&[
-        "run",
-        "--via",
-        "bridge",
-        "--bridge-port",
-        &port,
-        "--model",
-        MODEL,
+    println!("sample repository: {}", sandbox.repo.display());
+    tour.show("cd ~/sample-repo".into());
+    tour.dx_with(&["doctor"], true)?;
+    tour.dx(&["setup", "skill"])?;
+    tour.dx(&["setup", "mcp", "--client", "droid"])?;
+    tour.show(format!(
+        "droid exec --list-tools -m {MODEL} | grep droid-executor"
+    ));
+    let listed = output(&mut tour.command(&droid, &["exec", "--list-tools", "-m", MODEL]))
+        .context("droid exec --list-tools")?;
+    for line in listed.lines().filter(|l| l.contains("droid-executor")) {
+        println!("{}", tour.tidy(line));
+    }
+    let task = [
         "--mode",
         "code",
+        "--model",
+        MODEL,
         "--command",
         "python3 test_greet.py",
+        "--accept",
+        "python3 test_greet.py passes",
         OBJECTIVE,
-    ]))
-    .context("the run through the bridge did not succeed")
-    .and_then(|()| {
-        println!("$ droid-executor bridge status --port {port}");
-        run(&mut bridge(&["bridge", "status", "--port", &port]))
-    });
+    ];
+    tour.dx(&with(&["run"], &task))?;
+
+    sandbox.reset()?;
+    let id = tour.dx_with(&with(&["run", "--background"], &task), false)?;
+    let id = id.trim().to_owned();
+    tour.dx(&["tasks", "wait", &id])?;
+
+    sandbox.reset()?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let port = port.to_string();
+    let outcome = tour
+        .dx(&with(
+            &["run", "--via", "bridge", "--bridge-port", &port],
+            &task,
+        ))
+        .and_then(|()| tour.dx(&["bridge", "status", "--port", &port]));
     // the daemon is stopped whatever happened
-    println!("$ droid-executor bridge stop --port {port}");
-    let stopped = run(&mut bridge(&["bridge", "stop", "--port", &port]));
-    outcome.and(stopped)
+    let stopped = tour.dx(&["bridge", "stop", "--port", &port]);
+    outcome.and(stopped)?;
+
+    if check {
+        let want: Vec<String> = tour.shown.iter().map(|l| normalize(l)).collect();
+        let have: Vec<String> = readme_commands()?.iter().map(|l| normalize(l)).collect();
+        if want != have {
+            bail!(
+                "README.md's tour does not show the commands the demo runs.\nREADME:\n  {}\ndemo:\n  {}\n\
+                 (paste the demo's output between the tour markers)",
+                have.join("\n  "),
+                want.join("\n  ")
+            );
+        }
+        println!("\nREADME tour: {} commands, all run as shown", want.len());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes_what_varies() {
+        assert_eq!(
+            normalize("droid-executor bridge stop --port 35567"),
+            "droid-executor bridge stop --port PORT"
+        );
+        assert_eq!(
+            normalize("droid-executor tasks wait droid-1795331288-54e7"),
+            "droid-executor tasks wait ID"
+        );
+        assert_eq!(
+            normalize("curl -s http://127.0.0.1:35567/health"),
+            "curl -s http://127.0.0.1:PORT/health"
+        );
+        assert_eq!(quote("a b"), "'a b'");
+        assert_eq!(quote("it's"), "'it'\\''s'");
+        assert_eq!(quote("--mode"), "--mode");
+    }
 }

@@ -45,7 +45,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <fetch-droid | fetch-interop | test | ci | codegen [--check] | demo | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R]>";
+const USAGE: &str = "usage: cargo xtask <fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
@@ -59,7 +59,7 @@ fn dispatch(args: &[&str]) -> Result<()> {
         ["ci"] => ci(),
         ["codegen"] => codegen(false),
         ["codegen", "--check"] => codegen(true),
-        ["demo"] => demo::demo(),
+        ["demo", rest @ ..] => demo::demo(rest),
         ["bench", "engine", rest @ ..] => bench::engine(rest),
         ["bench", "bridge", rest @ ..] => bench_bridge::bridge(rest),
         ["bench", "mcp", rest @ ..] => bench::mcp(rest),
@@ -112,10 +112,7 @@ fn codegen(check: bool) -> Result<()> {
             "schemas/task-record.schema.json",
             droid_contract::task_record_schema(),
         ),
-        (
-            "schemas/openapi.json",
-            bridge_http::openapi::document(),
-        ),
+        ("schemas/openapi.json", bridge_http::openapi::document()),
     ];
     let mut generated = Vec::new();
     for (rel, schema) in files {
