@@ -13,6 +13,7 @@ mod mcp_node;
 mod mcp_python;
 mod mcp_stdio;
 mod mcp_wire_modern;
+mod packaging;
 mod setup_mcp;
 mod support_selftest;
 mod tasks_cli;

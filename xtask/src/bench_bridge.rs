@@ -10,7 +10,11 @@
 //! peak. Requests go round-robin over R git repositories: the engine serializes runs on one
 //! repository (two droids editing one tree would trample each other), the seed does not, so a
 //! single repository would measure that lock rather than the bridge. Ours runs with
-//! `max_concurrent` 32 (`DROID_EXECUTOR_MAX_CONCURRENT`); the seed has no limit at all.
+//! `max_concurrent` 32 (`DROID_EXECUTOR_MAX_CONCURRENT`); the seed has no limit at all. Per run
+//! ours does more than the seed: git snapshots before and after (for `files_changed`) and a sweep
+//! for processes droid left behind; with a droid that returns at once, that work is most of what
+//! is measured. The report also counts SYNs the kernel dropped on a full listen queue during each
+//! level (http.server listens with a backlog of 5): each one costs its client a one-second retry.
 //! Every request must come back `success`, exactly once: anything else fails the bench.
 //! Measured, never asserted.
 
@@ -126,18 +130,29 @@ pub(crate) fn bridge(args: &[&str]) -> Result<()> {
          enough repositories keep that lock out of the figures)"
     );
     println!(
-        "  ours: droid-executor serve (release), max_concurrent {MAX_CONCURRENT}; seed: \
-         bench/seed_bridge.py (ThreadingHTTPServer + subprocess.run), no limit on runs"
+        "  ours: droid-executor serve (release), max_concurrent {MAX_CONCURRENT}, git snapshots \
+         before and after each run (files_changed) and a sweep for processes droid left behind"
+    );
+    println!(
+        "  seed: bench/seed_bridge.py (ThreadingHTTPServer + subprocess.run), no limit on runs, \
+         droid only"
+    );
+    println!(
+        "  drops: SYNs dropped on a full listen queue while the level ran (TcpExt \
+         ListenOverflows, whole machine); each costs its client a 1 s retry"
     );
     println!();
     println!(
-        "  {:>7}  {:<10} {:>9} {:>9} {:>9}",
-        "clients", "bridge", "req/s", "p50 ms", "p99 ms"
+        "  {:>7}  {:<10} {:>9} {:>9} {:>9} {:>6}",
+        "clients", "bridge", "req/s", "p50 ms", "p99 ms", "drops"
     );
     for (clients, o, s) in &rows {
         for (name, st) in [("ours", o), ("seed", s)] {
+            let drops = st
+                .overflows
+                .map_or_else(|| "?".to_owned(), |n| n.to_string());
             println!(
-                "  {clients:>7}  {name:<10} {:>9.1} {:>9.2} {:>9.2}",
+                "  {clients:>7}  {name:<10} {:>9.1} {:>9.2} {:>9.2} {drops:>6}",
                 st.per_second(),
                 ms(st.p50),
                 ms(st.p99)
@@ -180,6 +195,9 @@ fn mib(kib: u64) -> f64 {
 struct Stats {
     wall: Duration,
     count: usize,
+    /// Connections the kernel dropped because the listen queue was full, machine-wide
+    /// (`TcpExt ListenOverflows`) while this level ran; `None` where /proc does not say.
+    overflows: Option<u64>,
     p50: Duration,
     p99: Duration,
 }
@@ -188,6 +206,18 @@ impl Stats {
     fn per_second(&self) -> f64 {
         self.count as f64 / self.wall.as_secs_f64()
     }
+}
+
+/// `TcpExt ListenOverflows` from `/proc/net/netstat`: SYNs dropped because a listen queue was
+/// full (the client retries after a second).
+fn listen_overflows() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/net/netstat").ok()?;
+    let mut rows = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (names, values) = (rows.next()?, rows.next()?);
+    let at = names
+        .split_whitespace()
+        .position(|n| n == "ListenOverflows")?;
+    values.split_whitespace().nth(at)?.parse().ok()
 }
 
 /// The nearest-rank percentile `p` of `sorted`.
@@ -202,6 +232,7 @@ async fn load(server: &Server, bodies: &[Value], clients: usize) -> Result<Stats
     let bodies = Arc::new(bodies.to_vec());
     let next = Arc::new(AtomicUsize::new(0));
     let mut workers = tokio::task::JoinSet::new();
+    let overflows_before = listen_overflows();
     let started = Instant::now();
     for _ in 0..clients {
         let (client, bodies, next) = (server.client.clone(), bodies.clone(), next.clone());
@@ -241,6 +272,9 @@ async fn load(server: &Server, bodies: &[Value], clients: usize) -> Result<Stats
         failures.extend(f);
     }
     let wall = started.elapsed();
+    let overflows = listen_overflows()
+        .zip(overflows_before)
+        .map(|(after, before)| after.saturating_sub(before));
     if !failures.is_empty() || times.len() != bodies.len() {
         let log = std::fs::read_to_string(&server.log).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(20).collect();
@@ -257,6 +291,7 @@ async fn load(server: &Server, bodies: &[Value], clients: usize) -> Result<Stats
     Ok(Stats {
         wall,
         count: times.len(),
+        overflows,
         p50: percentile(&times, 50.0),
         p99: percentile(&times, 99.0),
     })

@@ -57,7 +57,9 @@ fn type_of(v: &Value, defs: &Map<String, Value>) -> String {
     if let Some(name) = ref_name(v) {
         let def = &defs[name];
         // scalar newtypes (Objective, RelPath…) read better as their base type and limits
-        if def.get("properties").is_none() && def.get("oneOf").is_none() && def.get("enum").is_none()
+        if def.get("properties").is_none()
+            && def.get("oneOf").is_none()
+            && def.get("enum").is_none()
         {
             return type_of(def, defs);
         }
@@ -90,7 +92,9 @@ fn type_of(v: &Value, defs: &Map<String, Value>) -> String {
         _ => "any".to_owned(),
     };
     let mut out = if base.starts_with("array") {
-        let item = v.get("items").map_or("any".to_owned(), |i| type_of(i, defs));
+        let item = v
+            .get("items")
+            .map_or("any".to_owned(), |i| type_of(i, defs));
         base.replacen("array", &format!("list of {item}"), 1)
     } else {
         base
@@ -136,7 +140,10 @@ fn object_table(name: &str, def: &Value, defs: &Map<String, Value>, out: &mut St
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let _ = writeln!(out, "| field | type | required | meaning |\n|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| field | type | required | meaning |\n|---|---|---|---|"
+    );
     if let Some(props) = def.get("properties").and_then(Value::as_object) {
         for (field, p) in props {
             let mut meaning = p
@@ -151,7 +158,11 @@ fn object_table(name: &str, def: &Value, defs: &Map<String, Value>, out: &mut St
                 out,
                 "| `{field}` | {} | {} | {} |",
                 type_of(p, defs),
-                if required.contains(&field.as_str()) { "yes" } else { "no" },
+                if required.contains(&field.as_str()) {
+                    "yes"
+                } else {
+                    "no"
+                },
                 meaning.trim()
             );
         }
@@ -166,7 +177,9 @@ fn enum_list(name: &str, def: &Value, out: &mut String) {
     }
     if let Some(variants) = def.get("oneOf").and_then(Value::as_array) {
         for v in variants {
-            let value = v.get("const").or_else(|| v.get("enum").and_then(|e| e.get(0)));
+            let value = v
+                .get("const")
+                .or_else(|| v.get("enum").and_then(|e| e.get(0)));
             let value = value.and_then(Value::as_str).unwrap_or("?");
             let d = v
                 .get("description")
