@@ -18,8 +18,8 @@ use http::{Request, Response, StatusCode};
 use tokio::sync::mpsc;
 
 use crate::admit::admit;
-use crate::reply::{Body, json, retry_later};
-use crate::state::Bridge;
+use crate::reply::{Body, json, retry_later, shutting_down};
+use crate::state::{Bridge, Refused};
 
 pub(crate) async fn execute<B>(bridge: &Arc<Bridge>, req: Request<B>) -> Response<Body>
 where
@@ -30,17 +30,22 @@ where
         Ok(r) => r,
         Err(answer) => return answer,
     };
-    let Some(mut ticket) = bridge.admit_sync() else {
-        return retry_later(
-            StatusCode::TOO_MANY_REQUESTS,
-            "queue_full",
-            format!(
-                "{} sync runs are already running or waiting (max_concurrent + max_queue); \
-                 retry later, or submit a background task with POST /tasks",
-                bridge.engine().config().max_concurrent + bridge.config().max_queue
-            ),
-            bridge.config().retry_after,
-        );
+    // the body may have arrived after shutdown began: such a request is refused, never started
+    let mut ticket = match bridge.admit_sync() {
+        Ok(t) => t,
+        Err(Refused::Draining) => return shutting_down(bridge.config().retry_after),
+        Err(Refused::Full) => {
+            return retry_later(
+                StatusCode::TOO_MANY_REQUESTS,
+                "queue_full",
+                format!(
+                    "{} sync runs are already running or waiting (max_concurrent + max_queue); \
+                     retry later, or submit a background task with POST /tasks",
+                    bridge.engine().config().max_concurrent + bridge.config().max_queue
+                ),
+                bridge.config().retry_after,
+            );
+        }
     };
     let cancel = bridge.run_token();
     let guard = cancel.clone().drop_guard();

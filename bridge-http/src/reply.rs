@@ -58,6 +58,16 @@ pub(crate) fn retry_later(
     res
 }
 
+/// 503 while the bridge shuts down.
+pub(crate) fn shutting_down(retry_after: u64) -> Response<Body> {
+    retry_later(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "shutting_down",
+        "the bridge is shutting down; retry once it is back",
+        retry_after,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,6 +43,12 @@ pub(crate) const PATHS: &[(&str, &[&str])] = &[
 impl Route {
     /// Where `method path` goes, or the 404/405 answer.
     pub(crate) fn find(method: &Method, path: &str) -> Result<Self, Response<Body>> {
+        // HEAD is GET without the body (RFC 9110 §9.3.2; hyper sends no body for HEAD)
+        let method = if method == Method::HEAD {
+            &Method::GET
+        } else {
+            method
+        };
         let segs: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
         let (template, route) = match segs.as_slice() {
             ["execute"] => (
@@ -94,7 +100,16 @@ impl Route {
             let allow = PATHS
                 .iter()
                 .find(|(p, _)| *p == template)
-                .map(|(_, m)| m.join(", "))
+                .map(|(_, m)| {
+                    let mut all: Vec<&str> = m.to_vec();
+                    if all.contains(&"GET") {
+                        all.insert(
+                            all.iter().position(|x| *x == "GET").unwrap_or(0) + 1,
+                            "HEAD",
+                        );
+                    }
+                    all.join(", ")
+                })
                 .unwrap_or_default();
             let mut res = error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -140,6 +155,7 @@ mod tests {
         let r = Route::find(&Method::GET, "/execute").unwrap_err();
         assert_eq!(r.headers()["allow"], "POST");
         let r = Route::find(&Method::PATCH, "/tasks").unwrap_err();
-        assert_eq!(r.headers()["allow"], "GET, POST");
+        assert_eq!(r.headers()["allow"], "GET, HEAD, POST");
+        assert_eq!(ok(Method::HEAD, "/health"), Route::Health);
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONNECTION, HeaderValue, X_CONTENT_TYPE_OPTIONS};
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::execute::execute;
-use crate::reply::{Body, full, retry_later};
+use crate::reply::{Body, full, shutting_down};
 use crate::routes::Route;
 use crate::state::Bridge;
 use crate::{events, guard, health, openapi, task_routes};
@@ -160,12 +160,7 @@ where
     B::Error: std::error::Error + Send + Sync + 'static,
 {
     if bridge.is_draining() {
-        return retry_later(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "shutting_down",
-            "the bridge is shutting down; retry once it is back",
-            bridge.config().retry_after,
-        );
+        return shutting_down(bridge.config().retry_after);
     }
     if let Some(refusal) = guard::refuse(req.headers(), local, bridge.config()) {
         return refusal;

@@ -98,24 +98,39 @@ impl Bridge {
         &self.closing
     }
 
-    /// Admit one more sync request, or `None` when `max_concurrent + max_queue` are already in:
-    /// at most `max_queue` wait behind the runs this bridge can have going at once. (Run slots
-    /// are shared with background tasks and other processes, so more may wait for a while; the
-    /// bound on what this bridge holds stays.)
-    pub(crate) fn admit_sync(&self) -> Option<SyncTicket> {
+    /// Admit one more sync request. Refused when `max_concurrent + max_queue` are already in
+    /// ([`Refused::Full`]: at most `max_queue` wait behind the runs this bridge can have going at
+    /// once; run slots are shared with background tasks and other processes, so more may wait for
+    /// a while, but the bound on what this bridge holds stays), or when shutdown has begun
+    /// ([`Refused::Draining`]). The place is taken before the shutdown flag is read, and the drain
+    /// sets the flag before it counts, so a request is either refused or waited for: never lost.
+    pub(crate) fn admit_sync(&self) -> Result<SyncTicket, Refused> {
         let cap = self.engine.config().max_concurrent + self.cfg.max_queue;
         self.in_flight
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < cap).then_some(n + 1)
             })
-            .ok()?;
+            .map_err(|_| Refused::Full)?;
         self.waiting.fetch_add(1, Ordering::SeqCst);
-        Some(SyncTicket {
+        let ticket = SyncTicket {
             in_flight: Arc::clone(&self.in_flight),
             waiting: Arc::clone(&self.waiting),
             started: false,
-        })
+        };
+        if self.is_draining() {
+            return Err(Refused::Draining);
+        }
+        Ok(ticket)
     }
+}
+
+/// Why a sync request was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// The queue is full (429).
+    Full,
+    /// The bridge is shutting down (503).
+    Draining,
 }
 
 /// One admitted sync request; dropping it frees its place.

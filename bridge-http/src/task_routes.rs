@@ -12,7 +12,7 @@ use http::{Request, Response, StatusCode};
 use serde_json::json;
 
 use crate::admit::admit;
-use crate::reply::{Body, error, json};
+use crate::reply::{Body, error, json, shutting_down};
 use crate::state::Bridge;
 
 /// How long `DELETE` waits for the task to stop before answering 202 instead of 200.
@@ -64,6 +64,11 @@ where
         Ok(r) => r,
         Err(answer) => return answer,
     };
+    // the body may have arrived after shutdown began: refuse rather than start a task nobody
+    // hears about
+    if bridge.is_draining() {
+        return shutting_down(bridge.config().retry_after);
+    }
     match tasks.submit(&request).await {
         Ok(key) => {
             bridge.metrics().submitted();

@@ -4,6 +4,7 @@
 mod binary;
 mod bridge_daemon;
 mod bridge_harness;
+mod bridge_http;
 mod bridge_real_droid;
 mod cli;
 mod common;

@@ -238,7 +238,7 @@ fn build_request(a: &RunArgs) -> Result<Value, Violations> {
     }
 }
 
-/// Cancel the run on SIGINT (Ctrl-C), SIGTERM or SIGHUP. droid runs in its own process group, so
+/// Cancel the run on SIGINT (Ctrl-C), SIGTERM or SIGHUP; a second one exits at once. droid runs in its own process group, so
 /// the terminal's signals never reach it: only a cancel stops it and whatever it started. The
 /// handlers are installed before the run starts, so there is no window where a signal kills us
 /// and leaves droid behind.
@@ -256,8 +256,17 @@ pub(crate) fn cancel_on_signals(
             _ = term.recv() => "terminated",
             _ = hup.recv() => "hung up",
         };
-        eprintln!("\ndroid-executor: {name}; {then}");
+        eprintln!("\ndroid-executor: {name}; {then} (a second signal exits at once)");
         cancel.cancel();
+        // a second signal: the user will not wait for the clean stop. droid dies with us (its
+        // parent-death signal); what it started in a session of its own may survive.
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
+        eprintln!("droid-executor: second signal; exiting now");
+        std::process::exit(130);
     }))
 }
 
