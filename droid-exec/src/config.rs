@@ -166,6 +166,8 @@ impl Settings {
             None => Settings::default(),
         };
         s.apply_env(env)?;
+        // an empty root is a prefix of every path: it would switch the restriction off
+        s.allowed_roots.retain(|p| !p.as_os_str().is_empty());
         if s.allowed_roots.is_empty()
             && let Some(home) = env.get("HOME").filter(|h| !h.is_empty())
         {
@@ -187,11 +189,17 @@ impl Settings {
         if let Some(v) = parse_env::<u16>(env, "DROID_EXECUTOR_PORT")? {
             self.port = v;
         }
-        if let Some(v) = env.get("DROID_EXECUTOR_HOST") {
+        // a variable set to "" counts as unset (an empty allowed_roots would allow every path)
+        if let Some(v) = env.get("DROID_EXECUTOR_HOST").filter(|v| !v.is_empty()) {
             self.host.clone_from(v);
         }
-        if let Some(v) = env.get("DROID_EXECUTOR_ALLOWED_ROOTS") {
-            self.allowed_roots = std::env::split_paths(v).collect();
+        if let Some(v) = env
+            .get("DROID_EXECUTOR_ALLOWED_ROOTS")
+            .filter(|v| !v.is_empty())
+        {
+            self.allowed_roots = std::env::split_paths(v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect();
         }
         if let Some(v) = env.get("DROID_EXECUTOR_MAX_AUTONOMY") {
             self.max_autonomy = serde_json::from_value(serde_json::Value::String(
@@ -235,10 +243,16 @@ impl Settings {
         {
             self.token_file = Some(PathBuf::from(v));
         }
-        if let Some(v) = env.get("DROID_EXECUTOR_ALLOWED_HOSTS") {
+        if let Some(v) = env
+            .get("DROID_EXECUTOR_ALLOWED_HOSTS")
+            .filter(|v| !v.is_empty())
+        {
             self.allowed_hosts = split_list(v);
         }
-        if let Some(v) = env.get("DROID_EXECUTOR_ALLOWED_ORIGINS") {
+        if let Some(v) = env
+            .get("DROID_EXECUTOR_ALLOWED_ORIGINS")
+            .filter(|v| !v.is_empty())
+        {
             self.allowed_origins = split_list(v);
         }
         if let Some(v) = env.get("DROID_EXECUTOR_MODEL").filter(|v| !v.is_empty()) {

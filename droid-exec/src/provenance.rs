@@ -66,10 +66,10 @@ pub fn sources(path: Option<&Path>, env: &EnvMap) -> Result<Vec<Sourced>, Engine
     })?;
     let mut out = Vec::new();
     for (key, vars) in ENV_NAMES {
-        let from_env = vars.iter().rev().find(|v| {
-            env.get(**v)
-                .is_some_and(|x| !x.is_empty() || **v == "DROID_EXECUTOR_HOST")
-        });
+        let from_env = vars
+            .iter()
+            .rev()
+            .find(|v| env.get(**v).is_some_and(|x| !x.is_empty()));
         let source = match from_env {
             Some(v) => format!("env {v}"),
             None if in_file.iter().any(|k| k == key) => "file".to_owned(),

@@ -6,7 +6,9 @@
 //! For each bundled file: missing → create; identical → nothing; still as we wrote it (its hash
 //! is the recorded one) → update; anything else is a local edit (or a file we never wrote) → a
 //! conflict, refused unless `force`, and then the old content is kept as `<file>.bak`. Files of
-//! the directory that are not bundled are left alone.
+//! the directory that are not bundled are left alone. New contents are staged beside their files
+//! and renamed into place only once all are written, so a failure changes nothing; files are
+//! 0644 (a skill is documentation).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,7 +17,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
 use crate::fnv;
-use crate::store::write_atomic;
 
 /// The skill's folder name (it is also its `name`).
 pub const SKILL_NAME: &str = "droid-executor";
@@ -116,37 +117,86 @@ pub fn install_skill(
             files: conflicts.iter().map(|c| (*c).to_owned()).collect(),
         });
     }
-    let mut recorded = Manifest {
+    let recorded = Manifest {
         version: version.to_owned(),
-        files: BTreeMap::new(),
+        files: files
+            .iter()
+            .map(|f| (f.rel.to_owned(), fnv::hex(f.text.as_bytes())))
+            .collect(),
     };
-    for (f, (_, action)) in files.iter().zip(&plan.files) {
-        let path = plan.dir.join(f.rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(EngineError::io("create", parent))?;
-        }
-        if *action == FileAction::Conflict {
-            let bak = path.with_file_name(format!(
-                "{}.bak",
-                path.file_name()
-                    .map(|n| n.to_string_lossy())
-                    .unwrap_or_default()
-            ));
-            std::fs::copy(&path, &bak).map_err(EngineError::io("back up", &path))?;
-        }
-        if *action != FileAction::Unchanged {
-            write_atomic(&path, f.text.as_bytes())?;
-        }
-        recorded
-            .files
-            .insert(f.rel.to_owned(), fnv::hex(f.text.as_bytes()));
-    }
-    let text = serde_json::to_vec_pretty(&recorded).map_err(|e| EngineError::Io {
+    let manifest_text = serde_json::to_vec_pretty(&recorded).map_err(|e| EngineError::Io {
         action: "encode",
         path: plan.dir.join(MANIFEST),
         source: std::io::Error::other(e),
     })?;
-    write_atomic(&plan.dir.join(MANIFEST), &text)
+    let manifest_path = plan.dir.join(MANIFEST);
+    let mut writes: Vec<(PathBuf, &[u8])> = files
+        .iter()
+        .zip(&plan.files)
+        .filter(|(_, (_, action))| *action != FileAction::Unchanged)
+        .map(|(f, _)| (plan.dir.join(f.rel), f.text.as_bytes()))
+        .collect();
+    if std::fs::read(&manifest_path).ok().as_deref() != Some(manifest_text.as_slice()) {
+        writes.push((manifest_path, &manifest_text));
+    }
+    // two phases, so a failure leaves the skill as it was: every new content is written beside
+    // its file first; only when all are there are they renamed into place
+    let mut staged: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let stage = |path: &Path, bytes: &[u8]| -> Result<PathBuf, EngineError> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(EngineError::io("create", parent))?;
+        }
+        let tmp = sibling(path, ".dx-new");
+        write_readable(&tmp, bytes)?;
+        Ok(tmp)
+    };
+    for (path, bytes) in &writes {
+        match stage(path, bytes) {
+            Ok(tmp) => staged.push((tmp, path.clone())),
+            Err(e) => {
+                for (tmp, _) in &staged {
+                    let _ = std::fs::remove_file(tmp);
+                }
+                return Err(e);
+            }
+        }
+    }
+    for ((_, action), f) in plan.files.iter().zip(files) {
+        if *action == FileAction::Conflict {
+            let path = plan.dir.join(f.rel);
+            std::fs::copy(&path, sibling(&path, ".bak"))
+                .map_err(EngineError::io("back up", &path))?;
+        }
+    }
+    for (tmp, path) in staged {
+        std::fs::rename(&tmp, &path).map_err(EngineError::io("rename", &path))?;
+    }
+    Ok(())
+}
+
+/// `path` with `suffix` appended to its file name.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!("{name}{suffix}"))
+}
+
+/// Write `bytes` to `path` (0644: a skill is documentation other users may read), synced.
+fn write_readable(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .open(path)
+        .map_err(EngineError::io("write", path))?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .map_err(EngineError::io("write", path))
 }
 
 #[cfg(test)]

@@ -99,8 +99,21 @@ pub(crate) async fn clean_expired(tasks: &droid_exec::Tasks) {
     }
 }
 
+/// A config file named with `--config` must exist (the default one may be absent: defaults).
+pub(crate) fn check_named_config(config: Option<&PathBuf>) -> anyhow::Result<()> {
+    match config {
+        Some(p) if !p.exists() => anyhow::bail!(
+            "the config file {} does not exist (--config names a file to read; without it the \
+             default path is used)",
+            p.display()
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// Load settings from `--config` or the default path.
 pub(crate) fn settings(config: Option<&PathBuf>, env: &EnvMap) -> anyhow::Result<Settings> {
+    check_named_config(config)?;
     let path = config
         .cloned()
         .or_else(|| droid_exec::config::default_config_path(env));

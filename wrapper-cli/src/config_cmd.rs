@@ -36,6 +36,10 @@ fn say(text: &str) {
 
 pub(crate) fn config(args: ConfigArgs, config: Option<&PathBuf>) -> ExitCode {
     let ConfigAction::Show { json } = args.action;
+    if let Err(e) = crate::cli::check_named_config(config) {
+        eprintln!("droid-executor config: {e}");
+        return ExitCode::from(2);
+    }
     let env = env_map();
     let path = config.cloned().or_else(|| default_config_path(&env));
     let rows = match sources(path.as_deref(), &env) {

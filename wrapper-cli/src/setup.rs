@@ -75,24 +75,29 @@ fn skill(dir: Option<PathBuf>, force: bool, dry_run: bool) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    for (rel, action) in &plan.files {
-        let verb = match (action, dry_run) {
-            (FileAction::Create, false) => "created",
-            (FileAction::Create, true) => "would create",
-            (FileAction::Update, false) => "updated",
-            (FileAction::Update, true) => "would update",
-            (FileAction::Unchanged, _) => "unchanged",
-            (FileAction::Conflict, _) if force && !dry_run => "replaced (local edits kept as .bak)",
-            (FileAction::Conflict, _) if force => "would replace (local edits kept as .bak)",
-            (FileAction::Conflict, _) => "edited locally; kept",
-        };
-        println_out(&format!("{verb:<12} {}", plan.dir.join(rel).display()));
-    }
+    let print_plan = |done: bool| {
+        for (rel, action) in &plan.files {
+            let verb = match (action, done) {
+                (FileAction::Create, true) => "created",
+                (FileAction::Create, false) => "would create",
+                (FileAction::Update, true) => "updated",
+                (FileAction::Update, false) => "would update",
+                (FileAction::Unchanged, _) => "unchanged",
+                (FileAction::Conflict, true) => "replaced (edits kept as .bak)",
+                (FileAction::Conflict, false) if force => "would replace (edits kept as .bak)",
+                (FileAction::Conflict, false) => "edited locally",
+            };
+            println_out(&format!("{verb:<14} {}", plan.dir.join(rel).display()));
+        }
+    };
     if dry_run {
+        print_plan(false);
         return ExitCode::SUCCESS;
     }
+    // what was done is printed once it is done; a refusal or failure changes nothing
     match install_skill(&plan, files, env!("CARGO_PKG_VERSION"), force) {
         Ok(()) => {
+            print_plan(true);
             println_out(&format!(
                 "skill {} installed in {}",
                 droid_exec::skill_install::SKILL_NAME,
