@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use crate::droid;
 use crate::sandbox::{MODEL, Sandbox};
-use crate::sh::{cargo, output, run, workspace_root};
+use crate::sh::{build_bins, git_commit_all, output};
 
 const OBJECTIVE: &str = "Create notes.txt containing one line: benchmark";
 
@@ -48,17 +48,7 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
         _ => bail!("usage: cargo xtask bench engine [--runs N]"),
     };
     let droid = droid::fetch()?;
-    run(cargo().args([
-        "build",
-        "--quiet",
-        "--release",
-        "-p",
-        "wrapper-cli",
-        "-p",
-        "tests",
-        "--bins",
-    ]))?;
-    let bins = workspace_root().join("target/release");
+    let bins = build_bins("release")?;
     let sandbox = Sandbox::new(&bins, script)?;
     let prompt = sandbox.dir.join("prompt.txt");
     std::fs::write(&prompt, OBJECTIVE)?;
@@ -176,22 +166,7 @@ impl McpWorld {
             "env_passthrough = [\"FAKE_DROID_SCENARIO\"]\n",
         )?;
         std::fs::write(repo.join("a.txt"), "a\n")?;
-        let git = |args: &[&str]| {
-            output(
-                Command::new("git")
-                    .args([
-                        "-c",
-                        "user.name=bench",
-                        "-c",
-                        "user.email=bench@example.invalid",
-                    ])
-                    .args(args)
-                    .current_dir(&repo),
-            )
-        };
-        git(&["init", "-q"])?;
-        git(&["add", "-A"])?;
-        git(&["commit", "-qm", "bench repository"])?;
+        git_commit_all(&repo, "bench repository")?;
         let scenario = home.join("scenario.json");
         let message = json!({"type": "message", "role": "assistant", "id": "m-1",
             "text": "Nothing to change.", "timestamp": 1_795_320_771_553_u64, "session_id": "bench"});
@@ -392,17 +367,8 @@ pub(crate) fn mcp(args: &[&str]) -> Result<()> {
     if !rest.is_empty() {
         bail!("usage: cargo xtask bench mcp [--calls N] [--starts K]");
     }
-    run(cargo().args([
-        "build",
-        "--quiet",
-        "--release",
-        "-p",
-        "wrapper-cli",
-        "-p",
-        "tests",
-        "--bins",
-    ]))?;
-    let world = McpWorld::new(&workspace_root().join("target/release"))?;
+    let bins = build_bins("release")?;
+    let world = McpWorld::new(&bins)?;
     let task = json!({"objective": "Look around", "context": {"repo_root": world.repo.display().to_string()}});
 
     let mut client = McpClient::start(&world)?;

@@ -29,7 +29,7 @@ use anyhow::{Context, Result, bail};
 use bridge_http::client::{Client, Method};
 use serde_json::{Value, json};
 
-use crate::sh::{cargo, output, run, workspace_root};
+use crate::sh::{build_bins, git_commit_all, workspace_root};
 
 /// Concurrent clients of each measured level.
 const LEVELS: [usize; 3] = [1, 8, 32];
@@ -66,17 +66,7 @@ pub(crate) fn bridge(args: &[&str]) -> Result<()> {
     if Command::new("python3").arg("--version").output().is_err() {
         bail!("python3 is needed for the seed bridge (e.g. apt-get install -y python3)");
     }
-    run(cargo().args([
-        "build",
-        "--quiet",
-        "--release",
-        "-p",
-        "wrapper-cli",
-        "-p",
-        "tests",
-        "--bins",
-    ]))?;
-    let bins = workspace_root().join("target/release");
+    let bins = build_bins("release")?;
     let world = World::new(&bins, repos)?;
     let ours = Server::start(
         "droid-executor serve",
@@ -334,22 +324,7 @@ impl World {
             let repo = me.home.join(format!("repo-{i:02}"));
             std::fs::create_dir_all(&repo)?;
             std::fs::write(repo.join("notes.txt"), "notes\n")?;
-            let git = |args: &[&str]| {
-                output(
-                    Command::new("git")
-                        .args([
-                            "-c",
-                            "user.name=bench",
-                            "-c",
-                            "user.email=bench@example.invalid",
-                        ])
-                        .args(args)
-                        .current_dir(&repo),
-                )
-            };
-            git(&["init", "-q"])?;
-            git(&["add", "-A"])?;
-            git(&["commit", "-qm", "bench repository"])?;
+            git_commit_all(&repo, "bench repository")?;
             me.repos.push(repo);
         }
         Ok(me)

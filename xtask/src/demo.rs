@@ -17,7 +17,7 @@ use serde_json::json;
 
 use crate::droid;
 use crate::sandbox::{MODEL, Sandbox};
-use crate::sh::{cargo, output, run, workspace_root};
+use crate::sh::{build_bins, output, workspace_root};
 
 pub(crate) const OBJECTIVE: &str =
     "Add farewell(name) to greet.py, returning \"Goodbye, <name>!\", with a test";
@@ -162,17 +162,7 @@ pub(crate) fn demo(args: &[&str]) -> Result<()> {
         _ => bail!("usage: cargo xtask demo [--check-readme]"),
     };
     let droid = droid::fetch()?;
-    run(cargo().args([
-        "build",
-        "--quiet",
-        "-p",
-        "wrapper-cli",
-        "-p",
-        "tests",
-        "--bins",
-    ]))
-    .context("building droid-executor and scripted-model")?;
-    let bins = workspace_root().join("target/debug");
+    let bins = build_bins("debug")?;
     let sandbox = Sandbox::new(&bins, script)?;
     let bin = bins.join("droid-executor");
     // droid-executor on PATH, as after `cargo install`

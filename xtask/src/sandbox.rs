@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::sh::{output, run, workspace_root};
+use crate::sh::{git_commit_all, output, workspace_root};
 
 /// The custom model droid is told about.
 pub(crate) const MODEL: &str = "custom:Demo-0";
@@ -32,21 +32,7 @@ impl Sandbox {
         let repo = home.join("sample-repo");
         std::fs::create_dir_all(home.join(".factory"))?;
         copy_dir(&workspace_root().join("xtask/demo/sample-repo"), &repo)?;
-        let git = |args: &[&str]| {
-            run(Command::new("git")
-                .args([
-                    "-c",
-                    "user.name=demo",
-                    "-c",
-                    "user.email=demo@example.invalid",
-                ])
-                .args(args)
-                .current_dir(&repo)
-                .stdout(Stdio::null()))
-        };
-        git(&["init", "-q"])?;
-        git(&["add", "-A"])?;
-        git(&["commit", "-qm", "sample repository"])?;
+        git_commit_all(&repo, "sample repository")?;
         let script = dir.join("script.json");
         std::fs::write(&script, serde_json::to_string_pretty(&make_script(&repo))?)?;
         let port_file = dir.join("model.port");

@@ -43,3 +43,38 @@ pub(crate) fn output(cmd: &mut Command) -> Result<String> {
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+/// Build `droid-executor` and the test binaries (fake droid, scripted model) in `profile`
+/// (`debug` or `release`); the directory they are in.
+pub(crate) fn build_bins(profile: &str) -> Result<PathBuf> {
+    let mut cmd = cargo();
+    cmd.args(["build", "--quiet"]);
+    if profile == "release" {
+        cmd.arg("--release");
+    }
+    run(cmd.args(["-p", "wrapper-cli", "-p", "tests", "--bins"]))
+        .context("building droid-executor and the test binaries")?;
+    Ok(workspace_root().join("target").join(profile))
+}
+
+/// Make `repo` a git repository with everything in it committed as `message`.
+pub(crate) fn git_commit_all(repo: &std::path::Path, message: &str) -> Result<()> {
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"][..],
+        &["commit", "-qm", message][..],
+    ] {
+        output(
+            Command::new("git")
+                .args([
+                    "-c",
+                    "user.name=xtask",
+                    "-c",
+                    "user.email=xtask@example.invalid",
+                ])
+                .args(args)
+                .current_dir(repo),
+        )?;
+    }
+    Ok(())
+}

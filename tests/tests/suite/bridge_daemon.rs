@@ -11,21 +11,19 @@
 
 use std::ffi::OsString;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use bridge_http::Token;
 use bridge_http::client::{Client, Method, probe};
 use droid_contract::{ChangeType, ExecutionResult, FileChange, Status};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tests::fake_droid::RECORD_ENV;
 use tests::procs::{is_alive, pids_with_env, wait_gone};
 
 use super::binary::{FakeHome, NO_DROID_PATH, Out, droid_executor};
+use super::bridge_harness::{DaemonGuard, runs_serve};
 
 /// Time a stopped daemon's process gets to be gone.
 const GONE_LIMIT: Duration = Duration::from_secs(10);
@@ -47,70 +45,6 @@ pub fn pid_in(text: &str) -> i32 {
         .and_then(|rest| rest.split(')').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no \"(pid N)\" in {text:?}"))
-}
-
-/// The bridge daemon on one port of one task store. Dropping it SIGKILLs the daemon (its
-/// process group: it leads its own session) named by the pid file or seen by the test, when that
-/// pid still runs `droid-executor serve`; a passing test has stopped it already.
-pub struct DaemonGuard {
-    pid_file: PathBuf,
-    seen: Mutex<Vec<i32>>,
-}
-
-impl DaemonGuard {
-    /// The daemon of `port` whose files are in `store`.
-    pub fn new(store: &Path, port: u16) -> DaemonGuard {
-        DaemonGuard {
-            pid_file: store.join(format!("bridge-{port}.pid")),
-            seen: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// The pid file.
-    pub fn pid_file(&self) -> &Path {
-        &self.pid_file
-    }
-
-    /// The pid the pid file holds.
-    pub fn pid(&self) -> Option<i32> {
-        std::fs::read_to_string(&self.pid_file)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-    }
-
-    /// Remember `pid` for the clean-up (a daemon whose pid file is not written yet).
-    pub fn saw(&self, pid: i32) {
-        self.seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(pid);
-    }
-}
-
-/// Whether `pid` runs `droid-executor serve` (a reused pid is left alone).
-fn runs_serve(pid: i32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-        let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
-        args.first().is_some_and(|a| a.ends_with(b"droid-executor"))
-            && args.contains(&&b"serve"[..])
-    })
-}
-
-impl Drop for DaemonGuard {
-    fn drop(&mut self) {
-        let mut pids = self
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        pids.extend(self.pid());
-        for pid in pids {
-            if pid > 1 && is_alive(pid) && runs_serve(pid) {
-                let _ = kill(Pid::from_raw(-pid), Signal::SIGKILL);
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            }
-        }
-    }
 }
 
 /// A fake droid's HOME with a port for its bridge. The guard is declared first so it is

@@ -1,15 +1,18 @@
 //! A `droid-executor serve` process for the bridge suites: started on a free port (`--port 0`;
 //! its first stderr line names the address), stopped with SIGTERM, killed with its process
-//! group if a test ends early.
+//! group if a test ends early. And [`DaemonGuard`], which kills a daemon a test started with
+//! `bridge start` (or `run --via bridge`) if the test ends before stopping it.
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use tests::procs::is_alive;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStderr};
 
@@ -105,6 +108,70 @@ impl Drop for ServeProc {
     fn drop(&mut self) {
         if let Some(pid) = self.child.id() {
             let _ = kill(Pid::from_raw(-(pid as i32)), Signal::SIGKILL);
+        }
+    }
+}
+
+/// The bridge daemon on one port of one task store. Dropping it SIGKILLs the daemon (its
+/// process group: it leads its own session) named by the pid file or seen by the test, when that
+/// pid still runs `droid-executor serve`; a passing test has stopped it already.
+pub struct DaemonGuard {
+    pid_file: PathBuf,
+    seen: Mutex<Vec<i32>>,
+}
+
+impl DaemonGuard {
+    /// The daemon of `port` whose files are in `store`.
+    pub fn new(store: &Path, port: u16) -> DaemonGuard {
+        DaemonGuard {
+            pid_file: store.join(format!("bridge-{port}.pid")),
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The pid file.
+    pub fn pid_file(&self) -> &Path {
+        &self.pid_file
+    }
+
+    /// The pid the pid file holds.
+    pub fn pid(&self) -> Option<i32> {
+        std::fs::read_to_string(&self.pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    }
+
+    /// Remember `pid` for the clean-up (a daemon whose pid file is not written yet).
+    pub fn saw(&self, pid: i32) {
+        self.seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(pid);
+    }
+}
+
+/// Whether `pid` runs `droid-executor serve` (a reused pid is left alone).
+pub fn runs_serve(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+        let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+        args.first().is_some_and(|a| a.ends_with(b"droid-executor"))
+            && args.contains(&&b"serve"[..])
+    })
+}
+
+impl Drop for DaemonGuard {
+    fn drop(&mut self) {
+        let mut pids = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        pids.extend(self.pid());
+        for pid in pids {
+            if pid > 1 && is_alive(pid) && runs_serve(pid) {
+                let _ = kill(Pid::from_raw(-pid), Signal::SIGKILL);
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
         }
     }
 }

@@ -30,7 +30,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 use super::binary::{droid_executor, git_repo_at};
-use super::bridge_daemon::{DaemonGuard, free_port, pid_in};
+use super::bridge_daemon::{free_port, pid_in};
+use super::bridge_harness::DaemonGuard;
 use super::bridge_harness::ServeProc;
 use super::common::read_pid_file;
 

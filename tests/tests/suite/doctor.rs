@@ -3,22 +3,20 @@
 //! program listening) and the `skill` line (not installed, up to date, edited locally), in the
 //! listing and in `--json`; and `allowed_roots` reported as what runs will use.
 //!
-//! A bridge a test starts is stopped by the test; a [`BridgeGuard`] kills it by the pid its pid
+//! A bridge a test starts is stopped by the test; a [`DaemonGuard`] kills it by the pid its pid
 //! file names if the test fails first, never by name.
 
 use std::ffi::OsString;
 use std::net::{Ipv4Addr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use tests::procs::{is_alive, wait_gone};
+use tests::procs::wait_gone;
 
 use super::binary::{FakeHome, Out, droid_executor};
+use super::bridge_harness::DaemonGuard;
 
 /// Time a stopped bridge gets to be gone.
 const GONE_LIMIT: Duration = Duration::from_secs(10);
@@ -100,60 +98,6 @@ impl Home {
     }
 }
 
-/// The bridge daemon of one port and task store. Dropping it SIGKILLs the daemon (its process
-/// group: it leads its own session) that its pid file names or the test saw, when that pid still
-/// runs `droid-executor serve`; a passing test has stopped it already.
-struct BridgeGuard {
-    pid_file: PathBuf,
-    seen: Mutex<Vec<i32>>,
-}
-
-impl BridgeGuard {
-    fn new(store: &Path, port: u16) -> BridgeGuard {
-        BridgeGuard {
-            pid_file: store.join(format!("bridge-{port}.pid")),
-            seen: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn saw(&self, pid: i32) {
-        self.seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(pid);
-    }
-}
-
-/// Whether `pid` runs `droid-executor serve` (a reused pid is left alone).
-fn runs_serve(pid: i32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-        let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
-        args.first().is_some_and(|a| a.ends_with(b"droid-executor"))
-            && args.contains(&&b"serve"[..])
-    })
-}
-
-impl Drop for BridgeGuard {
-    fn drop(&mut self) {
-        let mut pids = self
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        pids.extend(
-            std::fs::read_to_string(&self.pid_file)
-                .ok()
-                .and_then(|s| s.trim().parse::<i32>().ok()),
-        );
-        for pid in pids {
-            if pid > 1 && is_alive(pid) && runs_serve(pid) {
-                let _ = kill(Pid::from_raw(-pid), Signal::SIGKILL);
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            }
-        }
-    }
-}
-
 /// The pid in `… (pid N)…`.
 fn pid_in(text: &str) -> i32 {
     text.split("(pid ")
@@ -184,7 +128,7 @@ async fn the_bridge_line_says_a_free_port_is_free() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bridge_line_names_our_running_bridge_and_its_pid() {
     let home = Home::new("doctor-bridge");
-    let guard = BridgeGuard::new(&home.store(), home.port);
+    let guard = DaemonGuard::new(&home.store(), home.port);
     let p = home.port.to_string();
     let started = home.run(&["bridge", "start", "--port", &p]).await;
     assert_eq!(started.code, Some(0), "{started:#?}");
