@@ -48,6 +48,9 @@ module.exports = {
       // runs their drain grace (30 s, `serve --drain-grace`), then cancel them (droid gets 5 s
       // more). SIGKILL only after 45 s, so a drain is never cut short.
       kill_timeout: 45000,
+      // Signal the bridge only, not its process tree: background tasks (POST /tasks) run in
+      // supervisors the bridge started, and they must outlive a restart of the bridge.
+      treekill: false,
       // The bridge logs to stderr; stdout stays empty.
       out_file: path.join(logs, "droid-executor-bridge-out.log"),
       error_file: path.join(logs, "droid-executor-bridge-error.log"),

@@ -17,20 +17,20 @@ pub enum BridgeError {
     #[error("invalid token: {0}")]
     BadToken(String),
     /// The token file cannot be read.
-    #[error("cannot read the token file {path}: {source}")]
+    #[error("cannot read the token file {path}: {reason}")]
     TokenFile {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (in the message; not chained, so it is said once).
+        reason: std::io::Error,
     },
     /// Binding or accepting failed.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {reason}")]
     Listen {
         /// The address.
         addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
+        /// Why (in the message; not chained, so it is said once).
+        reason: std::io::Error,
     },
     /// The client could not reach the bridge or lost the connection.
     #[error("bridge at {addr}: {message}")]

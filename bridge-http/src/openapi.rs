@@ -220,8 +220,49 @@ pub fn document() -> Value {
         },
         "security": [{}, {"bearer": []}],
     });
+    add_common_refusals(&mut doc);
     rewrite_refs(&mut doc);
     doc
+}
+
+/// The answers every operation can give, whatever its route: 401, 403, 503; and 500 on the task
+/// routes (the store could not be read or written).
+fn add_common_refusals(doc: &mut Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (path, item) in paths.iter_mut() {
+        let Some(ops) = item.as_object_mut() else {
+            continue;
+        };
+        for (method, op) in ops.iter_mut() {
+            if method == "parameters" {
+                continue;
+            }
+            let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            let mut add = |code: &str, what: &str| {
+                responses
+                    .entry(code.to_owned())
+                    .or_insert_with(|| refusal(what));
+            };
+            add(
+                "401",
+                "A token is configured and the request carries none, or a wrong one",
+            );
+            add(
+                "403",
+                "The Host header is not a loopback or allowed name, or a browser origin is not allowed",
+            );
+            if path.starts_with("/tasks") {
+                add("500", "The task store could not be read or written");
+                add("503", "Shutting down, or no task store is configured");
+            } else {
+                add("503", "Shutting down (see Retry-After)");
+            }
+        }
+    }
 }
 
 #[cfg(test)]

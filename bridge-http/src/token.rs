@@ -44,9 +44,9 @@ impl Token {
     /// # Errors
     /// [`BridgeError::TokenFile`] when it cannot be read, else as [`Token::new`].
     pub fn from_file(path: &Path) -> Result<Self, BridgeError> {
-        let text = std::fs::read_to_string(path).map_err(|source| BridgeError::TokenFile {
+        let text = std::fs::read_to_string(path).map_err(|reason| BridgeError::TokenFile {
             path: path.to_path_buf(),
-            source,
+            reason,
         })?;
         Self::new(&text)
     }

@@ -140,9 +140,8 @@ impl Scheduler {
             },
             |n| n + 1,
         );
-        let tmp = self.locks().join("seq.tmp");
-        std::fs::write(&tmp, format!("{next}\n")).map_err(io("write", &tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io("rename", &path))?;
+        // like every store file: 0600, written to a temporary file, synced, renamed
+        crate::store::write_atomic(&path, format!("{next}\n").as_bytes())?;
         Ok(next)
     }
 

@@ -163,12 +163,6 @@ pub(crate) async fn bridge(args: BridgeArgs, config: Option<&PathBuf>) -> ExitCo
     }
 }
 
-fn say(line: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-}
-
 async fn bridge_inner(args: BridgeArgs, config: Option<&PathBuf>) -> anyhow::Result<ExitCode> {
     let env = env_map();
     let settings = settings(config, &env)?;
@@ -179,13 +173,13 @@ async fn bridge_inner(args: BridgeArgs, config: Option<&PathBuf>) -> anyhow::Res
                 Some(pid) => {
                     let cfg = engine_config(&settings, &env);
                     let log = daemon(&cfg, t.port).map(|d| d.log_path().display().to_string());
-                    say(&format!(
+                    crate::cli::say(&format!(
                         "bridge started on http://{} (pid {pid}); log: {}",
                         t.addr,
                         log.unwrap_or_default()
                     ));
                 }
-                None => say(&format!("bridge already running on http://{}", t.addr)),
+                None => crate::cli::say(&format!("bridge already running on http://{}", t.addr)),
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -194,9 +188,11 @@ async fn bridge_inner(args: BridgeArgs, config: Option<&PathBuf>) -> anyhow::Res
             let cfg = engine_config(&settings, &env);
             let d = daemon(&cfg, t.port).context("no task store: no bridge daemon to stop")?;
             match d.stop(Duration::from_secs(grace)).await? {
-                Stopped::NotRunning => say(&format!("no bridge runs on port {}", t.port)),
-                Stopped::Terminated(pid) => say(&format!("bridge stopped (pid {pid})")),
-                Stopped::Killed(pid) => say(&format!(
+                Stopped::NotRunning => {
+                    crate::cli::say(&format!("no bridge runs on port {}", t.port))
+                }
+                Stopped::Terminated(pid) => crate::cli::say(&format!("bridge stopped (pid {pid})")),
+                Stopped::Killed(pid) => crate::cli::say(&format!(
                     "bridge (pid {pid}) did not stop within {grace} s and was killed"
                 )),
             }
@@ -223,7 +219,7 @@ async fn bridge_inner(args: BridgeArgs, config: Option<&PathBuf>) -> anyhow::Res
                 "error": health.as_ref().err().map(ToString::to_string),
             });
             if json {
-                say(&report.to_string());
+                crate::cli::say(&report.to_string());
             } else if running {
                 let h = health.as_ref().ok();
                 let droid = h
@@ -231,7 +227,7 @@ async fn bridge_inner(args: BridgeArgs, config: Option<&PathBuf>) -> anyhow::Res
                     .unwrap_or("unknown");
                 let pid = pid.map_or_else(|| "?".to_owned(), |p| p.to_string());
                 let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
-                say(&format!(
+                crate::cli::say(&format!(
                     "bridge running on http://{} (pid {pid}); droid {droid}; sync runs: {} \
                      running, {} queued; tasks: {} running, {} queued",
                     t.addr,
@@ -241,10 +237,10 @@ async fn bridge_inner(args: BridgeArgs, config: Option<&PathBuf>) -> anyhow::Res
                     n(h.map(|h| &h["tasks"]["queued"])),
                 ));
                 if let Err(e) = &health {
-                    say(&format!("but /health fails: {e}"));
+                    crate::cli::say(&format!("but /health fails: {e}"));
                 }
             } else {
-                say(&format!("bridge not running on http://{}", t.addr));
+                crate::cli::say(&format!("bridge not running on http://{}", t.addr));
             }
             Ok(if running {
                 ExitCode::SUCCESS

@@ -66,6 +66,14 @@ pub(crate) enum SchemaKind {
     TaskRecord,
 }
 
+/// One line of the command's output on stdout. A closed stdout (`| head`) is not worth a panic:
+/// the write error is ignored.
+pub(crate) fn say(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}");
+}
+
 /// Logs go to stderr (stdout carries results); `RUST_LOG` sets the level, default `warn`.
 pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -131,10 +139,7 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
             };
             match serde_json::to_string_pretty(&schema) {
                 Ok(s) => {
-                    #[allow(clippy::print_stdout)] // the CLI's output
-                    {
-                        println!("{s}");
-                    }
+                    say(&s);
                     ExitCode::SUCCESS
                 }
                 Err(e) => {

@@ -28,12 +28,6 @@ enum ConfigAction {
     },
 }
 
-fn say(text: &str) {
-    use std::io::Write as _;
-    let mut o = std::io::stdout().lock();
-    let _ = writeln!(o, "{text}");
-}
-
 pub(crate) fn config(args: ConfigArgs, config: Option<&PathBuf>) -> ExitCode {
     let ConfigAction::Show { json } = args.action;
     if let Err(e) = crate::cli::check_named_config(config) {
@@ -53,16 +47,18 @@ pub(crate) fn config(args: ConfigArgs, config: Option<&PathBuf>) -> ExitCode {
     let settings = droid_exec::Settings::load(path.as_deref(), &env).unwrap_or_default();
     let located = settings.locate_droid(&env);
     if json {
-        say(&json!({
-            "config_file": path.as_ref().map(|p| p.display().to_string()),
-            "config_file_present": present,
-            "settings": rows,
-            "droid": {
-                "path": located.program.as_ref().map(|p| p.display().to_string()),
-                "source": located.source,
-            },
-        })
-        .to_string());
+        crate::cli::say(
+            &json!({
+                "config_file": path.as_ref().map(|p| p.display().to_string()),
+                "config_file_present": present,
+                "settings": rows,
+                "droid": {
+                    "path": located.program.as_ref().map(|p| p.display().to_string()),
+                    "source": located.source,
+                },
+            })
+            .to_string(),
+        );
         return ExitCode::SUCCESS;
     }
     let file = match &path {
@@ -70,15 +66,15 @@ pub(crate) fn config(args: ConfigArgs, config: Option<&PathBuf>) -> ExitCode {
         Some(p) => format!("{} (not present)", p.display()),
         None => "none (HOME unset)".to_owned(),
     };
-    say(&format!("# config file: {file}"));
+    crate::cli::say(&format!("# config file: {file}"));
     let width = rows.iter().map(|r| r.key.len()).max().unwrap_or(0);
     for r in &rows {
         let value = r.value.to_string();
-        say(&format!("{:<width$} = {value:<40} # {}", r.key, r.source));
+        crate::cli::say(&format!("{:<width$} = {value:<40} # {}", r.key, r.source));
     }
     let droid = located
         .program
         .map_or_else(|| "not found".to_owned(), |p| p.display().to_string());
-    say(&format!("# droid: {droid} ({})", located.source));
+    crate::cli::say(&format!("# droid: {droid} ({})", located.source));
     ExitCode::SUCCESS
 }

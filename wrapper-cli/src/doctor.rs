@@ -46,10 +46,7 @@ pub(crate) async fn doctor(config: Option<&PathBuf>, json_out: bool) -> ExitCode
             .collect::<Vec<_>>()
             .join("\n")
     };
-    #[allow(clippy::print_stdout)] // the CLI's output
-    {
-        println!("{out}");
-    }
+    crate::cli::say(&out);
     if failed {
         ExitCode::from(1)
     } else {

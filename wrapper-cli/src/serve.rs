@@ -122,7 +122,7 @@ async fn serve_inner(args: ServeArgs, config: Option<&PathBuf>) -> anyhow::Resul
     };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|source| bridge_http::BridgeError::Listen { addr, source })?;
+        .map_err(|reason| bridge_http::BridgeError::Listen { addr, reason })?;
     let defaults = BridgeConfig::default();
     let bridge_cfg = BridgeConfig {
         body_limit: settings.body_limit,

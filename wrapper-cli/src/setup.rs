@@ -87,7 +87,7 @@ fn skill(dir: Option<PathBuf>, force: bool, dry_run: bool) -> ExitCode {
                 (FileAction::Conflict, false) if force => "would replace (edits kept as .bak)",
                 (FileAction::Conflict, false) => "edited locally",
             };
-            println_out(&format!("{verb:<14} {}", plan.dir.join(rel).display()));
+            crate::cli::say(&format!("{verb:<14} {}", plan.dir.join(rel).display()));
         }
     };
     if dry_run {
@@ -98,7 +98,7 @@ fn skill(dir: Option<PathBuf>, force: bool, dry_run: bool) -> ExitCode {
     match install_skill(&plan, files, env!("CARGO_PKG_VERSION"), force) {
         Ok(()) => {
             print_plan(true);
-            println_out(&format!(
+            crate::cli::say(&format!(
                 "skill {} installed in {}",
                 droid_exec::skill_install::SKILL_NAME,
                 plan.dir.display()
@@ -147,12 +147,12 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
         }
     };
     if dry_run {
-        println_out(&format!("would {plan}"));
+        crate::cli::say(&format!("would {plan}"));
         return ExitCode::SUCCESS;
     }
     match apply(&plan, &cfg).await {
         Ok(done) => {
-            println_out(&done);
+            crate::cli::say(&done);
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -160,10 +160,4 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
             ExitCode::from(2)
         }
     }
-}
-
-fn println_out(text: &str) {
-    use std::io::Write as _;
-    let mut o = std::io::stdout().lock();
-    let _ = writeln!(o, "{text}");
 }

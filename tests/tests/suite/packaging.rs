@@ -105,6 +105,7 @@ async fn pm2_file_loads_in_node_and_starts_serve() {
             "max_restarts": 10,
             "stop_exit_codes": [2],
             "kill_timeout": 45000,
+            "treekill": false,
             "out_file": "/home/someone/.pm2/logs/droid-executor-bridge-out.log",
             "error_file": "/home/someone/.pm2/logs/droid-executor-bridge-error.log",
             "time": true,
