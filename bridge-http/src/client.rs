@@ -144,6 +144,46 @@ impl Client {
         Err(self.refused(status, &v))
     }
 
+    /// `POST /tasks`: `Ok(task id)` when started, `Err(result)` for an invalid request (the
+    /// 400 body is an `error` result).
+    ///
+    /// # Errors
+    /// As [`Client::send`], and [`BridgeError::Answer`] for any other status with the bridge's
+    /// message.
+    pub async fn submit(
+        &self,
+        request: &Value,
+    ) -> Result<Result<String, ExecutionResult>, BridgeError> {
+        let (status, body) = self
+            .send(
+                Method::POST,
+                "/tasks",
+                Some(request),
+                Duration::from_secs(30),
+            )
+            .await?;
+        match status {
+            202 => {
+                let v: Value = serde_json::from_slice(&body).map_err(|e| self.answer(status, e))?;
+                v["task_id"]
+                    .as_str()
+                    .map(|id| Ok(id.to_owned()))
+                    .ok_or_else(|| BridgeError::Answer {
+                        addr: self.addr,
+                        status,
+                        message: format!("no task_id in {v}"),
+                    })
+            }
+            400 => serde_json::from_slice(&body)
+                .map(Err)
+                .map_err(|e| self.answer(status, e)),
+            _ => {
+                let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                Err(self.refused(status, &v))
+            }
+        }
+    }
+
     fn answer(&self, status: u16, e: serde_json::Error) -> BridgeError {
         BridgeError::Answer {
             addr: self.addr,

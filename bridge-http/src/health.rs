@@ -11,21 +11,19 @@ use crate::metrics::Gauges;
 use crate::reply::{Body, full, json};
 use crate::state::Bridge;
 
-/// Background tasks by unfinished state (finished ones are not counted: they are history).
+/// Background tasks by unfinished state (finished ones are not counted: they are history). One
+/// read of the store.
 async fn task_counts(bridge: &Bridge) -> Vec<(TaskState, usize)> {
-    let mut counts = Vec::new();
-    if let Some(tasks) = bridge.tasks() {
-        for state in [TaskState::Queued, TaskState::Running] {
-            let f = TaskFilter {
-                state: Some(state),
-                limit: None,
-            };
-            if let Ok(list) = tasks.list(&f).await {
-                counts.push((state, list.len()));
-            }
-        }
-    }
-    counts
+    let Some(tasks) = bridge.tasks() else {
+        return Vec::new();
+    };
+    let Ok(all) = tasks.list(&TaskFilter::default()).await else {
+        return Vec::new();
+    };
+    [TaskState::Queued, TaskState::Running]
+        .into_iter()
+        .map(|s| (s, all.iter().filter(|r| r.state == s).count()))
+        .collect()
 }
 
 /// `{status, version, droid{found, path, version}, runs{running, queued}, tasks{running,

@@ -377,43 +377,14 @@ async fn via_bridge(
     }
     let client = bridge_http::client::Client::new(t.addr, t.token.clone());
     if args.background {
-        let answer = client
-            .send(
-                bridge_http::client::Method::POST,
-                "/tasks",
-                Some(request),
-                std::time::Duration::from_secs(30),
-            )
-            .await;
-        return match answer {
-            Ok((202, body)) => {
-                let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                let id = v["task_id"].as_str().unwrap_or_default();
-                let text = if args.json {
-                    json!({"task_id": id}).to_string()
-                } else {
-                    id.to_owned()
-                };
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{text}");
+        return match client.submit(request).await {
+            Ok(Ok(id)) => {
+                print_submitted(&id, args.json);
                 ExitCode::SUCCESS
             }
-            Ok((400, body)) => match serde_json::from_slice::<ExecutionResult>(&body) {
-                Ok(r) => {
-                    print_result(&r, args.json);
-                    exit_code(r.status)
-                }
-                Err(e) => {
-                    eprintln!("droid-executor: the bridge's answer is not a result: {e}");
-                    ExitCode::from(2)
-                }
-            },
-            Ok((status, body)) => {
-                eprintln!(
-                    "droid-executor: the bridge answered {status}: {}",
-                    String::from_utf8_lossy(&body).trim()
-                );
-                ExitCode::from(2)
+            Ok(Err(result)) => {
+                print_result(&result, args.json);
+                exit_code(result.status)
             }
             Err(e) => {
                 eprintln!("droid-executor: {e}");
@@ -439,6 +410,16 @@ async fn via_bridge(
     }
 }
 
+/// A submitted task's id: `{"task_id": …}` with `--json`, else the id and a hint on stderr.
+fn print_submitted(id: &str, json_out: bool) {
+    if json_out {
+        crate::cli::say(&json!({ "task_id": id }).to_string());
+    } else {
+        crate::cli::say(id);
+        eprintln!("droid-executor: follow it with: droid-executor tasks wait {id}");
+    }
+}
+
 /// `run --background`: admit the request (an invalid one is answered like a sync run's), submit
 /// it, print the task id.
 async fn submit(engine: &Engine, request: &Value, args: &RunArgs) -> ExitCode {
@@ -460,17 +441,7 @@ async fn submit(engine: &Engine, request: &Value, args: &RunArgs) -> ExitCode {
     };
     match submitted {
         Ok(key) => {
-            let text = if args.json {
-                json!({"task_id": key.as_str()}).to_string()
-            } else {
-                key.to_string()
-            };
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{text}");
-            let _ = out.flush();
-            if !args.json {
-                eprintln!("droid-executor: follow it with: droid-executor tasks wait {key}");
-            }
+            print_submitted(key.as_str(), args.json);
             ExitCode::SUCCESS
         }
         Err(e) => {
