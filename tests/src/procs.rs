@@ -64,6 +64,34 @@ pub fn pids_with_env(var: &str, value: &str) -> Vec<i32> {
     pids
 }
 
+/// The value of `var` in `pid`'s environment, if the process exists and carries it.
+pub fn env_value(pid: i32, var: &str) -> Option<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{var}=");
+    environ
+        .split(|b| *b == 0)
+        .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+/// The value of `var` in `pid`'s environment, polled for up to `timeout`: a process in the middle
+/// of `execve` (a fresh `setsid sh -c`, which execs twice) shows an empty `/proc/<pid>/environ`
+/// for a moment. Panics, naming the process and the variable, if it never shows up.
+pub async fn wait_env_value(pid: i32, var: &str, timeout: Duration) -> String {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = env_value(pid, var) {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "process {pid} carries no {var} (state {:?})",
+            state(pid)
+        );
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

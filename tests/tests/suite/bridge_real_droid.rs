@@ -24,7 +24,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tests::droid_bin::real_droid;
 use tests::droid_home::DroidHome;
-use tests::procs::{is_alive, pids_with_env, wait_gone};
+use tests::procs::{is_alive, pids_with_env, wait_env_value, wait_gone};
 use tests::scripted_model::ScriptedModel;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -167,16 +167,6 @@ fn children(parent: i32) -> Vec<i32> {
             })
         })
         .collect()
-}
-
-/// The value of `var` in `pid`'s environment.
-fn env_of(pid: i32, var: &str) -> Option<String> {
-    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    let prefix = format!("{var}=");
-    environ
-        .split(|b| *b == 0)
-        .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
-        .map(|v| String::from_utf8_lossy(v).into_owned())
 }
 
 /// A request written on a raw connection (no `Connection: close`: the client decides when it
@@ -434,8 +424,7 @@ async fn a_client_disconnect_cancels_the_run_and_kills_every_process_of_it() {
     let droids = children(serve.pid());
     assert_eq!(droids.len(), 1, "serve's children: {droids:?}");
     let droid = droids[0];
-    let marker = env_of(droid, MARKER_VAR)
-        .unwrap_or_else(|| panic!("droid {droid} carries no {MARKER_VAR}"));
+    let marker = wait_env_value(droid, MARKER_VAR, GONE_LIMIT).await;
     w.markers.borrow_mut().push(marker.clone());
     assert!(marker.starts_with("run-"), "{marker}");
     let until = Instant::now() + GONE_LIMIT;

@@ -31,13 +31,13 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tests::droid_bin::{droid_executor_bin, real_droid, workspace_root};
 use tests::droid_home::DroidHome;
-use tests::procs::{pids_with_env, wait_gone};
+use tests::procs::pids_with_env;
 use tests::scripted_model::ScriptedModel;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use super::binary::{FakeHome, git_repo_at};
-use super::common::read_pid_file;
+use super::mcp_stdio::{assert_all_gone, hanging_run};
 
 /// Where `cargo xtask fetch-interop` installs the Node clients, relative to the workspace root.
 const NODE_DIR: &str = "target/interop/node";
@@ -49,13 +49,9 @@ const SESSION_LIMIT: Duration = Duration::from_secs(180);
 /// How long the session's processes may take to go once the client has exited (the server exits
 /// within 2 s of stdin EOF, after killing its runs; a finished task's supervisor exits by itself).
 const EXIT_LIMIT: Duration = Duration::from_secs(10);
-/// How long a cancelled run's processes may take to disappear.
-const GONE: Duration = Duration::from_secs(5);
 /// Passed through to droid (config `env_passthrough`), so every process of a session carries it:
 /// the client, the server, task supervisors and droid.
 const SESSION_VAR: &str = "MCP_NODE_SESSION";
-/// The variable the engine marks every process of a run with.
-const RUN_VAR: &str = "DROID_EXECUTOR_RUN_ID";
 /// The tools, in the order `tools/list` gives them.
 const TOOLS: [&str; 5] = [
     "execute_droid_task",
@@ -740,65 +736,6 @@ fn assert_pended(result: &Value, task_id: &str) {
     assert_eq!(rec["state"], "success", "{result:#}");
     assert_eq!(rec["result"]["status"], "success", "{result:#}");
     assert_eq!(rec["result"]["task_id"], task_id, "{result:#}");
-}
-
-/// A hanging run whose grandchild wrote `pid_file`: its marker and its processes (droid, the
-/// grandchild `sh` and its `sleep`), once all three are up; the guard kills them if the test
-/// fails first.
-async fn hanging_run(pid_file: &Path) -> (Reaper, Vec<i32>) {
-    let sh = read_pid_file(pid_file, SESSION_LIMIT).await;
-    let environ = std::fs::read(format!("/proc/{sh}/environ"))
-        .unwrap_or_else(|e| panic!("cannot read the environment of {sh}: {e}"));
-    let prefix = format!("{RUN_VAR}=");
-    let marker = environ
-        .split(|b| *b == 0)
-        .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
-        .map(|v| String::from_utf8_lossy(v).into_owned())
-        .unwrap_or_else(|| panic!("process {sh} carries no {RUN_VAR}"));
-    let reaper = Reaper { marker };
-    let until = Instant::now() + GONE;
-    loop {
-        let pids = pids_with_env(RUN_VAR, &reaper.marker);
-        if pids.len() >= 3 {
-            return (reaper, pids);
-        }
-        assert!(
-            Instant::now() < until,
-            "the run {} never had droid, sh and sleep up: {pids:?}",
-            reaper.marker
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-async fn assert_all_gone(run: &Reaper, pids: &[i32]) {
-    for pid in pids {
-        assert!(
-            wait_gone(*pid, GONE).await,
-            "process {pid} of run {} survived the cancellation",
-            run.marker
-        );
-    }
-    assert_eq!(
-        pids_with_env(RUN_VAR, &run.marker),
-        Vec::<i32>::new(),
-        "processes of run {} survived the cancellation",
-        run.marker
-    );
-}
-
-/// Kills (SIGKILL, by pid) whatever still carries a run's marker when dropped, so a failing test
-/// leaks no sleeper; a passing test has already checked that nothing is left.
-struct Reaper {
-    marker: String,
-}
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        for pid in pids_with_env(RUN_VAR, &self.marker) {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
-    }
 }
 
 /// Waits until no process carries `SESSION_VAR=marker`, failing after [`EXIT_LIMIT`].

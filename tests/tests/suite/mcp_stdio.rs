@@ -19,7 +19,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use tests::procs::{pids_with_env, wait_gone};
+use tests::procs::{pids_with_env, wait_env_value, wait_gone};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
@@ -390,18 +390,6 @@ pub(super) fn leak_then_hang(pid_file: &Path) -> Value {
     ])
 }
 
-/// The run marker in the environment of `pid`.
-fn marker_of(pid: i32) -> String {
-    let environ = std::fs::read(format!("/proc/{pid}/environ"))
-        .unwrap_or_else(|e| panic!("cannot read the environment of {pid}: {e}"));
-    let prefix = format!("{MARKER_VAR}=");
-    environ
-        .split(|b| *b == 0)
-        .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
-        .map(|v| String::from_utf8_lossy(v).into_owned())
-        .unwrap_or_else(|| panic!("process {pid} carries no {MARKER_VAR}"))
-}
-
 /// Kills (SIGKILL, by pid) whatever still carries a run's marker when dropped, so a failing test
 /// leaks no sleeper; a passing test has already checked that nothing is left.
 pub(super) struct Reaper {
@@ -420,7 +408,7 @@ impl Drop for Reaper {
 /// grandchild `sh` and its `sleep`), once all three are up.
 pub(super) async fn hanging_run(pid_file: &Path) -> (Reaper, Vec<i32>) {
     let sh = read_pid_file(pid_file, REPLY_LIMIT).await;
-    let marker = marker_of(sh);
+    let marker = wait_env_value(sh, MARKER_VAR, GONE).await;
     let reaper = Reaper { marker };
     let until = Instant::now() + GONE;
     loop {
