@@ -37,7 +37,7 @@ pub fn locate_droid(
             },
             None => Located {
                 program: None,
-                source: format!("config droid_bin {} (not an executable file)", p.display()),
+                source: format!("config droid_bin {} ({})", p.display(), why_not(p)),
                 warnings,
             },
         };
@@ -60,7 +60,7 @@ pub fn locate_droid(
             },
             None => Located {
                 program: None,
-                source: format!("DROID_CLI_CMD {program} (not found)"),
+                source: format!("DROID_CLI_CMD {program} ({})", why_not(Path::new(program))),
                 warnings,
             },
         };
@@ -76,6 +76,18 @@ pub fn locate_droid(
             source: "droid on PATH (not found)".into(),
             warnings,
         },
+    }
+}
+
+/// Why `program` cannot be run: a path that exists gets its precise reason (a directory, no
+/// execute permission); anything else was not found.
+fn why_not(program: &Path) -> &'static str {
+    use std::os::unix::fs::PermissionsExt as _;
+    let is_path = program.components().count() > 1 || program.is_absolute();
+    match std::fs::metadata(program) {
+        Ok(m) if is_path && m.is_dir() => "a directory, not a program",
+        Ok(m) if is_path && m.permissions().mode() & 0o111 == 0 => "not executable: chmod +x it",
+        _ => "not found",
     }
 }
 
@@ -107,5 +119,15 @@ mod tests {
         assert_eq!(l.source, "droid on PATH (not found)");
         let l = locate_droid(Some(Path::new("/no/such/droid")), None, Some(path));
         assert_eq!(l.program, None);
+        assert_eq!(l.source, "config droid_bin /no/such/droid (not found)");
+        let l = locate_droid(None, Some("/"), Some(path));
+        assert_eq!(l.source, "DROID_CLI_CMD / (a directory, not a program)");
+        let l = locate_droid(None, Some("Cargo.toml"), Some(path));
+        assert_eq!(l.source, "DROID_CLI_CMD Cargo.toml (not found)");
+        let l = locate_droid(None, Some("./Cargo.toml"), Some(path));
+        assert_eq!(
+            l.source,
+            "DROID_CLI_CMD ./Cargo.toml (not executable: chmod +x it)"
+        );
     }
 }

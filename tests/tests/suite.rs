@@ -12,6 +12,8 @@ mod config_show;
 mod doctor;
 mod engine_fake_droid;
 mod engine_real_droid;
+mod fault_matrix;
+mod faults_droid;
 mod mcp_node;
 mod mcp_python;
 mod mcp_stdio;
