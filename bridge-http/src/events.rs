@@ -124,6 +124,7 @@ async fn feed(
     closing: CancellationToken,
 ) {
     let mut quiet = tokio::time::Instant::now();
+    let mut cursor = droid_exec::EventCursor::after(after);
     loop {
         // the state first: events recorded before a finish are all read below
         let record = match tasks.status(&id).await {
@@ -136,11 +137,13 @@ async fn feed(
         };
         let t = tasks.clone();
         let i = id.clone();
-        let batch = tokio::task::spawn_blocking(move || t.events(&i, after))
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
+        let (batch, moved) = tokio::task::spawn_blocking(move || {
+            let batch = t.events_from(&i, &mut cursor).unwrap_or_default();
+            (batch, cursor)
+        })
+        .await
+        .unwrap_or((Vec::new(), cursor));
+        cursor = moved;
         for ev in batch {
             let seq = ev.get("seq").and_then(Value::as_u64).unwrap_or(after);
             let kind = ev.get("type").and_then(Value::as_str).unwrap_or("event");

@@ -55,4 +55,4 @@ pub use error::EngineError;
 pub use event::{EVENT_CHANNEL_CAPACITY, Phase, RunEvent};
 pub use provider::{AgentEvent, Invocation, Provider};
 pub use store::TaskKey;
-pub use tasks::{TaskFilter, Tasks};
+pub use tasks::{EventCursor, TaskFilter, Tasks};

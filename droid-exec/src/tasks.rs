@@ -50,6 +50,23 @@ pub struct TaskFilter {
     pub limit: Option<usize>,
 }
 
+/// How far a follower has read a task's event log (see [`Tasks::events_from`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventCursor {
+    /// Bytes of the log read so far (complete lines only).
+    offset: u64,
+    /// The highest sequence number seen.
+    pub after: u64,
+}
+
+impl EventCursor {
+    /// A cursor that skips the events up to sequence number `after`.
+    #[must_use]
+    pub fn after(after: u64) -> Self {
+        Self { offset: 0, after }
+    }
+}
+
 /// The background tasks of one store.
 #[derive(Debug, Clone)]
 pub struct Tasks {
@@ -282,25 +299,51 @@ impl Tasks {
     /// # Errors
     /// As [`Tasks::status`].
     pub fn events(&self, id: &str, after: u64) -> Result<Vec<Value>, EngineError> {
+        self.events_from(id, &mut EventCursor::after(after))
+    }
+
+    /// The task's events not read yet by `cursor`, which then points past them: only what was
+    /// appended since the last call is read, so a follower polling a long log does not re-read
+    /// it (a log shorter than the cursor, replaced behind its back, is read again from the
+    /// start, and sequence numbers already seen are skipped).
+    ///
+    /// # Errors
+    /// As [`Tasks::events`].
+    pub fn events_from(
+        &self,
+        id: &str,
+        cursor: &mut EventCursor,
+    ) -> Result<Vec<Value>, EngineError> {
+        use std::io::{Read as _, Seek as _, SeekFrom};
         let key = TaskKey::parse(id)?;
         self.store.meta(&key)?;
         let path = self.store.events_path(&key);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(EngineError::Io {
-                    action: "read",
-                    path,
-                    source,
-                });
-            }
+        let io = |source| EngineError::Io {
+            action: "read",
+            path: path.clone(),
+            source,
         };
+        let mut file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io(e)),
+        };
+        let len = file.metadata().map_err(io)?.len();
+        if len < cursor.offset {
+            cursor.offset = 0;
+        }
+        file.seek(SeekFrom::Start(cursor.offset)).map_err(io)?;
+        let mut bytes = Vec::new();
+        file.take(len - cursor.offset)
+            .read_to_end(&mut bytes)
+            .map_err(io)?;
         let complete = bytes
             .iter()
             .rposition(|b| *b == b'\n')
             .map_or(&bytes[..0], |i| &bytes[..=i]);
-        Ok(complete
+        cursor.offset += complete.len() as u64;
+        let after = cursor.after;
+        let events: Vec<Value> = complete
             .split(|b| *b == b'\n')
             .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
             .filter(|v| {
@@ -308,7 +351,11 @@ impl Tasks {
                     .and_then(Value::as_u64)
                     .is_some_and(|n| n > after)
             })
-            .collect())
+            .collect();
+        if let Some(last) = events.iter().filter_map(|v| v.get("seq")?.as_u64()).max() {
+            cursor.after = last;
+        }
+        Ok(events)
     }
 
     /// Remove finished tasks whose result is older than the TTL (every finished task with

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use droid_contract::{TaskRecord, TaskState};
-use droid_exec::{EngineError, RunEvent, TaskFilter, Tasks};
+use droid_exec::{EngineError, EventCursor, RunEvent, TaskFilter, Tasks};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -324,10 +324,10 @@ pub async fn watch(
     let ttl = ttl_ms(&server);
     let started = tokio::time::Instant::now();
     let mut quiet_since = started;
-    let mut after = 0;
+    let mut cursor = EventCursor::default();
     let mut last = "working";
     loop {
-        if relay_events(tasks, &id, &mut after, &mut relay).await {
+        if relay_events(tasks, &id, &mut cursor, &mut relay).await {
             quiet_since = tokio::time::Instant::now();
         } else if quiet_since.elapsed() >= HEARTBEAT {
             relay.heartbeat(started.elapsed()).await;
@@ -340,7 +340,7 @@ pub async fn watch(
         if now != last {
             if is_terminal(rec.state) {
                 // what the run recorded before it ended goes out before the final status
-                relay_events(tasks, &id, &mut after, &mut relay).await;
+                relay_events(tasks, &id, &mut cursor, &mut relay).await;
             }
             out.send(notification("notifications/tasks/status", task(&rec, ttl)))
                 .await;
@@ -356,14 +356,16 @@ pub async fn watch(
     }
 }
 
-/// Relay the task's events after sequence number `after`; whether there were any.
-async fn relay_events(tasks: &Tasks, id: &str, after: &mut u64, relay: &mut Relay) -> bool {
-    let events = tasks.events(id, *after).unwrap_or_default();
+/// Relay the task's events not relayed yet; whether there were any.
+async fn relay_events(
+    tasks: &Tasks,
+    id: &str,
+    cursor: &mut EventCursor,
+    relay: &mut Relay,
+) -> bool {
+    let events = tasks.events_from(id, cursor).unwrap_or_default();
     let any = !events.is_empty();
     for ev in events {
-        if let Some(seq) = ev.get("seq").and_then(Value::as_u64) {
-            *after = seq;
-        }
         // the log's lines are RunEvents plus `seq` and `at`; others are skipped
         if let Ok(ev) = serde_json::from_value::<RunEvent>(ev) {
             relay.event(&ev).await;

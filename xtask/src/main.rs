@@ -17,17 +17,33 @@
 //!   requests/s and p50/p99 at 1, 8 and 32 clients, and resident memory.
 //! - `bench mcp`: MCP `tools/call` round trips (p50/p99) and server start-up, against the fake
 //!   droid, as ratios to bare fake-droid spawns and `droid-executor --version`.
+//! - `soak [--time SECS] [--check]`: the bridge and the MCP server under mixed traffic against
+//!   the fake droid for a bounded time; throughput, p50/p99, errors, and RSS and open
+//!   descriptors after the warm-up and at the end (`--check`: no errors, no process left, no
+//!   growth).
+//! - `reliability [--check] [--observed FILE]`: `docs/reliability.md`'s fault matrix from what the
+//!   fault tests record, and its list of security probes from their tests.
 #![allow(clippy::disallowed_methods)] // automation: xtask runs cargo, npm, tar, python3 and the binaries it builds
 #![allow(clippy::print_stdout)] // its reports go to stdout
 
 mod bench;
 mod bench_bridge;
+mod bridge_process;
 mod demo;
 mod droid;
+mod figures;
 mod interop;
+mod procfs;
 mod protocol_doc;
+mod reliability;
 mod sandbox;
 mod sh;
+mod soak;
+mod soak_bridge;
+mod soak_mcp;
+mod soak_report;
+mod soak_tally;
+mod soak_world;
 
 use anyhow::{Context, Result, bail};
 
@@ -45,7 +61,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R]>";
+const USAGE: &str = "usage: cargo xtask <fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R] | reliability [--check] [--observed FILE] | soak [--time SECS] [--check]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
@@ -63,6 +79,8 @@ fn dispatch(args: &[&str]) -> Result<()> {
         ["bench", "engine", rest @ ..] => bench::engine(rest),
         ["bench", "bridge", rest @ ..] => bench_bridge::bridge(rest),
         ["bench", "mcp", rest @ ..] => bench::mcp(rest),
+        ["soak", rest @ ..] => soak::soak(rest),
+        ["reliability", rest @ ..] => reliability::reliability(rest),
         _ => bail!("{USAGE}"),
     }
 }
