@@ -1,5 +1,7 @@
 //! The checks every request passes before any route sees it (DESIGN §8), in this order:
-//! `Host` (403; 400 when missing), browser origin (403), bearer token (401). A local agent
+//! `Host` (403; 400 when missing or repeated), browser origin (403), bearer token (401). A
+//! request in absolute form (`POST http://name/execute`) names its host in the target too
+//! (RFC 9112 §3.2.2), and that name must pass the same check. A local agent
 //! runner's real threat is a web page in the user's browser: through DNS rebinding its requests
 //! arrive with `Host: attacker.example`, and drive-by requests carry an `Origin` (or a
 //! `Sec-Fetch-Site` of `cross-site`/`same-site`). Command-line clients send neither.
@@ -8,19 +10,21 @@
 use std::net::{IpAddr, SocketAddr};
 
 use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue, ORIGIN, WWW_AUTHENTICATE};
-use http::{HeaderMap, Response, StatusCode};
+use http::{HeaderMap, Response, StatusCode, Uri};
 
 use crate::config::{BridgeConfig, is_loopback};
 use crate::reply::{Body, error};
 
-/// The first check `headers` fail, as the answer to send; `None` when they pass. `local` is the
-/// address the connection arrived on (a client may name it in `Host`).
+/// The first check a request with target `uri` and `headers` fails, as the answer to send;
+/// `None` when it passes. `local` is the address the connection arrived on (a client may name it
+/// in `Host`).
 pub(crate) fn refuse(
+    uri: &Uri,
     headers: &HeaderMap,
     local: SocketAddr,
     cfg: &BridgeConfig,
 ) -> Option<Response<Body>> {
-    if let Some(r) = check_host(headers, local, cfg) {
+    if let Some(r) = check_host(uri, headers, local, cfg) {
         return Some(r);
     }
     if let Some(r) = check_origin(headers, cfg) {
@@ -52,33 +56,54 @@ fn host_name(value: &str) -> Option<String> {
 }
 
 fn check_host(
+    uri: &Uri,
     headers: &HeaderMap,
     local: SocketAddr,
     cfg: &BridgeConfig,
 ) -> Option<Response<Body>> {
-    let Some(value) = headers.get(HOST) else {
+    let mut values = headers.get_all(HOST).iter();
+    let Some(value) = values.next() else {
         return Some(error(
             StatusCode::BAD_REQUEST,
             "host_required",
             "the Host header is required (HTTP/1.1)",
         ));
     };
-    let name = value.to_str().ok().and_then(host_name);
-    let ok = name.as_deref().is_some_and(|h| {
-        h == "localhost"
-            || h.parse::<IpAddr>()
-                .is_ok_and(|ip| is_loopback(ip) || ip == local.ip())
-            || cfg.allowed_hosts.iter().any(|a| a.eq_ignore_ascii_case(h))
-    });
-    if ok {
-        return None;
+    // RFC 9112 §3.2: more than one Host line is a 400; which one would count is ambiguous
+    if values.next().is_some() {
+        return Some(error(
+            StatusCode::BAD_REQUEST,
+            "host_required",
+            "exactly one Host header is allowed; this request has more than one",
+        ));
     }
-    let shown = String::from_utf8_lossy(value.as_bytes()).into_owned();
+    let allowed = |shown: &[u8]| {
+        std::str::from_utf8(shown)
+            .ok()
+            .and_then(host_name)
+            .is_some_and(|h| {
+                h == "localhost"
+                    || h.parse::<IpAddr>()
+                        .is_ok_and(|ip| is_loopback(ip) || ip == local.ip())
+                    || cfg.allowed_hosts.iter().any(|a| a.eq_ignore_ascii_case(&h))
+            })
+    };
+    let (what, refused) = if allowed(value.as_bytes()) {
+        match uri.authority() {
+            Some(a) if !allowed(a.as_str().as_bytes()) => {
+                ("the request target's host", a.as_str().as_bytes())
+            }
+            _ => return None,
+        }
+    } else {
+        ("Host", value.as_bytes())
+    };
+    let shown = String::from_utf8_lossy(refused).into_owned();
     Some(error(
         StatusCode::FORBIDDEN,
         "host_not_allowed",
         format!(
-            "Host {shown:?} is not a loopback name; requests through another name are refused \
+            "{what} {shown:?} is not a loopback name; requests through another name are refused \
              (DNS rebinding). Use http://127.0.0.1:PORT, or add the name to allowed_hosts"
         ),
     ))
@@ -127,8 +152,13 @@ fn check_token(headers: &HeaderMap, cfg: &BridgeConfig) -> Option<Response<Body>
         .get(AUTHORIZATION)
         .map(HeaderValue::as_bytes)
         .and_then(|v| {
+            // RFC 9110 §11.1 and RFC 6750 §2.1: the scheme is case-insensitive and followed by
+            // one or more spaces
             let (scheme, rest) = v.split_at(v.len().min(7));
-            scheme.eq_ignore_ascii_case(b"bearer ").then_some(rest)
+            let spaces = rest.iter().take_while(|b| **b == b' ').count();
+            scheme
+                .eq_ignore_ascii_case(b"bearer ")
+                .then_some(&rest[spaces..])
         });
     let (ok, message) = match presented {
         Some(p) if token.matches(p) => (true, ""),
@@ -192,7 +222,8 @@ mod tests {
     }
 
     fn status(pairs: &[(&'static str, &str)], cfg: &BridgeConfig) -> u16 {
-        refuse(&headers(pairs), local(), cfg).map_or(200, |r| r.status().as_u16())
+        refuse(&Uri::from_static("/health"), &headers(pairs), local(), cfg)
+            .map_or(200, |r| r.status().as_u16())
     }
 
     #[test]
@@ -232,6 +263,19 @@ mod tests {
     }
 
     #[test]
+    fn one_host_and_a_loopback_target_are_required() {
+        let cfg = BridgeConfig::default();
+        let two = headers(&[("host", "127.0.0.1"), ("host", "127.0.0.1")]);
+        let r = refuse(&Uri::from_static("/health"), &two, local(), &cfg).unwrap();
+        assert_eq!(r.status(), 400);
+        let h = headers(&[("host", "127.0.0.1:53002")]);
+        let evil = Uri::from_static("http://attacker.example/health");
+        assert_eq!(refuse(&evil, &h, local(), &cfg).unwrap().status(), 403);
+        let lo = Uri::from_static("http://localhost:53002/health");
+        assert!(refuse(&lo, &h, local(), &cfg).is_none());
+    }
+
+    #[test]
     fn browser_origins_are_refused_unless_listed() {
         let cfg = BridgeConfig::default();
         let h = ("host", "127.0.0.1");
@@ -264,7 +308,14 @@ mod tests {
             status(&[h, ("authorization", "bearer 0123456789abcdef0123")], &cfg),
             200
         );
-        let r = refuse(&headers(&[h]), local(), &cfg).unwrap();
+        assert_eq!(
+            status(
+                &[h, ("authorization", "Bearer   0123456789abcdef0123")],
+                &cfg
+            ),
+            200
+        );
+        let r = refuse(&Uri::from_static("/health"), &headers(&[h]), local(), &cfg).unwrap();
         assert_eq!(
             r.headers()["www-authenticate"],
             "Bearer realm=\"droid-executor\""

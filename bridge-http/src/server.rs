@@ -162,7 +162,7 @@ where
     if bridge.is_draining() {
         return shutting_down(bridge.config().retry_after);
     }
-    if let Some(refusal) = guard::refuse(req.headers(), local, bridge.config()) {
+    if let Some(refusal) = guard::refuse(req.uri(), req.headers(), local, bridge.config()) {
         return refusal;
     }
     let route = match Route::find(req.method(), req.uri().path()) {

@@ -18,6 +18,8 @@ mod issue;
 mod paths;
 mod request;
 mod result;
+#[cfg(test)]
+mod roundtrip;
 mod schema;
 mod status;
 mod task;

@@ -150,7 +150,12 @@ impl TryFrom<String> for RelPath {
 }
 
 impl From<RelPath> for String {
+    /// The repository itself (`.`, `a/..`, or repo_root written absolute) is written `.`: the
+    /// empty string would not parse back.
     fn from(v: RelPath) -> String {
+        if v.0.as_os_str().is_empty() {
+            return ".".into();
+        }
         v.0.to_string_lossy().into_owned()
     }
 }

@@ -3,7 +3,7 @@
 //! Parsing walks the JSON document by hand (rather than `#[derive(Deserialize)]`) so that it can
 //! report every violation at once, each with its JSON path; serde's derive stops at the first.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -642,10 +642,20 @@ impl Parser {
     }
 }
 
-/// When `rel` exists and its real location (symlinks resolved) is outside the real repo root.
+/// When `rel`'s real location (symlinks resolved) is outside the real repo root. A path that does
+/// not exist (yet) is judged by its nearest existing ancestor inside the repository:
+/// `link/new.rs`, where `link` leads out of the repository, escapes as much as `link` does.
 fn symlink_escape(root: &RepoRoot, rel: &RelPath, facts: &dyn PathFacts) -> Option<String> {
     let full = root.as_path().join(rel.as_path());
-    let real = facts.canonical(&full)?;
+    let (real, rest) = full
+        .ancestors()
+        .take_while(|a| a.starts_with(root.as_path()))
+        .find_map(|a| Some((facts.canonical(a)?, full.strip_prefix(a).ok()?)))?;
+    let real = if rest.as_os_str().is_empty() {
+        real
+    } else {
+        real.join(rest)
+    };
     let real_root = facts
         .canonical(root.as_path())
         .unwrap_or_else(|| root.as_path().to_path_buf());
@@ -655,7 +665,7 @@ fn symlink_escape(root: &RepoRoot, rel: &RelPath, facts: &dyn PathFacts) -> Opti
         Some(format!(
             "{:?} leads outside repo_root (to {:?}) through a symlink",
             rel.as_path(),
-            Path::new(&real)
+            real
         ))
     }
 }

@@ -293,3 +293,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod props;

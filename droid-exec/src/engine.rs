@@ -178,6 +178,8 @@ impl Engine {
         cancel: CancellationToken,
         publish: Publisher,
     ) -> ExecutionResult {
+        let redact = Redactor::for_child_env(&self.cfg.env);
+        let publish = publish.redacting(redact.clone());
         let queued_at = Instant::now();
         let permit = match &self.scheduler {
             None => None,
@@ -238,6 +240,9 @@ impl Engine {
                 publish.dropped()
             ));
         }
+        // every field, whatever reached it (verify commands, droid's report, the caller's notes):
+        // the masking the store applies, for the front-ends' results too (DESIGN §8)
+        let result = redacted(result, &redact);
         publish.send(RunEvent::Completed {
             status: result.status,
         });
@@ -439,6 +444,15 @@ fn droid_missing(where_: &str) -> ExecutionResult {
             "install it (npm install -g @factory/cli) or point droid_bin / DROID_CLI_CMD at it; droid-executor doctor checks the setup",
         )],
     )
+}
+
+/// `result` with every secret in any of its strings masked.
+fn redacted(result: ExecutionResult, redact: &Redactor) -> ExecutionResult {
+    let Ok(mut value) = serde_json::to_value(&result) else {
+        return result;
+    };
+    redact.apply_value(&mut value);
+    serde_json::from_value(value).unwrap_or(result)
 }
 
 fn internal_error(e: &EngineError, kind: IssueType, action: &str) -> ExecutionResult {

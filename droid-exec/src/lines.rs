@@ -126,3 +126,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod props;

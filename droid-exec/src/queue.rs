@@ -125,8 +125,11 @@ impl Scheduler {
 
     fn bump_seq(&self) -> Result<u64, EngineError> {
         let path = self.locks().join("seq");
-        let last = match std::fs::read_to_string(&path) {
-            Ok(s) => s.trim().parse::<u64>().ok(),
+        // bytes, not a string: a counter that is not even UTF-8 is as corrupt as any other
+        let last = match std::fs::read(&path) {
+            Ok(b) => std::str::from_utf8(&b)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(0),
             Err(e) => return Err(io("read", &path)(e)),
         };
@@ -382,6 +385,28 @@ mod tests {
         assert!(waiting.await.unwrap().unwrap().is_none());
         assert_eq!(std::fs::read_dir(root.join("queue")).unwrap().count(), 0);
         drop(blocker);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_corrupt_counter_restarts_above_anything_handed_out() {
+        let root = temp("seq");
+        let s = Scheduler::new(&root, 1);
+        assert_eq!(s.next_seq().unwrap(), 1);
+        assert_eq!(s.next_seq().unwrap(), 2);
+        let floor = u64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_micros(),
+        )
+        .unwrap();
+        for garbage in [&b"\xff\xfe not utf-8"[..], b"twelve", b""] {
+            std::fs::write(root.join("locks/seq"), garbage).unwrap();
+            let next = s.next_seq().unwrap();
+            assert!(next >= floor, "{garbage:?}: {next}");
+            assert_eq!(s.next_seq().unwrap(), next + 1);
+        }
         std::fs::remove_dir_all(&root).unwrap();
     }
 

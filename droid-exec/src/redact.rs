@@ -1,4 +1,5 @@
-//! Secret redaction (DESIGN §8): Factory keys (`fk-…`), bearer tokens, and the exact values of
+//! Secret redaction (DESIGN §8): Factory keys (`fk-…`), bearer tokens (the scheme in any case),
+//! `FACTORY_API_KEY` assignments whatever the value looks like, and the exact values of
 //! secret-looking variables in droid's environment are replaced before anything reaches a result,
 //! a log or the store.
 
@@ -9,6 +10,20 @@ pub struct Redactor {
 }
 
 const MASK: &str = "[REDACTED]";
+
+/// What a secret follows (matched without regard to ASCII case), and the shortest run of token
+/// characters after it that counts as one: a Factory key, a bearer token, or the value of a
+/// `FACTORY_API_KEY` assignment (shell, `.env`, YAML or JSON style) whatever it looks like.
+pub(crate) const SECRET_PREFIXES: &[(&str, usize)] = &[
+    ("bearer ", 8),
+    ("fk-", 8),
+    ("factory_api_key=", 4),
+    ("factory_api_key=\"", 4),
+    ("factory_api_key='", 4),
+    ("factory_api_key: ", 4),
+    ("factory_api_key\": \"", 4),
+    ("factory_api_key\":\"", 4),
+];
 
 impl Redactor {
     /// A redactor that also hides the values of `env`'s secret-looking variables
@@ -46,7 +61,7 @@ impl Redactor {
                 out = out.replace(s.as_str(), MASK);
             }
         }
-        mask_after(&mask_after(&out, "fk-", 8), "Bearer ", 8)
+        mask_runs(&out, SECRET_PREFIXES)
     }
 
     /// Replace secrets in every string (keys included) of a JSON value, in place.
@@ -67,28 +82,46 @@ impl Redactor {
     }
 }
 
-/// Mask every run of token characters (at least `min` long) that follows `prefix`.
-fn mask_after(text: &str, prefix: &str, min: usize) -> String {
-    let is_tok =
-        |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '=' | '+' | '/');
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find(prefix) {
-        let after = &rest[i + prefix.len()..];
-        let len: usize = after
-            .chars()
-            .take_while(|c| is_tok(*c))
-            .map(char::len_utf8)
-            .sum();
-        out.push_str(&rest[..i + prefix.len()]);
-        if len >= min {
-            out.push_str(MASK);
-        } else {
-            out.push_str(&after[..len]);
+/// Mask every run of token characters (at least as long as its prefix asks) that follows one of
+/// `prefixes`, matched without regard to ASCII case. The runs are all found in the same text
+/// before any is masked, so a run that swallows the next prefix (`fk-abcBearer <token>`, two
+/// tokens written back to back) cannot hide the secret after it.
+fn mask_runs(text: &str, prefixes: &[(&str, usize)]) -> String {
+    // RFC 6750's b64token characters (`~` included), which covers Factory keys too; all ASCII, so
+    // a run's length in bytes is its length in characters
+    let is_tok = |b: u8| {
+        b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'=' | b'+' | b'/')
+    };
+    // ASCII lowercasing keeps every byte offset
+    let lower = text.to_ascii_lowercase();
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for (prefix, min) in prefixes {
+        let min = *min;
+        for (i, _) in lower.match_indices(prefix) {
+            let start = i + prefix.len();
+            let len = text.as_bytes()[start..]
+                .iter()
+                .take_while(|b| is_tok(**b))
+                .count();
+            if len >= min {
+                runs.push((start, start + len));
+            }
         }
-        rest = &after[len..];
     }
-    out.push_str(rest);
+    runs.sort_unstable();
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (start, end) in runs {
+        if start < at {
+            // inside (or overlapping) a run already masked
+            at = at.max(end);
+            continue;
+        }
+        out.push_str(&text[at..start]);
+        out.push_str(MASK);
+        at = end;
+    }
+    out.push_str(&text[at..]);
     out
 }
 
@@ -107,6 +140,14 @@ mod tests {
             r.apply("key fk-zzzzzzzzzz and fk-abcdefgh123, Authorization: Bearer abc.def.ghi.jkl, s3cr3t-value, /usr/bin:/bin, fk-short"),
             "key fk-[REDACTED] and [REDACTED], Authorization: Bearer [REDACTED], [REDACTED], /usr/bin:/bin, fk-short"
         );
+        assert_eq!(
+            r.apply("authorization: bearer abc.def.ghi.jkl BEARER abcdefghijk"),
+            "authorization: bearer [REDACTED] BEARER [REDACTED]"
+        );
+        assert_eq!(
+            r.apply("FACTORY_API_KEY=hunter22 export factory_api_key=\"abcd\" {\"FACTORY_API_KEY\": \"sk-1234\"} FACTORY_API_KEY: zz99"),
+            "FACTORY_API_KEY=[REDACTED] export factory_api_key=\"[REDACTED]\" {\"FACTORY_API_KEY\": \"[REDACTED]\"} FACTORY_API_KEY: [REDACTED]"
+        );
         let mut v = serde_json::json!({"a": ["x s3cr3t-value", {"fk-abcdefgh123": 1}], "n": 2});
         r.apply_value(&mut v);
         assert_eq!(
@@ -115,3 +156,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod props;

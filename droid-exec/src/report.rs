@@ -28,7 +28,7 @@ pub fn extract(final_text: &str) -> (String, Option<Report>) {
     };
     let body_start = start + open.len();
     let rest = &final_text[body_start..];
-    let (body, after) = match rest.find("```") {
+    let (body, after) = match fence_after_json(rest).or_else(|| rest.find("```")) {
         Some(end) => (&rest[..end], &rest[end + 3..]),
         None => (rest, ""),
     };
@@ -39,6 +39,18 @@ pub fn extract(final_text: &str) -> (String, Option<Report>) {
         .ok()
         .map(|v| from_value(&v));
     (prose, report.or(Some(Report::default())))
+}
+
+/// Where the closing fence is when `rest` holds one JSON value and then the fence: the JSON's own
+/// strings may hold "```" (a summary quoting a code block), so the first "```" is not always the
+/// end of the block.
+fn fence_after_json(rest: &str) -> Option<usize> {
+    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+    values.next()?.ok()?;
+    let end = values.byte_offset();
+    let tail = &rest[end..];
+    let gap = tail.len() - tail.trim_start().len();
+    tail[gap..].starts_with("```").then_some(end + gap)
 }
 
 fn from_value(v: &Value) -> Report {
@@ -146,3 +158,6 @@ mod tests {
         assert_eq!(r, Some(Report::default()));
     }
 }
+
+#[cfg(test)]
+mod props;

@@ -3,8 +3,10 @@
 //!
 //! ```text
 //! <store>/tasks/<id>/          0700
-//!   task.json       id, created_at, submission number, repo_root     (written once, atomically)
+//!   task.json       id, created_at (wall and boot clock), submission number, repo_root
+//!                                                                    (written once, atomically)
 //!   request.json    the request, secrets redacted                    (written once, atomically)
+//!   reserve         64 KiB set aside for the result until it is committed (see below)
 //!   lock            held (flock) by the task's supervisor for its whole life
 //!   owner.json      the supervisor's pid and marker, written once it holds `lock`
 //!   started         exists once the run got its slot (queued -> running)
@@ -19,6 +21,11 @@
 //! rename, fsync of the directory. `result.json` is committed with `link(2)` instead of `rename`, so
 //! the first writer wins and a second (a supervisor finishing just as someone declares it dead)
 //! cannot replace it: every task ends with exactly one result.
+//!
+//! A full disk must not lose a result either: a task is created only if its `reserve` can be
+//! written, and a commit that meets a full disk gives the reserve back and tries again (then once
+//! more with the logs and command excerpts dropped). A cancel request on a full disk is an empty
+//! file, which needs no data blocks.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
@@ -28,6 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use droid_contract::{ExecutionResult, Issue, IssueType};
+use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
@@ -100,12 +108,24 @@ fn random_u16() -> u16 {
     u16::try_from(h.finish() & 0xffff).unwrap_or(0)
 }
 
+/// Bytes set aside in a task's directory for its result (a result is a few KiB; a larger one
+/// is committed without its logs, see [`Store::commit_result`]).
+const RESERVE_BYTES: usize = 64 * 1024;
+/// The file holding them.
+const RESERVE: &str = "reserve";
+
 /// What `task.json` holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Meta {
     pub task_id: String,
     pub created_at: String,
     pub created_unix_ms: u64,
+    /// The boot the task was created in (`None` in records of older versions).
+    #[serde(default)]
+    pub boot_id: Option<String>,
+    /// Milliseconds since that boot at creation: a clock no wall-clock step moves.
+    #[serde(default)]
+    pub created_boot_ms: Option<u64>,
     /// Submission number: the order in which tasks get run slots.
     pub seq: u64,
     pub repo_root: PathBuf,
@@ -148,6 +168,29 @@ fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, EngineError> {
         return Err(io("write", &tmp)(e));
     }
     Ok(tmp)
+}
+
+/// Is `e` a full disk (or a full quota)?
+fn is_full(e: &EngineError) -> bool {
+    matches!(e, EngineError::Io { source, .. }
+        if matches!(source.raw_os_error(), Some(c) if c == Errno::ENOSPC as i32 || c == Errno::EDQUOT as i32))
+}
+
+/// `r` made small enough to fit where the whole did not: its logs and command excerpts dropped,
+/// and a log line saying so. Status, summary, files, commands and issues are kept.
+fn shrunk(r: &ExecutionResult) -> ExecutionResult {
+    let mut s = r.clone();
+    s.logs = vec![format!(
+        "the disk holding the task store is full: {} log line(s) and the command output \
+         excerpts were dropped to store this result",
+        r.logs.len()
+    )];
+    for c in &mut s.commands_run {
+        c.stdout_excerpt.clear();
+        c.stderr_excerpt.clear();
+        c.truncated = true;
+    }
+    s
 }
 
 fn sync_dir(dir: &Path) {
@@ -244,17 +287,22 @@ impl Store {
             }
         };
         let now = SystemTime::now();
+        let boot = crate::timestamp::boot_clock();
         let meta = Meta {
             task_id: key.as_str().to_owned(),
             created_at: crate::timestamp::rfc3339(now),
             created_unix_ms: now
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            created_boot_ms: boot.as_ref().map(|b| b.1),
+            boot_id: boot.map(|b| b.0),
             seq,
             repo_root: repo_root.to_path_buf(),
         };
         let dir = self.dir(&key);
-        let written = write_atomic(&dir.join("request.json"), &to_json(request)?)
+        // the reserve first: a task that could not store its result is not started
+        let written = write_reserve(&dir.join(RESERVE))
+            .and_then(|()| write_atomic(&dir.join("request.json"), &to_json(request)?))
             .and_then(|()| write_atomic(&dir.join("task.json"), &to_json(&meta)?));
         if let Err(e) = written {
             let _ = std::fs::remove_dir_all(&dir);
@@ -329,12 +377,29 @@ impl Store {
     }
 
     /// Commit the result unless one exists; `Ok(false)` when another writer came first.
+    ///
+    /// On a full disk the task's reserve is given back and the commit tried again, then once
+    /// more with the result [`shrunk`]. The reserve goes once a result exists.
     pub(crate) fn commit_result(
         &self,
         key: &TaskKey,
         result: &ExecutionResult,
     ) -> Result<bool, EngineError> {
-        create_atomic(&self.dir(key).join("result.json"), &to_json(result)?)
+        let path = self.dir(key).join("result.json");
+        let reserve = self.dir(key).join(RESERVE);
+        let bytes = to_json(result)?;
+        let committed = match create_atomic(&path, &bytes) {
+            Err(e) if is_full(&e) => {
+                let _ = std::fs::remove_file(&reserve);
+                match create_atomic(&path, &bytes) {
+                    Err(e) if is_full(&e) => create_atomic(&path, &to_json(&shrunk(result))?),
+                    other => other,
+                }
+            }
+            other => other,
+        }?;
+        let _ = std::fs::remove_file(&reserve);
+        Ok(committed)
     }
 
     /// When the result was committed.
@@ -370,13 +435,22 @@ impl Store {
         self.dir(key).join("started").exists()
     }
 
-    /// Ask the task's supervisor to cancel (idempotent).
+    /// Ask the task's supervisor to cancel (idempotent). On a full disk the request is an empty
+    /// file: nobody may be kept from stopping the task that filled it.
     pub(crate) fn request_cancel(&self, key: &TaskKey) -> Result<(), EngineError> {
-        create_atomic(
-            &self.dir(key).join("cancel"),
-            crate::timestamp::now().as_bytes(),
-        )
-        .map(|_| ())
+        let path = self.dir(key).join("cancel");
+        match create_atomic(&path, crate::timestamp::now().as_bytes()) {
+            Ok(_) => Ok(()),
+            Err(e) if is_full(&e) => OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&path)
+                .map(|_| ())
+                .map_err(|_| e),
+            Err(e) => Err(e),
+        }
     }
 
     pub(crate) fn cancel_requested(&self, key: &TaskKey) -> bool {
@@ -393,7 +467,12 @@ impl Store {
         std::fs::read_dir(self.dir(key))
             .ok()?
             .flatten()
-            .filter(|e| !matches!(e.file_name().to_str(), Some("worker.log" | "lock")))
+            .filter(|e| {
+                !matches!(
+                    e.file_name().to_str(),
+                    Some("worker.log" | "lock" | RESERVE)
+                )
+            })
             .filter_map(|e| e.metadata().ok()?.modified().ok())
             .max()
     }
@@ -407,6 +486,19 @@ impl Store {
             Err(e) => Err(io("remove", &dir)(e)),
         }
     }
+}
+
+/// Write [`RESERVE_BYTES`] of real (not sparse) data to a new private file at `path`.
+fn write_reserve(path: &Path) -> Result<(), EngineError> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io("reserve space in", path))?;
+    f.write_all(&vec![0u8; RESERVE_BYTES])
+        .and_then(|()| f.sync_all())
+        .map_err(io("reserve space in", path))
 }
 
 fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>, EngineError> {
@@ -488,5 +580,56 @@ mod tests {
             Err(EngineError::NoSuchTask { .. })
         ));
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn space_for_the_result_is_set_aside_until_it_is_committed() {
+        let root = std::env::temp_dir().join(format!("dx-store-reserve-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let store = Store::new(&root);
+        let key = store
+            .create(1, Path::new("/r"), &serde_json::json!({"objective": "x"}))
+            .unwrap();
+        let reserve = store.dir(&key).join(RESERVE);
+        let meta = std::fs::metadata(&reserve).unwrap();
+        assert_eq!(meta.len(), RESERVE_BYTES as u64);
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert!(store.meta(&key).unwrap().boot_id.is_some());
+        store.request_cancel(&key).unwrap();
+        store.request_cancel(&key).unwrap();
+        assert!(store.cancel_requested(&key));
+        let result = ExecutionResult::error(None, "done", Vec::new());
+        assert!(store.commit_result(&key, &result).unwrap());
+        assert!(!reserve.exists(), "the reserve goes with the result");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_full_disk_is_told_apart_and_a_shrunk_result_keeps_what_matters() {
+        let full = EngineError::Io {
+            action: "write",
+            path: PathBuf::from("/x"),
+            source: std::io::Error::from_raw_os_error(Errno::ENOSPC as i32),
+        };
+        let read_only = EngineError::Io {
+            action: "write",
+            path: PathBuf::from("/x"),
+            source: std::io::Error::from_raw_os_error(Errno::EROFS as i32),
+        };
+        assert!(is_full(&full));
+        assert!(!is_full(&read_only));
+        let mut r = ExecutionResult::error(
+            Some("t".into()),
+            "summary",
+            vec![Issue::new(IssueType::Timeout, "d", "a")],
+        );
+        r.logs = vec!["x".repeat(1 << 20); 3];
+        let s = shrunk(&r);
+        assert_eq!(
+            (&s.status, &s.summary, &s.issues, &s.task_id),
+            (&r.status, &r.summary, &r.issues, &r.task_id)
+        );
+        assert_eq!(s.logs.len(), 1);
+        assert!(s.logs[0].contains("3 log line(s)"), "{:?}", s.logs);
     }
 }

@@ -21,6 +21,7 @@ use crate::event_log::EventLog;
 use crate::excerpt::{Tail, head_str, tail_str};
 use crate::lines::{Line, Lines, MAX_LINE_BYTES};
 use crate::provider::{AgentEvent, Provider};
+use crate::redact::Redactor;
 use crate::spawn::{read_tail, terminate};
 
 /// Unknown (non-event) lines kept for the logs; the rest are only counted.
@@ -38,6 +39,9 @@ pub struct Publisher {
     tx: Option<mpsc::Sender<RunEvent>>,
     dropped: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     log: Option<std::sync::Arc<EventLog>>,
+    /// Masks secrets in every event before it leaves (DESIGN §8): droid's messages reach MCP
+    /// progress notifications and the CLI's progress line as they are.
+    redact: Option<Redactor>,
 }
 
 impl Publisher {
@@ -47,6 +51,15 @@ impl Publisher {
             tx,
             dropped: std::sync::Arc::default(),
             log: None,
+            redact: None,
+        }
+    }
+
+    /// This publisher, masking secrets in every event it publishes.
+    pub(crate) fn redacting(self, redact: Redactor) -> Self {
+        Self {
+            redact: Some(redact),
+            ..self
         }
     }
 
@@ -63,6 +76,10 @@ impl Publisher {
 
     /// Send `ev`; when the channel is full the event is dropped and counted.
     pub fn send(&self, ev: RunEvent) {
+        let ev = match &self.redact {
+            Some(r) => redacted_event(r, ev),
+            None => ev,
+        };
         if let Some(log) = &self.log {
             log.record(&ev);
         }
@@ -78,6 +95,15 @@ impl Publisher {
     pub fn dropped(&self) -> usize {
         self.dropped.load(std::sync::atomic::Ordering::Relaxed)
     }
+}
+
+/// `ev` with every secret in its strings masked.
+fn redacted_event(redact: &Redactor, ev: RunEvent) -> RunEvent {
+    let Ok(mut value) = serde_json::to_value(&ev) else {
+        return ev;
+    };
+    redact.apply_value(&mut value);
+    serde_json::from_value(value).unwrap_or(ev)
 }
 
 /// What supervision observed.

@@ -15,9 +15,12 @@ use nix::unistd::Pid;
 /// The variable that marks a run's processes.
 pub const MARKER_VAR: &str = "DROID_EXECUTOR_RUN_ID";
 
-/// Pids of live processes (other than this one) whose environment has `MARKER_VAR=marker`.
+/// Pids of live processes (other than this one) whose environment has `MARKER_VAR=marker`, or a
+/// sub-marker of it, `MARKER_VAR=marker-…` (verification commands are marked
+/// `<marker>-verify-<i>`), so a sweep of a run also reaches what its verification started.
 pub fn marked_pids(marker: &str) -> Vec<i32> {
     let needle = format!("{MARKER_VAR}={marker}");
+    let sub = format!("{needle}-");
     let me = std::process::id();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -37,7 +40,9 @@ pub fn marked_pids(marker: &str) -> Vec<i32> {
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
             continue;
         };
-        if environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes())
+        if environ
+            .split(|b| *b == 0)
+            .any(|kv| kv == needle.as_bytes() || kv.starts_with(sub.as_bytes()))
             && let Ok(pid) = i32::try_from(pid)
         {
             out.push(pid);

@@ -417,13 +417,16 @@ impl Tasks {
         let meta = self.store.meta(key)?;
         let mut result = self.store.result(key)?;
         if result.is_some() && self.expired(key) {
-            self.store.remove(key)?;
+            // expired either way; a store that cannot be written (read-only) keeps it on disk
+            // until a later look can remove it, and answers for the other tasks meanwhile
+            let ttl = self.cfg.task_ttl.as_secs();
+            let hint = match self.store.remove(key) {
+                Ok(()) => format!("its result expired after {ttl} s and was removed"),
+                Err(e) => format!("its result expired after {ttl} s; removing it failed: {e}"),
+            };
             return Err(EngineError::NoSuchTask {
                 id: key.to_string(),
-                hint: format!(
-                    "its result expired after {} s and was removed",
-                    self.cfg.task_ttl.as_secs()
-                ),
+                hint,
             });
         }
         let state = match &result {
@@ -460,22 +463,26 @@ impl Tasks {
     }
 
     /// The supervisor of `key` died without a result: kill what its run left behind, commit an
-    /// `error` result, and return the task's result (another writer's, if one came first).
+    /// `error` result, and return the task's result (another writer's, if one came first). When
+    /// the store cannot take the result (read-only), it is returned all the same and a later
+    /// look commits it.
     async fn bury(&self, key: &TaskKey) -> Result<ExecutionResult, EngineError> {
         let owner = self.store.owner(key);
-        let marker = owner
-            .as_ref()
-            .map_or_else(|| marker(key), |o| o.marker.clone());
+        // the task's own marker, never one read from owner.json: a damaged file must not point
+        // the sweep at another run's processes
+        let marker = marker(key);
         let leftover = sweep::marked_pids(&marker).len();
         let survivors = sweep::sweep(&marker, SWEEP_BUDGET).await;
-        let who = owner.as_ref().map_or_else(
-            || "never started".to_owned(),
-            |o| format!("(pid {})", o.pid),
+        let what = owner.as_ref().map_or_else(
+            || "the task's supervisor never started".to_owned(),
+            |o| {
+                format!(
+                    "the task's supervisor (pid {}) died without writing a result",
+                    o.pid
+                )
+            },
         );
-        let mut result = self.bridge_failure(
-            key,
-            format!("the task's supervisor {who} died without writing a result"),
-        );
+        let mut result = self.bridge_failure(key, what);
         let events = self.events(key.as_str(), 0).unwrap_or_default();
         if let Some(last) = events.last() {
             let what =
@@ -497,16 +504,38 @@ impl Tasks {
                 .logs
                 .push(format!("could not stop processes {survivors:?}"));
         }
-        if self.store.commit_result(key, &result)? {
-            return Ok(result);
+        match self.store.commit_result(key, &result) {
+            Ok(true) => Ok(result),
+            Ok(false) => Ok(self.store.result(key)?.unwrap_or(result)),
+            Err(e) => {
+                result.logs.push(format!(
+                    "this result is not stored yet ({e}); the next look at the task stores it"
+                ));
+                Ok(result)
+            }
         }
-        Ok(self.store.result(key)?.unwrap_or(result))
     }
 }
 
+/// How long ago the task was created, by the boot clock when its record has one: a wall-clock
+/// step (NTP, a resumed VM) must neither bury a task that is starting nor keep a task whose
+/// supervisor never came "queued" for as long as the clock was set back.
 fn age(meta: &Meta) -> Duration {
+    if let (Some(boot), Some(at)) = (&meta.boot_id, meta.created_boot_ms) {
+        match crate::timestamp::boot_clock() {
+            Some((now_boot, now)) if now_boot == *boot => {
+                return Duration::from_millis(now.saturating_sub(at));
+            }
+            // created in an earlier boot: whatever was starting then is gone
+            Some(_) => return Duration::MAX,
+            None => {}
+        }
+    }
     let created = SystemTime::UNIX_EPOCH + Duration::from_millis(meta.created_unix_ms);
-    created.elapsed().unwrap_or(Duration::ZERO)
+    // a creation time in the future: the clock was set back since, by an unknown amount, so the
+    // start-up window cannot be measured; take it as past rather than wait for the clock to
+    // catch up (years, possibly)
+    created.elapsed().unwrap_or(Duration::MAX)
 }
 
 impl Tasks {
@@ -526,5 +555,51 @@ impl Tasks {
                 ),
             )],
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::UNIX_EPOCH;
+
+    use super::*;
+
+    fn meta(created_unix_ms: u64, boot: Option<(String, u64)>) -> Meta {
+        Meta {
+            task_id: "droid-1-abcd".into(),
+            created_at: rfc3339(UNIX_EPOCH + Duration::from_millis(created_unix_ms)),
+            created_unix_ms,
+            created_boot_ms: boot.as_ref().map(|b| b.1),
+            boot_id: boot.map(|b| b.0),
+            seq: 1,
+            repo_root: PathBuf::from("/r"),
+        }
+    }
+
+    #[test]
+    fn a_task_age_is_measured_on_the_boot_clock_not_the_wall_clock() {
+        let wall = u64::try_from(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_millis(),
+        )
+        .unwrap();
+        let ten_years = 10 * 365 * 86_400_000_u64;
+        let (boot, now) = crate::timestamp::boot_clock().expect("/proc is mounted");
+        let second_ago = Some((boot.clone(), now.saturating_sub(1000)));
+        let minute_ago = Some((boot.clone(), now.saturating_sub(60_000)));
+        // the wall clock was ten years ahead (or behind) when a task was made a second ago
+        assert!(age(&meta(wall + ten_years, second_ago.clone())) < STARTUP_GRACE);
+        assert!(age(&meta(wall - ten_years, second_ago)) < STARTUP_GRACE);
+        // made a minute ago, under a wall clock that has since been set back ten years
+        assert!(age(&meta(wall + ten_years, minute_ago)) > STARTUP_GRACE);
+        // made in an earlier boot
+        let other = Some(("00000000-0000-0000-0000-000000000000".to_owned(), now));
+        assert_eq!(age(&meta(wall, other)), Duration::MAX);
+        // an older record without the boot clock: a future time is past the window, not a wait
+        // for the clock to catch up
+        assert_eq!(age(&meta(wall + ten_years, None)), Duration::MAX);
+        assert!(age(&meta(wall, None)) < STARTUP_GRACE);
     }
 }

@@ -2,6 +2,9 @@
 //! milliseconds (`2026-11-22T12:04:05.123Z`), which sort as text in time order. Formatted by hand
 //! (days-to-civil from Howard Hinnant's algorithms) rather than pulling in a date crate for one
 //! function.
+//!
+//! And the boot clock ([`boot_clock`]): milliseconds since boot, which a wall-clock step (NTP, a
+//! resumed VM, someone setting the date) does not move, for ages that must survive such a step.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -31,6 +34,24 @@ pub fn unix_seconds() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// This boot's id and the milliseconds since it began (`CLOCK_BOOTTIME`, read from
+/// `/proc/uptime` so every process of the machine reads the same clock); `None` without `/proc`.
+pub(crate) fn boot_clock() -> Option<(String, u64)> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
+    let ms = uptime_ms(uptime.split_whitespace().next()?)?;
+    Some((id.trim().to_owned(), ms))
+}
+
+/// `/proc/uptime`'s first field (seconds, with a fraction) in milliseconds.
+fn uptime_ms(field: &str) -> Option<u64> {
+    let (secs, frac) = field.split_once('.').unwrap_or((field, ""));
+    let secs: u64 = secs.parse().ok()?;
+    let frac: String = frac.chars().chain(std::iter::repeat('0')).take(3).collect();
+    let millis: u64 = frac.parse().ok()?;
+    secs.checked_mul(1000)?.checked_add(millis)
 }
 
 /// (year, month, day) of the day `z` days after 1970-01-01.
@@ -65,6 +86,19 @@ mod tests {
         assert_eq!(at(951_782_400, 7), "2000-02-29T00:00:00.007Z");
         assert_eq!(at(1_795_349_045, 123), "2026-11-22T12:04:05.123Z");
         assert_eq!(at(4_102_444_799, 999), "2099-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn the_boot_clock_reads_proc_uptime() {
+        assert_eq!(uptime_ms("12345.67"), Some(12_345_670));
+        assert_eq!(uptime_ms("0.05"), Some(50));
+        assert_eq!(uptime_ms("7"), Some(7000));
+        assert_eq!(uptime_ms("x.1"), None);
+        let (id, first) = boot_clock().expect("/proc is mounted");
+        assert_eq!(id.len(), 36, "{id}");
+        let (again, second) = boot_clock().unwrap();
+        assert_eq!(again, id);
+        assert!(second >= first);
     }
 
     #[test]

@@ -195,3 +195,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod props;

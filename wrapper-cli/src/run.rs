@@ -445,8 +445,69 @@ async fn submit(engine: &Engine, request: &Value, args: &RunArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("droid-executor: cannot submit the task: {e}");
-            ExitCode::from(2)
+            let task_id = req.task_id.as_ref().map(|t| t.as_str().to_owned());
+            let result = submit_failure(task_id, &e);
+            print_result(&result, args.json);
+            exit_code(result.status)
         }
+    }
+}
+
+/// The `error` result of a submission that failed, so `--json` callers get a result as for any
+/// other failure: the supervisor could not be started (`bridge_failure`), or the task store is
+/// missing, full or read-only (`env_issue`, as a sync run says when it cannot take a run slot).
+fn submit_failure(task_id: Option<String>, e: &droid_exec::EngineError) -> ExecutionResult {
+    use droid_contract::{Issue, IssueType};
+    let (kind, action) = match e {
+        droid_exec::EngineError::Spawn { .. } => (
+            IssueType::BridgeFailure,
+            "check that this droid-executor binary can still be run; or run the task without \
+             --background",
+        ),
+        _ => (
+            IssueType::EnvIssue,
+            "check that the task store (store_dir) is writable and has free space; \
+             droid-executor doctor checks it",
+        ),
+    };
+    ExecutionResult::error(
+        task_id,
+        format!("could not submit the task: {e}"),
+        vec![Issue::new(kind, e.to_string(), action)],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use droid_contract::IssueType;
+    use droid_exec::EngineError;
+
+    use super::*;
+
+    #[test]
+    fn a_failed_submission_is_an_error_result_naming_its_cause() {
+        let full = EngineError::Io {
+            action: "write",
+            path: PathBuf::from("/store/locks/seq"),
+            source: std::io::Error::from_raw_os_error(28),
+        };
+        let r = submit_failure(Some("t-1".into()), &full);
+        assert_eq!(r.status, Status::Error);
+        assert_eq!(r.task_id.as_deref(), Some("t-1"));
+        assert_eq!(r.issues[0].kind, IssueType::EnvIssue);
+        assert!(
+            r.summary
+                .starts_with("could not submit the task: write /store/locks/seq: No space left"),
+            "{}",
+            r.summary
+        );
+        let spawn = EngineError::Spawn {
+            program: "droid-executor".into(),
+            source: std::io::Error::from_raw_os_error(2),
+        };
+        assert_eq!(
+            submit_failure(None, &spawn).issues[0].kind,
+            IssueType::BridgeFailure
+        );
     }
 }

@@ -7,7 +7,8 @@
 //! so the suites need not wait the defaults (10 s and 30 s) out.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -62,15 +63,31 @@ pub(crate) fn token(
     env: &EnvMap,
 ) -> anyhow::Result<Option<Token>> {
     if let Some(f) = flag {
-        return Ok(Some(Token::from_file(f)?));
+        return Ok(Some(token_file(f)?));
     }
     if let Some(t) = env.get("DROID_EXECUTOR_TOKEN").filter(|t| !t.is_empty()) {
         return Ok(Some(Token::new(t)?));
     }
     match &settings.token_file {
-        Some(f) => Ok(Some(Token::from_file(f)?)),
+        Some(f) => Ok(Some(token_file(f)?)),
         None => Ok(None),
     }
+}
+
+/// The token in `path`, with a warning on stderr when other users may read or replace the file
+/// (the token is the only thing between them and droid running commands as this user).
+fn token_file(path: &Path) -> anyhow::Result<Token> {
+    let token = Token::from_file(path)?;
+    let mode = std::fs::metadata(path).map_or(0, |m| m.permissions().mode() & 0o777);
+    if mode & 0o077 != 0 {
+        eprintln!(
+            "droid-executor: warning: the token file {} is open to other users (mode {mode:04o}); \
+             restrict it with `chmod 600 {}`",
+            path.display(),
+            path.display()
+        );
+    }
+    Ok(token)
 }
 
 /// `host:port` as a socket address (a name such as `localhost` is resolved).

@@ -19,7 +19,9 @@ pub(crate) async fn worker(id: &str, store: &Path) -> ExitCode {
     ) {
         Ok(task) => task,
         Err(e) => {
-            eprintln!("droid-executor worker: cannot watch for signals: {e}");
+            note(&format!(
+                "droid-executor worker: cannot watch for signals: {e}"
+            ));
             return ExitCode::from(2);
         }
     };
@@ -27,27 +29,35 @@ pub(crate) async fn worker(id: &str, store: &Path) -> ExitCode {
     let limit = u64::try_from(PAYLOAD_LIMIT).unwrap_or(u64::MAX);
     if let Err(e) = std::io::stdin().take(limit).read_to_end(&mut payload) {
         // an unreadable payload becomes the task's `error` result below
-        eprintln!("droid-executor worker: reading the payload: {e}");
+        note(&format!("droid-executor worker: reading the payload: {e}"));
         payload.clear();
     }
     let end = supervise_task(store, id, &payload, cancel).await;
     signals.abort();
     match end {
         Ok(SupervisorEnd::Finished(status)) => {
-            eprintln!(
+            note(&format!(
                 "droid-executor worker: task {id} finished: {}",
                 status.as_str()
-            );
+            ));
             ExitCode::SUCCESS
         }
         Ok(SupervisorEnd::AlreadyFinished) => ExitCode::SUCCESS,
         Ok(SupervisorEnd::Owned) => {
-            eprintln!("droid-executor worker: task {id} has another supervisor");
+            note(&format!(
+                "droid-executor worker: task {id} has another supervisor"
+            ));
             ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("droid-executor worker: task {id}: {e}");
+            note(&format!("droid-executor worker: task {id}: {e}"));
             ExitCode::from(2)
         }
     }
+}
+
+/// One line on stderr (`worker.log`); a failed write (a full disk) is ignored.
+fn note(text: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
 }

@@ -18,17 +18,18 @@
 //! Every request must come back `success`, exactly once: anything else fails the bench.
 //! Measured, never asserted.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use bridge_http::client::{Client, Method};
+use bridge_http::client::Method;
 use serde_json::{Value, json};
 
+use crate::bridge_process::Server;
+use crate::figures::{mib, ms, percentile};
 use crate::sh::{build_bins, git_commit_all, workspace_root};
 
 /// Concurrent clients of each measured level.
@@ -42,8 +43,6 @@ const DEFAULT_REQUESTS: usize = 200;
 const DEFAULT_REPOS: usize = 32;
 /// Requests each bridge answers before anything is measured (page cache, first spawns).
 const WARM_UP: usize = 16;
-/// Time a bridge gets to print its listening line.
-const START_LIMIT: Duration = Duration::from_secs(20);
 /// Time one request gets; the fake droid answers in milliseconds.
 const REQUEST_LIMIT: Duration = Duration::from_secs(60);
 /// The fake droid's scenario: a completion event, at once.
@@ -173,14 +172,6 @@ pub(crate) fn bridge(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
-}
-
 /// One level's figures.
 struct Stats {
     wall: Duration,
@@ -208,12 +199,6 @@ fn listen_overflows() -> Option<u64> {
         .split_whitespace()
         .position(|n| n == "ListenOverflows")?;
     values.split_whitespace().nth(at)?.parse().ok()
-}
-
-/// The nearest-rank percentile `p` of `sorted`.
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 /// Send every body of `bodies` to `server` with `clients` requests in flight; every answer must
@@ -266,15 +251,13 @@ async fn load(server: &Server, bodies: &[Value], clients: usize) -> Result<Stats
         .zip(overflows_before)
         .map(|(after, before)| after.saturating_sub(before));
     if !failures.is_empty() || times.len() != bodies.len() {
-        let log = std::fs::read_to_string(&server.log).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(20).collect();
         bail!(
             "{}: {} of {} requests failed at {clients} clients; first: {}\nits log ends:\n{}",
             server.name,
             failures.len(),
             bodies.len(),
             failures.first().map_or("none", String::as_str),
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            server.log_tail(20)
         );
     }
     times.sort();
@@ -360,96 +343,5 @@ impl World {
 impl Drop for World {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A bridge process, its stderr in a log file; killed (by its pid) when dropped.
-struct Server {
-    name: &'static str,
-    child: Child,
-    client: Client,
-    log: PathBuf,
-}
-
-impl Server {
-    /// Start `cmd` and wait for its `listening on http://ADDR` line.
-    fn start(name: &'static str, cmd: &mut Command, log: &Path) -> Result<Self> {
-        let file = std::fs::File::create(log)?;
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .with_context(|| format!("could not start {name}"))?;
-        let until = Instant::now() + START_LIMIT;
-        let addr = loop {
-            let text = std::fs::read_to_string(log).unwrap_or_default();
-            if let Some(addr) = listening(&text) {
-                break addr;
-            }
-            if let Some(status) = child.try_wait()? {
-                bail!("{name} exited ({status}) before listening:\n{text}");
-            }
-            if Instant::now() > until {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!("{name} did not listen within {START_LIMIT:?}:\n{text}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Ok(Self {
-            name,
-            child,
-            client: Client::new(addr, None),
-            log: log.to_path_buf(),
-        })
-    }
-
-    /// A `/proc/<pid>/status` memory figure (`VmRSS`, `VmHWM`) in KiB.
-    fn memory(&self, field: &str) -> Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .with_context(|| format!("read /proc status of {}", self.name))?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .with_context(|| format!("no {field} in /proc status of {}", self.name))
-    }
-}
-
-/// The address in a `… listening on http://ADDR …` line of `log`.
-fn listening(log: &str) -> Option<SocketAddr> {
-    let rest = log.split("listening on http://").nth(1)?;
-    rest.split_whitespace().next()?.parse().ok()
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let v: Vec<Duration> = (1..=200).map(Duration::from_millis).collect();
-        assert_eq!(percentile(&v, 50.0), Duration::from_millis(100));
-        assert_eq!(percentile(&v, 99.0), Duration::from_millis(198));
-        assert_eq!(percentile(&v[..1], 99.0), Duration::from_millis(1));
-    }
-
-    #[test]
-    fn listening_line() {
-        let log = "warning: x\ndroid-executor serve: listening on http://127.0.0.1:4000 (pid 7)\n";
-        assert_eq!(listening(log), "127.0.0.1:4000".parse().ok());
-        assert_eq!(
-            listening("droid bridge: listening on http://127.0.0.1:9\n"),
-            "127.0.0.1:9".parse().ok()
-        );
-        assert_eq!(listening("starting\n"), None);
     }
 }

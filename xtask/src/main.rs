@@ -23,6 +23,8 @@
 //!   growth).
 //! - `reliability [--check] [--observed FILE]`: `docs/reliability.md`'s fault matrix from what the
 //!   fault tests record, and its list of security probes from their tests.
+//! - `fuzz [--time SECS] [--target NAME] [--stable]`: the cargo-fuzz targets in `fuzz/`, each for
+//!   SECS (60), from the seeds in `fuzz/seeds/`; executions, rate, corpus size, crashes.
 #![allow(clippy::disallowed_methods)] // automation: xtask runs cargo, npm, tar, python3 and the binaries it builds
 #![allow(clippy::print_stdout)] // its reports go to stdout
 
@@ -32,6 +34,7 @@ mod bridge_process;
 mod demo;
 mod droid;
 mod figures;
+mod fuzz;
 mod interop;
 mod procfs;
 mod protocol_doc;
@@ -41,6 +44,8 @@ mod sh;
 mod soak;
 mod soak_bridge;
 mod soak_mcp;
+mod soak_mcp_session;
+mod soak_raw_http;
 mod soak_report;
 mod soak_tally;
 mod soak_world;
@@ -61,7 +66,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R] | reliability [--check] [--observed FILE] | soak [--time SECS] [--check]>";
+const USAGE: &str = "usage: cargo xtask <fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R] | reliability [--check] [--observed FILE] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
@@ -80,6 +85,7 @@ fn dispatch(args: &[&str]) -> Result<()> {
         ["bench", "bridge", rest @ ..] => bench_bridge::bridge(rest),
         ["bench", "mcp", rest @ ..] => bench::mcp(rest),
         ["soak", rest @ ..] => soak::soak(rest),
+        ["fuzz", rest @ ..] => fuzz::fuzz(rest),
         ["reliability", rest @ ..] => reliability::reliability(rest),
         _ => bail!("{USAGE}"),
     }

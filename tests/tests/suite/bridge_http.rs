@@ -42,11 +42,11 @@ use super::mcp_stdio::{
 };
 
 /// Any one exchange with the bridge, a run with the fake droid included.
-const HTTP_LIMIT: Duration = Duration::from_secs(60);
+pub(super) const HTTP_LIMIT: Duration = Duration::from_secs(60);
 /// Time a cancelled run's processes get to disappear (droid's kill grace is 5 s).
 const GONE: Duration = Duration::from_secs(15);
 /// A token long enough for the bridge (16 characters at least).
-const TOKEN: &str = "bridge-test-token-0123456789";
+pub(super) const TOKEN: &str = "bridge-test-token-0123456789";
 /// `Retry-After` of 429 and 503 (`BridgeConfig::default().retry_after`).
 const RETRY_AFTER: &str = "5";
 
@@ -55,31 +55,31 @@ const RETRY_AFTER: &str = "5";
 
 /// A HOME with the fake droid (recording each start to `record.json`) and a bridge serving it.
 /// The bridge is declared first so it is killed before the HOME is deleted.
-struct Bridged {
-    serve: ServeProc,
-    home: FakeHome,
+pub(super) struct Bridged {
+    pub(super) serve: ServeProc,
+    pub(super) home: FakeHome,
 }
 
 impl Bridged {
     /// A HOME whose fake droid plays `steps`.
-    fn home(steps: &Value) -> FakeHome {
+    pub(super) fn home(steps: &Value) -> FakeHome {
         let home = FakeHome::new("bridge-http", &[RECORD_ENV]);
         home.play(steps);
         home
     }
 
     /// `serve --port 0 ARGS` over `home`, with `extra` environment.
-    async fn over(home: FakeHome, args: &[&str], extra: &[(&str, &str)]) -> Bridged {
+    pub(super) async fn over(home: FakeHome, args: &[&str], extra: &[(&str, &str)]) -> Bridged {
         let serve = ServeProc::start(args, &env_of(&home, extra), home.path()).await;
         Bridged { serve, home }
     }
 
     /// [`Bridged::over`] a fresh HOME playing `steps`.
-    async fn start(steps: &Value, args: &[&str], extra: &[(&str, &str)]) -> Bridged {
+    pub(super) async fn start(steps: &Value, args: &[&str], extra: &[(&str, &str)]) -> Bridged {
         Self::over(Self::home(steps), args, extra).await
     }
 
-    fn addr(&self) -> SocketAddr {
+    pub(super) fn addr(&self) -> SocketAddr {
         self.serve.addr
     }
 
@@ -88,12 +88,12 @@ impl Bridged {
     }
 
     /// A request on the HOME's repository with `extra` fields.
-    fn request(&self, objective: &str, extra: Value) -> Value {
+    pub(super) fn request(&self, objective: &str, extra: Value) -> Value {
         request_for(&self.home.repo(), objective, extra)
     }
 
     /// What the fake droid recorded of its last start; `None` when droid never started.
-    fn record(&self) -> Option<Value> {
+    pub(super) fn record(&self) -> Option<Value> {
         recorded(&self.home)
     }
 
@@ -110,7 +110,7 @@ impl Bridged {
     }
 
     /// `GET path` with the bridge's client: the status and the body as JSON.
-    async fn get(&self, path: &str) -> (u16, Value) {
+    pub(super) async fn get(&self, path: &str) -> (u16, Value) {
         send_json(&self.client(), Method::GET, path, None).await
     }
 
@@ -123,14 +123,14 @@ impl Bridged {
     }
 
     /// `POST /tasks`: the new task's id.
-    async fn submit(&self, request: &Value) -> String {
+    pub(super) async fn submit(&self, request: &Value) -> String {
         let (status, body) = send_json(&self.client(), Method::POST, "/tasks", Some(request)).await;
         assert_eq!(status, 202, "{body:#}");
         body["task_id"].as_str().unwrap().to_owned()
     }
 
     /// Poll `GET /tasks/{id}` until its state is `state`; the record.
-    async fn until_state(&self, id: &str, state: &str) -> Value {
+    pub(super) async fn until_state(&self, id: &str, state: &str) -> Value {
         let until = Instant::now() + HTTP_LIMIT;
         loop {
             let (status, rec) = self.get(&format!("/tasks/{id}")).await;
@@ -144,7 +144,7 @@ impl Bridged {
     }
 
     /// `GET /metrics`.
-    async fn metrics(&self) -> String {
+    pub(super) async fn metrics(&self) -> String {
         let (status, body) = self
             .client()
             .send(Method::GET, "/metrics", None, HTTP_LIMIT)
@@ -188,18 +188,24 @@ impl Bridged {
     }
 
     /// `POST path` with `request` as its JSON body, written by hand (see [`raw`]), answered.
-    async fn post(&self, path: &str, request: &Value) -> Answer {
+    pub(super) async fn post(&self, path: &str, request: &Value) -> Answer {
         self.raw("POST", path, &[JSON], &body(request)).await
     }
 
     /// `METHOD path` written by hand (see [`raw`]), answered.
-    async fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+    pub(super) async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Answer {
         exchange(self.addr(), &raw(self.addr(), method, path, headers, body)).await
     }
 }
 
 /// The HOME's environment plus the fake droid's record file and `extra`.
-fn env_of(home: &FakeHome, extra: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+pub(super) fn env_of(home: &FakeHome, extra: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
     let mut env = home.env();
     env.push((RECORD_ENV.into(), home.file("record.json").into()));
     env.extend(
@@ -211,13 +217,13 @@ fn env_of(home: &FakeHome, extra: &[(&str, &str)]) -> Vec<(OsString, OsString)> 
 }
 
 /// What the fake droid of `home` recorded of its last start; `None` when droid never started.
-fn recorded(home: &FakeHome) -> Option<Value> {
+pub(super) fn recorded(home: &FakeHome) -> Option<Value> {
     let bytes = std::fs::read(home.file("record.json")).ok()?;
     Some(serde_json::from_slice(&bytes).unwrap())
 }
 
 /// A request on `repo` with `extra` fields merged in.
-fn request_for(repo: &Path, objective: &str, extra: Value) -> Value {
+pub(super) fn request_for(repo: &Path, objective: &str, extra: Value) -> Value {
     let mut v = json!({"objective": objective, "context": {"repo_root": repo}});
     if let (Value::Object(base), Value::Object(more)) = (&mut v, extra) {
         base.extend(more);
@@ -245,7 +251,7 @@ async fn send_json(
 }
 
 /// The value of `series` (`name{labels}`) in Prometheus text.
-fn metric(text: &str, series: &str) -> u64 {
+pub(super) fn metric(text: &str, series: &str) -> u64 {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or_else(|| panic!("no {series} in\n{text}"))
@@ -276,32 +282,32 @@ fn droid_pid(record: &Value) -> i32 {
 
 /// An answer as read off the wire.
 #[derive(Debug)]
-struct Answer {
-    status: u16,
+pub(super) struct Answer {
+    pub(super) status: u16,
     /// Names lowercased, in order.
-    headers: Vec<(String, String)>,
-    body: String,
+    pub(super) headers: Vec<(String, String)>,
+    pub(super) body: String,
 }
 
 impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
 
-    fn json(&self) -> Value {
+    pub(super) fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {self:#?}"))
     }
 
-    fn result(&self) -> ExecutionResult {
+    pub(super) fn result(&self) -> ExecutionResult {
         serde_json::from_str(&self.body)
             .unwrap_or_else(|e| panic!("not an ExecutionResult ({e}): {self:#?}"))
     }
 
     /// The `code` of a refusal, after checking `status` and the refusal's shape.
-    fn refusal(&self, status: u16) -> String {
+    pub(super) fn refusal(&self, status: u16) -> String {
         assert_eq!(self.status, status, "{self:#?}");
         assert_eq!(
             self.header("content-type"),
@@ -318,13 +324,13 @@ impl Answer {
     }
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+pub(super) fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// An answer in `bytes` (a whole answer with `Content-Length`, or none at all: never chunked —
 /// streams are read with curl). The answer to `HEAD` announces a length and has no body.
-fn parse_answer(bytes: &[u8]) -> Answer {
+pub(super) fn parse_answer(bytes: &[u8]) -> Answer {
     let shown = || String::from_utf8_lossy(bytes).into_owned();
     let end = find(bytes, b"\r\n\r\n").unwrap_or_else(|| panic!("no answer head in {:?}", shown()));
     let head = std::str::from_utf8(&bytes[..end]).unwrap();
@@ -354,7 +360,7 @@ fn parse_answer(bytes: &[u8]) -> Answer {
 
 /// `METHOD path HTTP/1.1` with `Host` naming `addr` (unless `headers` has one), `Connection:
 /// close`, `headers`, and `body` with its `Content-Length` (unless `headers` frames it).
-fn raw(
+pub(super) fn raw(
     addr: SocketAddr,
     method: &str,
     path: &str,
@@ -381,7 +387,7 @@ fn raw(
 
 /// Everything the bridge sends until it closes the connection (a reset after the answer is
 /// fine: what arrived before it is kept).
-async fn read_all<R: AsyncReadExt + Unpin>(r: &mut R) -> Vec<u8> {
+pub(super) async fn read_all<R: AsyncReadExt + Unpin>(r: &mut R) -> Vec<u8> {
     let mut buf = Vec::new();
     let _ = tokio::time::timeout(HTTP_LIMIT, r.read_to_end(&mut buf))
         .await
@@ -390,18 +396,18 @@ async fn read_all<R: AsyncReadExt + Unpin>(r: &mut R) -> Vec<u8> {
 }
 
 /// Send `bytes` on a new connection; the answer.
-async fn exchange(addr: SocketAddr, bytes: &[u8]) -> Answer {
+pub(super) async fn exchange(addr: SocketAddr, bytes: &[u8]) -> Answer {
     let mut s = TcpStream::connect(addr).await.unwrap();
     s.write_all(bytes).await.unwrap();
     parse_answer(&read_all(&mut s).await)
 }
 
 /// A JSON POST body.
-fn body(v: &Value) -> Vec<u8> {
+pub(super) fn body(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).unwrap()
 }
 
-const JSON: (&str, &str) = ("Content-Type", "application/json");
+pub(super) const JSON: (&str, &str) = ("Content-Type", "application/json");
 
 // ---------------------------------------------------------------------------------------------
 // curl: a third-party client for plain exchanges and event streams

@@ -21,6 +21,8 @@ use std::time::Duration;
 
 use droid_contract::ExecutionResult;
 use serde_json::{Value, json};
+use tests::droid_bin::real_droid;
+use tests::droid_home::settings_json;
 use tests::procs::{is_alive, pids_with_env};
 use tokio::sync::watch;
 
@@ -38,6 +40,8 @@ const GONE: Duration = Duration::from_secs(10);
 const SAMPLE_EVERY: Duration = Duration::from_millis(20);
 /// The fake droid records its invocation here (in HOME).
 pub(super) const RECORD_FILE: &str = "record.json";
+/// The display name of the real droid's custom model in a [`FaultHome::real`] HOME.
+const REAL_MODEL: &str = "Faulty";
 
 /// The front-end a request goes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,13 +68,28 @@ impl Front {
     }
 }
 
-/// A HOME for one fault run: the fake droid, its scenario, a record of its invocation, the
-/// session variable passed through, and `config` lines appended to the config file.
+/// A HOME for one fault run: the fake droid (or the real one: [`FaultHome::real`]), its
+/// scenario, a record of its invocation, the session variable passed through, and `config` lines
+/// appended to the config file.
 pub(super) struct FaultHome {
     pub(super) home: FakeHome,
     session: String,
     /// The droid command, when not the fake droid.
     pub(super) droid: Option<std::path::PathBuf>,
+    /// Variables added to the front-end's environment (the real droid's offline switch).
+    extra_env: Vec<(OsString, OsString)>,
+    /// The model every request names (the real droid's custom model), if any.
+    model: Option<String>,
+}
+
+/// A session value no other run shares.
+fn new_session(prefix: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 impl FaultHome {
@@ -86,16 +105,40 @@ impl FaultHome {
                 .unwrap();
             writeln!(file, "{config}").unwrap();
         }
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let session = format!(
-            "{prefix}-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
         FaultHome {
             home,
-            session,
+            session: new_session(prefix),
             droid: None,
+            extra_env: Vec::new(),
+            model: None,
+        }
+    }
+
+    /// A HOME for the real droid 0.225.2 talking to the model server at `base_url` (a
+    /// `tests::scripted_model` server): `.factory/settings.json` lists it as droid's one custom
+    /// model (as `tests::droid_home` writes it), the front-end runs with droid's offline switch
+    /// `FACTORY_AIRGAP_ENABLED=1` (passed on to droid by its `FACTORY_` prefix), droid is the
+    /// installed one (a missing droid fails with its install command), and every
+    /// [`request`](FaultHome::request) names that model.
+    pub(super) fn real(prefix: &str, base_url: &str) -> FaultHome {
+        let home = FakeHome::new(prefix, &[SESSION_VAR]);
+        let settings = home.file(".factory/settings.json");
+        std::fs::create_dir_all(home.file(".factory")).unwrap();
+        std::fs::write(
+            &settings,
+            settings_json(&[(REAL_MODEL, base_url)]).to_string(),
+        )
+        .unwrap();
+        FaultHome {
+            home,
+            session: new_session(prefix),
+            droid: Some(real_droid()),
+            extra_env: vec![
+                ("FACTORY_AIRGAP_ENABLED".into(), "1".into()),
+                ("LANG".into(), "C.UTF-8".into()),
+            ],
+            // droid's id for the first custom model of a display name (`DroidHome::model_id`)
+            model: Some(format!("custom:{REAL_MODEL}-0")),
         }
     }
 
@@ -114,6 +157,7 @@ impl FaultHome {
                 }
             }
         }
+        env.extend(self.extra_env.iter().cloned());
         env
     }
 
@@ -123,12 +167,16 @@ impl FaultHome {
         serde_json::from_str(&text).ok()
     }
 
-    /// A request for the repository, with `extra` fields on top.
+    /// A request for the repository (naming the HOME's model, if it has one), with `extra`
+    /// fields on top.
     pub(super) fn request(&self, extra: Value) -> Value {
         let mut request = json!({
             "objective": "Fault injection",
             "context": {"repo_root": self.home.repo().display().to_string()},
         });
+        if let (Some(model), Some(r)) = (&self.model, request.as_object_mut()) {
+            r.insert("model".into(), Value::String(model.clone()));
+        }
         if let (Some(r), Some(e)) = (request.as_object_mut(), extra.as_object()) {
             for (k, v) in e {
                 r.insert(k.clone(), v.clone());
