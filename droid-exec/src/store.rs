@@ -402,6 +402,11 @@ impl Store {
         Ok(committed)
     }
 
+    /// Whether the task has a result (without reading it).
+    pub(crate) fn has_result(&self, key: &TaskKey) -> bool {
+        self.dir(key).join("result.json").exists()
+    }
+
     /// When the result was committed.
     pub(crate) fn result_time(&self, key: &TaskKey) -> Option<SystemTime> {
         std::fs::metadata(self.dir(key).join("result.json"))

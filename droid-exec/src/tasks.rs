@@ -261,6 +261,28 @@ impl Tasks {
         Ok(all.into_iter().take(limit).map(|(_, r)| r).collect())
     }
 
+    /// How many tasks are queued and how many running. Only tasks without a result are looked
+    /// at (a finished task's result is never read), so the count stays cheap however long the
+    /// store's history grows: what `/health` and `/metrics` ask on every scrape.
+    ///
+    /// # Errors
+    /// As [`Tasks::list`].
+    pub async fn unfinished(&self) -> Result<(usize, usize), EngineError> {
+        let (mut queued, mut running) = (0, 0);
+        for key in self.store.keys()? {
+            if self.store.has_result(&key) {
+                continue;
+            }
+            match self.look(&key).await {
+                Ok((_, rec)) if rec.state == TaskState::Queued => queued += 1,
+                Ok((_, rec)) if rec.state == TaskState::Running => running += 1,
+                Ok(_) | Err(EngineError::NoSuchTask { .. } | EngineError::Corrupt { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((queued, running))
+    }
+
     /// The most recently submitted task.
     ///
     /// # Errors

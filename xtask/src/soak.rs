@@ -11,7 +11,7 @@
 //! 1. warm-up: the first 10% of the time, and at least one full cycle of operations per client
 //!    (so every lazily opened resource exists before the baseline);
 //! 2. drain, then the baseline: each server's VmRSS, VmHWM and open descriptors, taken idle (no
-//!    run, no task, no process of the run left, the descriptor count steady);
+//!    run, no task, no process of the run left; the smallest set of descriptors over a second);
 //! 3. the measured phase, the rest of the time, with the servers' RSS and descriptor count
 //!    sampled every 250 ms for the peaks;
 //! 4. drain, the same figures idle again, the processes left carrying either HOME (droid carries
@@ -20,7 +20,7 @@
 //! Without `--check` it reports; with it, errors, processes left, more descriptors at the end
 //! than after the warm-up, RSS growth beyond the margin of [`crate::soak_report`], or too little
 //! traffic of some kind to judge make it exit non-zero. Everything it started is killed by pid
-//! and its temp directory removed, on success and on error.
+//! and its temp directory removed, on success, on error, and on SIGINT or SIGTERM.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -88,7 +88,12 @@ pub(crate) fn soak(args: &[&str]) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let outcome = rt.block_on(run(&world, &bins, &bridge, Duration::from_secs(secs)))?;
+    let outcome = rt.block_on(async {
+        tokio::select! {
+            outcome = run(&world, &bins, &bridge, Duration::from_secs(secs)) => outcome,
+            signal = interrupted() => bail!("stopped by {}; killed what it started", signal?),
+        }
+    })?;
     let failures = outcome.report();
     if !failures.is_empty() {
         println!();
@@ -104,6 +109,18 @@ pub(crate) fn soak(args: &[&str]) -> Result<()> {
         bail!("soak --check failed:\n  {}", failures.join("\n  "));
     }
     Ok(())
+}
+
+/// The first SIGINT or SIGTERM: the soak then returns, so that dropping the servers and the
+/// world kills what it started rather than leaving it running.
+async fn interrupted() -> Result<&'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        _ = int.recv() => Ok("SIGINT"),
+        _ = term.recv() => Ok("SIGTERM"),
+    }
 }
 
 /// The two tallies of one phase.
