@@ -544,6 +544,17 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     for n in &sup.oversized {
         logs.push(format!("droid printed a {n}-byte line; it was skipped"));
     }
+    if sup.tool_calls_dropped > 0 {
+        logs.push(format!(
+            "droid made {} more tool calls than the {} kept for commands_run; they are left out \
+             (files_changed still comes from the repository)",
+            sup.tool_calls_dropped,
+            sup.events
+                .iter()
+                .filter(|e| matches!(e, AgentEvent::ToolCall { .. }))
+                .count()
+        ));
+    }
     let stderr = sup.stderr.text();
     let stderr_lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     for l in stderr_lines.iter().rev().take(50).rev() {

@@ -28,6 +28,15 @@ use crate::spawn::{read_tail, terminate};
 const KEEP_UNKNOWN: usize = 50;
 /// Longest tool output kept per event for result assembly.
 const KEEP_TOOL_TEXT: usize = 64 * 1024;
+/// Tool output kept in all; past it each output keeps only its last [`KEEP_TOOL_TEXT_OVER`]
+/// bytes (the exit-code line and the excerpt's tail), so a run printing gigabytes of tool
+/// results stays in bounded memory.
+const KEEP_TOOL_TEXT_TOTAL: usize = 8 * 1024 * 1024;
+/// What each tool output keeps once [`KEEP_TOOL_TEXT_TOTAL`] is used up.
+const KEEP_TOOL_TEXT_OVER: usize = 1024;
+/// Tool calls kept for result assembly (with their results); later ones are counted, published
+/// as they happen, and left out of `commands_run`.
+const KEEP_TOOL_CALLS: usize = 1000;
 /// How long to keep reading output after the process is gone (a grandchild may hold the pipe).
 const DRAIN: Duration = Duration::from_secs(2);
 /// Bytes of stderr kept.
@@ -114,6 +123,8 @@ pub(crate) struct Supervised {
     /// We ended the process (after completion, on timeout or on cancel).
     pub stopped_by_us: bool,
     pub events: Vec<AgentEvent>,
+    /// Tool calls past [`KEEP_TOOL_CALLS`], left out of `events`.
+    pub tool_calls_dropped: usize,
     pub unknown_lines: usize,
     pub oversized: Vec<u64>,
     pub stderr: Tail,
@@ -200,6 +211,7 @@ pub(crate) async fn supervise(
         exit,
         stopped_by_us,
         events: obs.events,
+        tool_calls_dropped: obs.calls_dropped,
         unknown_lines: obs.unknown,
         oversized: obs.oversized,
         stderr,
@@ -224,7 +236,14 @@ async fn next_line<R: tokio::io::AsyncRead + Unpin>(
 
 #[derive(Default)]
 struct Observed {
+    /// What result assembly needs: everything but messages (published, then let go), with at
+    /// most [`KEEP_TOOL_CALLS`] tool calls and [`KEEP_TOOL_TEXT_TOTAL`] bytes of their output.
     events: Vec<AgentEvent>,
+    /// Ids of the tool calls kept, so a result is kept exactly when its call was.
+    calls_kept: std::collections::HashSet<String>,
+    calls_kept_n: usize,
+    calls_dropped: usize,
+    tool_text: usize,
     unknown: usize,
     oversized: Vec<u64>,
     completed_at: Option<Instant>,
@@ -253,20 +272,34 @@ impl Observed {
                     return;
                 }
             }
-            AgentEvent::Message { role, text } => publish.send(RunEvent::Message {
-                role: role.clone(),
-                text: head_str(text, 4096),
-            }),
+            AgentEvent::Message { role, text } => {
+                publish.send(RunEvent::Message {
+                    role: role.clone(),
+                    text: head_str(text, 4096),
+                });
+                // result assembly never reads messages: keeping them would let a chatty run
+                // grow without bound
+                return;
+            }
             AgentEvent::ToolCall {
                 id,
                 tool,
                 parameters,
                 ..
-            } => publish.send(RunEvent::ToolCall {
-                id: id.clone(),
-                tool: tool.clone(),
-                parameters: shorten(parameters),
-            }),
+            } => {
+                publish.send(RunEvent::ToolCall {
+                    id: id.clone(),
+                    tool: tool.clone(),
+                    parameters: shorten(parameters),
+                });
+                // counted, not measured by the set: droid may reuse an id
+                if self.calls_kept_n >= KEEP_TOOL_CALLS {
+                    self.calls_dropped += 1;
+                    return;
+                }
+                self.calls_kept_n += 1;
+                self.calls_kept.insert(id.clone());
+            }
             AgentEvent::ToolResult {
                 id,
                 tool,
@@ -274,16 +307,27 @@ impl Observed {
                 text,
                 ..
             } => {
-                let (tail, cut) = tail_str(text, KEEP_TOOL_TEXT);
-                if cut {
-                    *text = tail;
-                }
                 publish.send(RunEvent::ToolResult {
                     id: id.clone(),
                     tool: tool.clone(),
                     is_error: *is_error,
                     excerpt: tail_str(text, 1024).0,
                 });
+                // once calls are being dropped, a result is kept only for a kept call, and only
+                // one per call (a reused id must not let results pile up)
+                if self.calls_dropped > 0 && !self.calls_kept.remove(id.as_str()) {
+                    return;
+                }
+                let keep = if self.tool_text >= KEEP_TOOL_TEXT_TOTAL {
+                    KEEP_TOOL_TEXT_OVER
+                } else {
+                    KEEP_TOOL_TEXT
+                };
+                let (tail, cut) = tail_str(text, keep);
+                if cut {
+                    *text = tail;
+                }
+                self.tool_text += text.len();
             }
             AgentEvent::Completion { .. } => {
                 if self.completed_at.is_none() {

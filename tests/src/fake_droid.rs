@@ -32,6 +32,7 @@
 //! | `{"ignore_sigterm": true}` | from now on SIGTERM does nothing |
 //! | `{"spawn_grandchild": {"command": C, "pid_file": P}}` | run `setsid sh -c C` (own session, stdio on /dev/null, cwd = `--cwd`, this environment) and write the pid of `sh`, the session and process-group leader, to P |
 //! | `{"flood_bytes": N}` | write exactly N bytes of `x` lines (1 KiB each, the last one shorter) |
+//! | `{"flood_events": {"events": [E, ...], "bytes": N}}` | write the events (compact JSON lines) round-robin until at least N bytes are out |
 //! | `{"long_line": N}` | write one line of N `x` |
 //! | `{"write_file": {"path": P, "content": C}}` | create or overwrite P (parents too) |
 //!
@@ -367,6 +368,14 @@ async fn play(step: &Value, base: &Path) -> anyhow::Result<Option<Ending>> {
                 .with_context(|| format!("writing {}", pid_file.display()))?;
         }
         "flood_bytes" => flood(usize::try_from(number(arg, name)?)?)?,
+        "flood_events" => {
+            let events = arg["events"]
+                .as_array()
+                .filter(|e| !e.is_empty())
+                .context("step \"flood_events\" needs a non-empty \"events\" list")?;
+            let total = usize::try_from(number(&arg["bytes"], "flood_events.bytes")?)?;
+            flood_events(events, total)?;
+        }
         "long_line" => {
             let line = vec![b'x'; usize::try_from(number(arg, name)?)?];
             print_line(&line)?;
@@ -402,6 +411,21 @@ fn spawn_grandchild(command: &str, cwd: &Path) -> io::Result<u32> {
         .stderr(std::process::Stdio::null())
         .spawn()?;
     Ok(child.id())
+}
+
+/// Writes `events` as JSON lines, round-robin, until at least `total` bytes are out.
+fn flood_events(events: &[Value], total: usize) -> io::Result<()> {
+    let lines: Vec<String> = events.iter().map(|e| format!("{e}\n")).collect();
+    let mut out = io::BufWriter::with_capacity(64 * 1024, io::stdout().lock());
+    let mut written = 0;
+    for line in lines.iter().cycle() {
+        if written >= total {
+            break;
+        }
+        out.write_all(line.as_bytes())?;
+        written += line.len();
+    }
+    out.flush()
 }
 
 /// Writes exactly `total` bytes of `x` lines as fast as stdout takes them.

@@ -8,7 +8,8 @@
 //!   `<!-- matrix:begin -->` and `<!-- matrix:end -->`, one row per test and front-end, the case
 //!   being the test's own name.
 //! - The security probes are the tests of `tests/tests/suite/security.rs`, listed between
-//!   `<!-- probes:begin -->` and `<!-- probes:end -->` by name and first doc line.
+//!   `<!-- probes:begin -->` and `<!-- probes:end -->` by name and the first paragraph of their
+//!   doc comments.
 //! - `--check` rewrites nothing: it fails when the document names a test that does not exist or
 //!   misses one that does; with `--observed FILE` (the log of a full test run, as `.ci/run`
 //!   keeps it) it also fails when a fault test recorded nothing, or when an observed status,
@@ -103,7 +104,7 @@ fn fault_suites(root: &Path) -> Result<Vec<(&'static str, Vec<TestFn>)>> {
 }
 
 /// The tests of a suite file, in source order: every `fn` right after a `#[test]` or
-/// `#[tokio::test…]` attribute, with the first line of the doc comment above the attribute.
+/// `#[tokio::test…]` attribute, with the first paragraph of the doc comment above the attribute.
 fn tests_in(path: &Path) -> Result<Vec<TestFn>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -136,9 +137,11 @@ fn parse_tests(text: &str) -> Vec<TestFn> {
                     .chars()
                     .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                     .collect();
+                let paragraph: Vec<&str> =
+                    doc.iter().copied().take_while(|l| !l.is_empty()).collect();
                 found.push(TestFn {
                     name,
-                    doc: doc.first().copied().unwrap_or_default().to_owned(),
+                    doc: paragraph.join(" "),
                 });
             }
             in_test = false;
@@ -410,13 +413,13 @@ mod tests {
 
     #[test]
     fn finds_test_names_and_their_first_doc_line() {
-        let src = "/// helper\nfn helper() {}\n\n/// First line.\n/// Second.\n#[tokio::test(flavor = \"multi_thread\")]\nasync fn a_case_is_error() {}\n#[test]\n#[allow(x)]\nfn plain_test() {}\n";
+        let src = "/// helper\nfn helper() {}\n\n/// First line,\n/// second.\n///\n/// Not this.\n#[tokio::test(flavor = \"multi_thread\")]\nasync fn a_case_is_error() {}\n#[test]\n#[allow(x)]\nfn plain_test() {}\n";
         assert_eq!(
             parse_tests(src),
             vec![
                 TestFn {
                     name: "a_case_is_error".into(),
-                    doc: "First line.".into()
+                    doc: "First line, second.".into()
                 },
                 TestFn {
                     name: "plain_test".into(),

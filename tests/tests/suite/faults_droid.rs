@@ -262,6 +262,28 @@ async fn a_1_gib_flood_keeps_memory_under_64_mib() {
     record(rows);
 }
 
+/// droid's own events, not noise: 256 MiB of assistant messages and Execute calls with their
+/// results (each result 4 KiB), as a runaway session would print them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_256_mib_flood_of_events_keeps_memory_under_64_mib() {
+    let text = "y".repeat(1000);
+    let output = format!("{}\n[Process exited with code 0]", "z".repeat(4096));
+    let steps = json!([
+        {"flood_events": {"bytes": 256_u64 * 1024 * 1024, "events": [
+            {"type": "message", "role": "assistant", "text": text},
+            {"type": "tool_call", "id": "c1", "toolName": "Execute", "toolId": "Execute",
+             "parameters": {"command": "echo flood"}},
+            {"type": "tool_result", "id": "c1", "toolId": "Execute", "isError": false,
+             "value": output},
+        ]}},
+        {"completion": "Done after a flood of events."},
+    ]);
+    let rows = plain(steps)
+        .every_front_end(|_, d| assert_outcome(d, Status::Success, None), rss_note)
+        .await;
+    record(rows);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_hang_is_timeout_at_the_deadline() {
     let case = Case {
