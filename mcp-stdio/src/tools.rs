@@ -54,8 +54,16 @@ pub fn task_support(name: &str) -> &'static str {
 }
 
 /// Every tool's definition, for `tools/list`; with `execution.taskSupport` when `tasks` (the
-/// session negotiated 2025-11-25).
+/// session negotiated 2025-11-25). Built once per process: generating the four schemas costs
+/// milliseconds, and every `tools/list` (and `server/discover`) asks.
 pub fn definitions(tasks: bool) -> Vec<Value> {
+    static PLAIN: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
+    static WITH_TASKS: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
+    let cell = if tasks { &WITH_TASKS } else { &PLAIN };
+    cell.get_or_init(|| build_definitions(tasks)).clone()
+}
+
+fn build_definitions(tasks: bool) -> Vec<Value> {
     let mut all = base_definitions();
     for tool in &mut all {
         for key in ["inputSchema", "outputSchema"] {
