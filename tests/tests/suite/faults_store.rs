@@ -6,8 +6,8 @@
 //! Every front-end is a real `droid-executor` process (CLI, `serve`, `mcp`) on one store, with
 //! the fake droid. A full or read-only store is a real file system: a tmpfs, or a read-only bind
 //! mount, made in a user + mount namespace (`unshare -rm`) held open by a `sleep`, and reached
-//! from outside through `/proc/<sleep>/root/…`, so every front-end, supervisor and the test see
-//! the same mount while nothing needs privileges. A clock jump is libfaketime
+//! from outside through the sleeper's `root` link in procfs, so every front-end, supervisor and
+//! the test see the same mount while nothing needs privileges. A clock jump is libfaketime
 //! (`LD_PRELOAD`, `FAKETIME_DONT_FAKE_MONOTONIC=1`: only the wall clock moves, as an NTP step
 //! does); file times are the kernel's and stay real. Records that no process can be made to
 //! write on demand (a supervisor that never came, a task from a future clock) are written into
