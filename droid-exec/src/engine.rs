@@ -201,7 +201,7 @@ impl Engine {
                         let mut r = cancelled_before_start();
                         r.task_id = req.task_id.as_ref().map(|t| t.as_str().to_owned());
                         publish.send(RunEvent::Completed { status: r.status });
-                        return r;
+                        return redact.apply_to(r);
                     }
                     Err(e) => {
                         let mut r = internal_error(
@@ -212,7 +212,7 @@ impl Engine {
                         );
                         r.task_id = req.task_id.as_ref().map(|t| t.as_str().to_owned());
                         publish.send(RunEvent::Completed { status: r.status });
-                        return r;
+                        return redact.apply_to(r);
                     }
                 }
             }
@@ -242,7 +242,7 @@ impl Engine {
         }
         // every field, whatever reached it (verify commands, droid's report, the caller's notes):
         // the masking the store applies, for the front-ends' results too (DESIGN §8)
-        let result = redacted(result, &redact);
+        let result = redact.apply_to(result);
         publish.send(RunEvent::Completed {
             status: result.status,
         });
@@ -444,15 +444,6 @@ fn droid_missing(where_: &str) -> ExecutionResult {
             "install it (npm install -g @factory/cli) or point droid_bin / DROID_CLI_CMD at it; droid-executor doctor checks the setup",
         )],
     )
-}
-
-/// `result` with every secret in any of its strings masked.
-fn redacted(result: ExecutionResult, redact: &Redactor) -> ExecutionResult {
-    let Ok(mut value) = serde_json::to_value(&result) else {
-        return result;
-    };
-    redact.apply_value(&mut value);
-    serde_json::from_value(value).unwrap_or(result)
 }
 
 fn internal_error(e: &EngineError, kind: IssueType, action: &str) -> ExecutionResult {

@@ -15,7 +15,6 @@ use serde_json::Value;
 
 use crate::error::EngineError;
 use crate::event::{Phase, RunEvent};
-use crate::redact::Redactor;
 use crate::store::{Store, TaskKey};
 
 /// The event log of one task.
@@ -23,7 +22,6 @@ use crate::store::{Store, TaskKey};
 pub(crate) struct EventLog {
     store: Store,
     key: TaskKey,
-    redact: Redactor,
     state: Mutex<LogState>,
 }
 
@@ -36,11 +34,7 @@ struct LogState {
 
 impl EventLog {
     /// Open (append, 0600) the log of task `key`.
-    pub(crate) fn open(
-        store: &Store,
-        key: &TaskKey,
-        redact: Redactor,
-    ) -> Result<Self, EngineError> {
+    pub(crate) fn open(store: &Store, key: &TaskKey) -> Result<Self, EngineError> {
         let path = store.events_path(key);
         let file = std::fs::OpenOptions::new()
             .append(true)
@@ -55,7 +49,6 @@ impl EventLog {
         Ok(Self {
             store: store.clone(),
             key: key.clone(),
-            redact,
             state: Mutex::new(LogState {
                 file: Some(file),
                 seq: 0,
@@ -83,10 +76,10 @@ impl EventLog {
             }
         }
         st.seq += 1;
-        let Ok(mut body) = serde_json::to_value(ev) else {
+        // already masked: the engine's publisher redacts every event before it is recorded
+        let Ok(body) = serde_json::to_value(ev) else {
             return;
         };
-        self.redact.apply_value(&mut body);
         let mut line = serde_json::json!({"seq": st.seq, "at": crate::timestamp::now()});
         if let (Value::Object(head), Value::Object(body)) = (&mut line, body) {
             head.extend(body);

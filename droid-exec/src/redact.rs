@@ -64,6 +64,17 @@ impl Redactor {
         mask_runs(&out, SECRET_PREFIXES)
     }
 
+    /// `value` with secrets replaced in every string of its JSON form (a result, an event);
+    /// `value` itself if the masked form no longer reads back as a `T`.
+    #[must_use]
+    pub fn apply_to<T: serde::Serialize + serde::de::DeserializeOwned>(&self, value: T) -> T {
+        let Ok(mut json) = serde_json::to_value(&value) else {
+            return value;
+        };
+        self.apply_value(&mut json);
+        serde_json::from_value(json).unwrap_or(value)
+    }
+
     /// Replace secrets in every string (keys included) of a JSON value, in place.
     pub fn apply_value(&self, value: &mut serde_json::Value) {
         use serde_json::Value;

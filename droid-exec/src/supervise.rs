@@ -86,7 +86,7 @@ impl Publisher {
     /// Send `ev`; when the channel is full the event is dropped and counted.
     pub fn send(&self, ev: RunEvent) {
         let ev = match &self.redact {
-            Some(r) => redacted_event(r, ev),
+            Some(r) => r.apply_to(ev),
             None => ev,
         };
         if let Some(log) = &self.log {
@@ -104,15 +104,6 @@ impl Publisher {
     pub fn dropped(&self) -> usize {
         self.dropped.load(std::sync::atomic::Ordering::Relaxed)
     }
-}
-
-/// `ev` with every secret in its strings masked.
-fn redacted_event(redact: &Redactor, ev: RunEvent) -> RunEvent {
-    let Ok(mut value) = serde_json::to_value(&ev) else {
-        return ev;
-    };
-    redact.apply_value(&mut value);
-    serde_json::from_value(value).unwrap_or(ev)
 }
 
 /// What supervision observed.

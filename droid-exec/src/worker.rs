@@ -108,7 +108,7 @@ pub async fn supervise_task(
     };
     let redact = redactor(&payload.config);
     let watcher = tokio::spawn(watch_cancel(store.clone(), key.clone(), cancel.clone()));
-    let log = match EventLog::open(&store, &key, redact.clone()) {
+    let log = match EventLog::open(&store, &key) {
         Ok(log) => Some(Arc::new(log)),
         Err(e) => {
             tracing::warn!("cannot record events: {e}");
@@ -129,20 +129,14 @@ pub async fn supervise_task(
                 .get("task_id")
                 .and_then(Value::as_str)
                 .map(str::to_owned);
-            ExecutionResult::invalid_request(task_id, &v)
+            // the engine masks the results it makes; this one quotes the request
+            redact.apply_to(ExecutionResult::invalid_request(task_id, &v))
         }
     };
     watcher.abort();
     if result.task_id.is_none() {
         result.task_id = Some(key.to_string());
     }
-    let mut stored = serde_json::to_value(&result).map_err(|e| EngineError::Io {
-        action: "encode",
-        path: store.dir(&key),
-        source: std::io::Error::other(e),
-    })?;
-    redact.apply_value(&mut stored);
-    let result: ExecutionResult = serde_json::from_value(stored).unwrap_or(result);
     if !store.commit_result(&key, &result)? {
         tracing::warn!(task = %key, "a result was already committed; this run's result is dropped");
     }

@@ -391,6 +391,11 @@ fn vm_hwm_kib(pid: i32) -> Option<u64> {
         .ok()
 }
 
+/// The issue types of a result, in order.
+pub(super) fn issue_kinds(r: &ExecutionResult) -> Vec<&'static str> {
+    r.issues.iter().map(|i| i.kind.as_str()).collect()
+}
+
 /// One row of the matrix.
 #[derive(Debug)]
 pub(super) struct Observed {

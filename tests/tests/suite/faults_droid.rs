@@ -6,18 +6,14 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 
-use droid_contract::{ExecutionResult, Status};
+use droid_contract::Status;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use super::fault_matrix::{Driven, FaultHome, Front, Observed, drive, record};
+use super::fault_matrix::{Driven, FaultHome, Front, Observed, drive, issue_kinds, record};
 
 /// The memory bound of issue 7: a front-end stays under this while droid floods it.
 const RSS_LIMIT_MIB: f64 = 64.0;
-
-fn issue_kinds(r: &ExecutionResult) -> Vec<&'static str> {
-    r.issues.iter().map(|i| i.kind.as_str()).collect()
-}
 
 /// Asserts what every fault case must hold: the status, that `issue` is among the issues,
 /// exactly one result, nothing left running, memory under the bound.

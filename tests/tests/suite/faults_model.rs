@@ -13,13 +13,13 @@
 //! give up is checked too, replayed by the fake droid from recordings of the real one, since
 //! waiting for it would take minutes per front-end.
 
-use droid_contract::{ExecutionResult, Status};
+use droid_contract::Status;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tests::droid_bin::DROID_VERSION;
 use tests::scripted_model::ScriptedModel;
 
-use super::fault_matrix::{Driven, FaultHome, Front, Observed, drive, record};
+use super::fault_matrix::{Driven, FaultHome, Front, Observed, drive, issue_kinds, record};
 
 /// The memory bound of issue 7.
 const RSS_LIMIT_MIB: f64 = 64.0;
@@ -42,10 +42,6 @@ impl Run {
             self.d.front, self.d.result, self.model_requests, self.d.stderr
         )
     }
-}
-
-fn issue_kinds(r: &ExecutionResult) -> Vec<&'static str> {
-    r.issues.iter().map(|i| i.kind.as_str()).collect()
 }
 
 /// Drives one request (the HOME's model plus `extra` fields) through every front-end, each with a
