@@ -45,9 +45,11 @@ module.exports = {
       max_restarts: 10,
       stop_exit_codes: [2],
       // pm2 stops with SIGINT, which the bridge treats like SIGTERM: stop accepting, give sync
-      // runs their drain grace (30 s, `serve --drain-grace`), then cancel them (droid gets 5 s
-      // more). SIGKILL only after 45 s, so a drain is never cut short.
-      kill_timeout: 45000,
+      // runs their drain grace (30 s, `serve --drain-grace`), then cancel them (15 s for them to
+      // stop) and send the answers (5 s): at most 50 s. SIGKILL only after 60 s, so a drain is
+      // never cut short (a SIGKILL would leave droid processes behind). A larger --drain-grace
+      // needs kill_timeout raised by as much.
+      kill_timeout: 60000,
       // Signal the bridge only, not its process tree: background tasks (POST /tasks) run in
       // supervisors the bridge started, and they must outlive a restart of the bridge.
       treekill: false,

@@ -7,6 +7,11 @@ use std::time::Duration;
 use crate::error::BridgeError;
 use crate::token::Token;
 
+/// Time sync runs get to finish at shutdown before they are cancelled, unless configured
+/// (`serve --drain-grace`). What a supervisor must wait before SIGKILL is longer: see
+/// [`crate::worst_case_drain`].
+pub const DRAIN_GRACE: Duration = Duration::from_secs(30);
+
 /// The bridge's own settings (the engine's are in [`droid_exec::EngineConfig`]).
 #[derive(Debug, Clone)]
 pub struct BridgeConfig {
@@ -19,7 +24,8 @@ pub struct BridgeConfig {
     pub header_timeout: Duration,
     /// Time a client gets to send a request's body once its head arrived (default 30 s).
     pub body_timeout: Duration,
-    /// Time sync runs get to finish at shutdown before they are cancelled (default 30 s).
+    /// Time sync runs get to finish at shutdown before they are cancelled ([`DRAIN_GRACE`] by
+    /// default).
     pub drain_grace: Duration,
     /// The bearer token every request must carry, when configured.
     pub token: Option<Token>,
@@ -40,7 +46,7 @@ impl Default for BridgeConfig {
             max_queue: 64,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
-            drain_grace: Duration::from_secs(30),
+            drain_grace: DRAIN_GRACE,
             token: None,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),

@@ -1,7 +1,9 @@
 //! `GET /health` and `GET /metrics`: what a supervisor (the daemon starter, pm2, systemd, a
 //! probe) and a metrics scraper read.
 
-use droid_contract::TaskState;
+use std::time::Duration;
+
+use droid_contract::{TaskRecord, TaskState};
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Response, StatusCode};
 use serde_json::json;
@@ -58,7 +60,32 @@ pub(crate) async fn health(bridge: &Bridge) -> Response<Body> {
     )
 }
 
+/// Count the background tasks found finished since the last look, each once (see
+/// [`crate::metrics`]): the store is listed, and only the results new since then are read.
+async fn count_task_ends(bridge: &Bridge) {
+    let Some(tasks) = bridge.tasks() else {
+        return;
+    };
+    let Ok(scan) = tasks.scan() else {
+        return;
+    };
+    for id in bridge.metrics().newly_finished(&scan) {
+        // gone (expired) in between: nothing to count
+        if let Ok(TaskRecord {
+            result: Some(r), ..
+        }) = tasks.status(&id).await
+        {
+            bridge
+                .metrics()
+                .task_finished(r.status, Duration::from_millis(r.duration_ms));
+        }
+    }
+}
+
 pub(crate) async fn metrics(bridge: &Bridge) -> Response<Body> {
+    // before the gauges: a task whose supervisor died is finalized by the gauges' look, and
+    // counted at the next scrape
+    count_task_ends(bridge).await;
     let gauges = Gauges {
         sync_in_flight: bridge.sync_in_flight(),
         sync_waiting: bridge.sync_waiting(),

@@ -18,7 +18,9 @@
 //!   in the request's future: hyper drops that future when the client disconnects, which cancels
 //!   the run (droid and everything it started are killed) — the run is never dropped mid-flight;
 //! - graceful shutdown: stop taking work (new requests get 503), let sync runs finish for a grace,
-//!   then cancel them; background tasks live in their own supervisors and keep running.
+//!   then cancel them; background tasks live in their own supervisors and keep running. The
+//!   worst case is exported ([`worst_case_drain`], [`STOP_TIMEOUT`]) so that whatever stops the
+//!   bridge waits long enough before SIGKILL.
 
 // Handlers answer refusals through `Err(Response)`: built once per request, never on a hot
 // path, so boxing them would buy nothing.
@@ -42,9 +44,9 @@ mod state;
 mod task_routes;
 mod token;
 
-pub use config::{BridgeConfig, check_bind};
+pub use config::{BridgeConfig, DRAIN_GRACE, check_bind};
 pub use error::BridgeError;
 pub use metrics::Metrics;
-pub use server::serve;
+pub use server::{CANCEL_BUDGET, FLUSH_BUDGET, STOP_MARGIN, STOP_TIMEOUT, serve, worst_case_drain};
 pub use state::Bridge;
 pub use token::Token;

@@ -1,6 +1,19 @@
 //! The counters behind `GET /metrics`, rendered as Prometheus text (exposition format 0.0.4).
+//!
+//! Two kinds of run are counted apart, each by status and with a duration histogram:
+//! - sync runs (`POST /execute`): counted by the bridge when it answers, timed by its own
+//!   clock (`droid_executor_runs_total`, `droid_executor_run_duration_seconds`);
+//! - background tasks (`POST /tasks`, and those the CLI or the MCP server put in the same store):
+//!   each run by its own supervisor process, so the bridge learns of an end from the store. A
+//!   scrape lists the store (one `stat` per task, as the gauges already do) and reads the result
+//!   of each task whose result is new since the last look, once; it is then remembered as
+//!   counted (`droid_executor_tasks_finished_total`, `droid_executor_task_duration_seconds`,
+//!   timed by the result's `duration_ms`). Tasks finished before the bridge started are not
+//!   counted: when the bridge restarts the counters start again at 0 (Prometheus' `rate()`
+//!   handles such a reset), tasks still running then are counted when they end, and tasks that
+//!   ended while no bridge ran are counted by none.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,15 +35,97 @@ const STATUSES: [Status; 6] = [
     Status::Error,
 ];
 
+fn index(status: Status) -> usize {
+    STATUSES.iter().position(|s| *s == status).unwrap_or(5)
+}
+
+/// Runs of one kind by status, and their durations.
+#[derive(Debug, Default)]
+struct Outcomes {
+    by_status: [AtomicU64; 6],
+    buckets: [AtomicU64; 10],
+    duration_ms_sum: AtomicU64,
+    duration_count: AtomicU64,
+}
+
+/// The names and help texts of one [`Outcomes`]' series.
+struct Series {
+    counter: &'static str,
+    counter_help: &'static str,
+    histogram: &'static str,
+    histogram_help: &'static str,
+}
+
+impl Outcomes {
+    fn record(&self, status: Status, took: Duration) {
+        self.by_status[index(status)].fetch_add(1, Ordering::Relaxed);
+        let secs = took.as_secs_f64();
+        for (i, le) in BUCKETS.iter().enumerate() {
+            if secs <= *le {
+                self.buckets[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+        self.duration_ms_sum.fetch_add(ms, Ordering::Relaxed);
+        self.duration_count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn render(&self, w: &mut String, s: &Series) {
+        let _ = writeln!(
+            w,
+            "# HELP {} {}\n# TYPE {} counter",
+            s.counter, s.counter_help, s.counter
+        );
+        for (i, status) in STATUSES.iter().enumerate() {
+            let n = self.by_status[i].load(Ordering::Relaxed);
+            let _ = writeln!(w, "{}{{status=\"{}\"}} {n}", s.counter, status.as_str());
+        }
+        let h = s.histogram;
+        let _ = writeln!(w, "# HELP {h} {}\n# TYPE {h} histogram", s.histogram_help);
+        for (i, le) in BUCKETS.iter().enumerate() {
+            let n = self.buckets[i].load(Ordering::Relaxed);
+            let _ = writeln!(w, "{h}_bucket{{le=\"{le}\"}} {n}");
+        }
+        let count = self.duration_count.load(Ordering::Relaxed);
+        let sum = self.duration_ms_sum.load(Ordering::Relaxed) as f64 / 1000.0;
+        let _ = writeln!(
+            w,
+            "{h}_bucket{{le=\"+Inf\"}} {count}\n{h}_sum {sum}\n{h}_count {count}"
+        );
+    }
+}
+
+const SYNC: Series = Series {
+    counter: "droid_executor_runs_total",
+    counter_help: "Sync runs (POST /execute) this bridge finished since it started, by status. \
+                   Background tasks are counted in droid_executor_tasks_finished_total.",
+    histogram: "droid_executor_run_duration_seconds",
+    histogram_help: "Wall time of the sync runs (POST /execute) counted in \
+                     droid_executor_runs_total, by the bridge's clock.",
+};
+
+const BACKGROUND: Series = Series {
+    counter: "droid_executor_tasks_finished_total",
+    counter_help: "Background tasks of the task store (submitted through this bridge, the CLI \
+                   or the MCP server) that finished while this bridge ran, by status; counted \
+                   once each, at the first scrape that finds the result. Tasks finished before \
+                   the bridge started are not counted.",
+    histogram: "droid_executor_task_duration_seconds",
+    histogram_help: "Run time (the result's duration_ms) of the background tasks counted in \
+                     droid_executor_tasks_finished_total.",
+};
+
 /// Counters since the bridge started.
 #[derive(Debug, Default)]
 pub struct Metrics {
     responses: Mutex<BTreeMap<u16, u64>>,
-    runs: [AtomicU64; 6],
-    buckets: [AtomicU64; 10],
-    duration_ms_sum: AtomicU64,
-    duration_count: AtomicU64,
+    runs: Outcomes,
+    tasks: Outcomes,
     submitted: AtomicU64,
+    /// Ids of the stored tasks whose end is accounted for: finished when the bridge first
+    /// looked, or counted since. `None` until that first look. Pruned to the ids still in the
+    /// store at every look, so it holds no more than the store does.
+    task_ends: Mutex<Option<HashSet<String>>>,
 }
 
 /// Gauges read when the metrics are asked for.
@@ -39,10 +134,6 @@ pub(crate) struct Gauges {
     pub(crate) sync_in_flight: usize,
     pub(crate) sync_waiting: usize,
     pub(crate) tasks: Vec<(TaskState, usize)>,
-}
-
-fn index(status: Status) -> usize {
-    STATUSES.iter().position(|s| *s == status).unwrap_or(5)
 }
 
 impl Metrics {
@@ -57,21 +148,61 @@ impl Metrics {
 
     /// One sync run finished with `status` after `took`.
     pub fn run(&self, status: Status, took: Duration) {
-        self.runs[index(status)].fetch_add(1, Ordering::Relaxed);
-        let secs = took.as_secs_f64();
-        for (i, le) in BUCKETS.iter().enumerate() {
-            if secs <= *le {
-                self.buckets[i].fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
-        self.duration_ms_sum.fetch_add(ms, Ordering::Relaxed);
-        self.duration_count.fetch_add(1, Ordering::Relaxed);
+        self.runs.record(status, took);
     }
 
     /// One background task submitted.
     pub fn submitted(&self) {
         self.submitted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One background task found finished with `status` after running `took`.
+    pub(crate) fn task_finished(&self, status: Status, took: Duration) {
+        self.tasks.record(status, took);
+    }
+
+    /// The first look at the store (`(task id, finished)` of each task): its finished tasks
+    /// are history. Nothing happens when a look was taken already.
+    pub(crate) fn task_ends_baseline(&self, scan: &[(String, bool)]) {
+        let mut ends = self
+            .task_ends
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if ends.is_none() {
+            *ends = Some(
+                scan.iter()
+                    .filter(|(_, finished)| *finished)
+                    .map(|(id, _)| id.clone())
+                    .collect(),
+            );
+        }
+    }
+
+    /// The tasks of `scan` found finished for the first time: each id is returned by one call
+    /// only, for the caller to read its result and count it. The first look (when the bridge
+    /// could not take one at start-up) only sets the baseline.
+    pub(crate) fn newly_finished(&self, scan: &[(String, bool)]) -> Vec<String> {
+        let mut ends = self
+            .task_ends
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(seen) = ends.as_mut() else {
+            drop(ends);
+            self.task_ends_baseline(scan);
+            return Vec::new();
+        };
+        let mut new = Vec::new();
+        for (id, finished) in scan {
+            if *finished && seen.insert(id.clone()) {
+                new.push(id.clone());
+            }
+        }
+        // expired tasks leave the store: forget them too
+        if seen.len() > scan.len() {
+            let present: HashSet<&str> = scan.iter().map(|(id, _)| id.as_str()).collect();
+            seen.retain(|id| present.contains(id.as_str()));
+        }
+        new
     }
 
     /// The Prometheus text.
@@ -94,42 +225,12 @@ impl Metrics {
                 "droid_executor_http_responses_total{{code=\"{code}\"}} {n}"
             );
         }
+        self.runs.render(w, &SYNC);
+        self.tasks.render(w, &BACKGROUND);
         let _ = writeln!(
             w,
-            "# HELP droid_executor_runs_total Sync runs finished by this bridge, by status.\n\
-             # TYPE droid_executor_runs_total counter"
-        );
-        for (i, s) in STATUSES.iter().enumerate() {
-            let n = self.runs[i].load(Ordering::Relaxed);
-            let _ = writeln!(
-                w,
-                "droid_executor_runs_total{{status=\"{}\"}} {n}",
-                s.as_str()
-            );
-        }
-        let _ = writeln!(
-            w,
-            "# HELP droid_executor_run_duration_seconds Wall time of sync runs.\n\
-             # TYPE droid_executor_run_duration_seconds histogram"
-        );
-        for (i, le) in BUCKETS.iter().enumerate() {
-            let n = self.buckets[i].load(Ordering::Relaxed);
-            let _ = writeln!(
-                w,
-                "droid_executor_run_duration_seconds_bucket{{le=\"{le}\"}} {n}"
-            );
-        }
-        let count = self.duration_count.load(Ordering::Relaxed);
-        let sum = self.duration_ms_sum.load(Ordering::Relaxed) as f64 / 1000.0;
-        let _ = writeln!(
-            w,
-            "droid_executor_run_duration_seconds_bucket{{le=\"+Inf\"}} {count}\n\
-             droid_executor_run_duration_seconds_sum {sum}\n\
-             droid_executor_run_duration_seconds_count {count}"
-        );
-        let _ = writeln!(
-            w,
-            "# HELP droid_executor_tasks_submitted_total Background tasks submitted through this bridge.\n\
+            "# HELP droid_executor_tasks_submitted_total Background tasks submitted through this \
+             bridge (POST /tasks) since it started.\n\
              # TYPE droid_executor_tasks_submitted_total counter\n\
              droid_executor_tasks_submitted_total {}",
             self.submitted.load(Ordering::Relaxed)
@@ -146,7 +247,8 @@ impl Metrics {
         );
         let _ = writeln!(
             w,
-            "# HELP droid_executor_tasks Background tasks in the store, by state.\n\
+            "# HELP droid_executor_tasks Background tasks of the task store not finished yet, by \
+             state.\n\
              # TYPE droid_executor_tasks gauge"
         );
         for (state, n) in &g.tasks {
@@ -172,6 +274,7 @@ mod tests {
         m.response(429);
         m.run(Status::Success, Duration::from_millis(1500));
         m.run(Status::Timeout, Duration::from_secs(700));
+        m.task_finished(Status::Cancelled, Duration::from_secs(20));
         let text = m.render(&Gauges {
             sync_in_flight: 3,
             sync_waiting: 1,
@@ -183,12 +286,19 @@ mod tests {
             "droid_executor_runs_total{status=\"success\"} 1",
             "droid_executor_runs_total{status=\"timeout\"} 1",
             "droid_executor_runs_total{status=\"error\"} 0",
+            "droid_executor_runs_total{status=\"cancelled\"} 0",
             "droid_executor_run_duration_seconds_bucket{le=\"1\"} 0",
             "droid_executor_run_duration_seconds_bucket{le=\"5\"} 1",
             "droid_executor_run_duration_seconds_bucket{le=\"1800\"} 2",
             "droid_executor_run_duration_seconds_bucket{le=\"+Inf\"} 2",
             "droid_executor_run_duration_seconds_sum 701.5",
             "droid_executor_run_duration_seconds_count 2",
+            "droid_executor_tasks_finished_total{status=\"cancelled\"} 1",
+            "droid_executor_tasks_finished_total{status=\"success\"} 0",
+            "droid_executor_task_duration_seconds_bucket{le=\"15\"} 0",
+            "droid_executor_task_duration_seconds_bucket{le=\"30\"} 1",
+            "droid_executor_task_duration_seconds_sum 20",
+            "droid_executor_task_duration_seconds_count 1",
             "droid_executor_sync_in_flight 3",
             "droid_executor_queue_depth 1",
             "droid_executor_tasks{state=\"running\"} 2",
@@ -198,5 +308,59 @@ mod tests {
                 "missing {line:?} in\n{text}"
             );
         }
+        // every series has its HELP and TYPE
+        for name in [
+            "droid_executor_runs_total",
+            "droid_executor_run_duration_seconds",
+            "droid_executor_tasks_finished_total",
+            "droid_executor_task_duration_seconds",
+        ] {
+            assert!(text.contains(&format!("# HELP {name} ")), "{name}");
+            assert!(text.contains(&format!("# TYPE {name} ")), "{name}");
+        }
+    }
+
+    fn scan(items: &[(&str, bool)]) -> Vec<(String, bool)> {
+        items.iter().map(|(i, f)| ((*i).to_owned(), *f)).collect()
+    }
+
+    #[test]
+    fn each_task_end_is_reported_once_and_history_never() {
+        let m = Metrics::default();
+        // finished before the bridge started: history; running then: counted when it ends
+        m.task_ends_baseline(&scan(&[("old", true), ("long", false)]));
+        m.task_ends_baseline(&scan(&[("old", false)]));
+        assert_eq!(
+            m.newly_finished(&scan(&[("old", true), ("long", false)])),
+            Vec::<String>::new()
+        );
+        // a task that started and ended between two looks is counted too
+        let mut new = m.newly_finished(&scan(&[("old", true), ("long", true), ("quick", true)]));
+        new.sort();
+        assert_eq!(new, ["long", "quick"]);
+        assert_eq!(
+            m.newly_finished(&scan(&[("old", true), ("long", true), ("quick", true)])),
+            Vec::<String>::new()
+        );
+        // expired ones are forgotten; the others stay counted
+        assert_eq!(
+            m.newly_finished(&scan(&[("quick", true)])),
+            Vec::<String>::new()
+        );
+        let ends = m.task_ends.lock().unwrap();
+        assert_eq!(
+            ends.as_ref().unwrap().iter().collect::<Vec<_>>(),
+            [&"quick".to_owned()]
+        );
+    }
+
+    #[test]
+    fn without_a_look_at_start_the_first_scrape_is_the_baseline() {
+        let m = Metrics::default();
+        assert_eq!(
+            m.newly_finished(&scan(&[("a", true), ("b", false)])),
+            Vec::<String>::new()
+        );
+        assert_eq!(m.newly_finished(&scan(&[("a", true), ("b", true)])), ["b"]);
     }
 }

@@ -133,7 +133,7 @@ pub fn document() -> Value {
         "info": {
             "title": "droid-executor HTTP bridge",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Hand a decided, well-specified coding task to Factory's droid CLI and get back a verified, structured result. Every route answers 401 without the configured bearer token, 403 for a non-loopback Host or a browser Origin, and 503 while the bridge shuts down.",
+            "description": "Hand a decided, well-specified coding task to Factory's droid CLI and get back a verified, structured result. Every route answers 400 without exactly one Host header, 401 without the configured bearer token, 403 for a non-loopback Host or a browser Origin, 431 for a request head over 64 KiB or with more than 100 header lines (from the HTTP layer, without a body), and 503 while the bridge shuts down. Every GET route answers HEAD too. An unknown path is answered 404, a known path with another method 405 with Allow.",
         },
         "servers": [{"url": "http://127.0.0.1:53002"}],
         "paths": {
@@ -142,7 +142,7 @@ pub fn document() -> Value {
                 "requestBody": body("ExecutionRequest"),
                 "responses": {
                     "200": answer("The result, whatever its status", "ExecutionResult"),
-                    "400": answer("Invalid JSON or contract violations: an error result listing each", "ExecutionResult"),
+                    "400": answer("Invalid JSON or contract violations: an error result listing each (an Error when the body itself cannot be read)", "ExecutionResult"),
                     "408": refusal("The body did not arrive in time"),
                     "413": refusal("The body is larger than body_limit"),
                     "415": refusal("The body is not declared application/json"),
@@ -155,7 +155,8 @@ pub fn document() -> Value {
                     "requestBody": body("ExecutionRequest"),
                     "responses": {
                         "202": answer("Started", "TaskSubmitted"),
-                        "400": answer("Invalid JSON or contract violations", "ExecutionResult"),
+                        "400": answer("Invalid JSON or contract violations: an error result listing each (an Error when the body itself cannot be read)", "ExecutionResult"),
+                        "408": refusal("The body did not arrive in time"),
                         "413": refusal("The body is larger than body_limit"),
                         "415": refusal("The body is not declared application/json"),
                     },
@@ -197,6 +198,7 @@ pub fn document() -> Value {
                     "summary": "Server-sent events: the recorded events, then live ones, then `event: result`",
                     "responses": {
                         "200": {"description": "An event stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                        "400": refusal("Last-Event-ID or after is not an event number, or the query has another parameter"),
                         "404": refusal("No such task"),
                     },
                 },
@@ -225,8 +227,9 @@ pub fn document() -> Value {
     doc
 }
 
-/// The answers every operation can give, whatever its route: 401, 403, 503; and 500 on the task
-/// routes (the store could not be read or written).
+/// The answers every operation can give, whatever its route, because the checks of every
+/// request come before routing: 400 (Host missing or repeated), 401, 403, 431, 503; and 500 on
+/// the task routes (the store could not be read or written).
 fn add_common_refusals(doc: &mut Value) {
     let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
         return;
@@ -242,6 +245,28 @@ fn add_common_refusals(doc: &mut Value) {
             let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
                 continue;
             };
+            const NO_HOST: &str = "the Host header is missing or repeated (an Error)";
+            match responses.get_mut("400") {
+                // a route's own 400 may carry an ExecutionResult: then either body can come
+                Some(own) => {
+                    if let Some(Value::String(d)) = own.get_mut("description") {
+                        *d = format!("{d}; or {NO_HOST}");
+                    }
+                    let schema = &mut own["content"]["application/json"]["schema"];
+                    if *schema != reference("Error") {
+                        *schema = json!({"oneOf": [schema.take(), reference("Error")]});
+                    }
+                }
+                None => {
+                    responses.insert(
+                        "400".into(),
+                        refusal("The Host header is missing or repeated"),
+                    );
+                }
+            }
+            responses.entry("431").or_insert_with(|| {
+                json!({"description": "The request head is larger than 64 KiB, or has more than 100 header lines (answered by the HTTP layer, without a body)"})
+            });
             let mut add = |code: &str, what: &str| {
                 responses
                     .entry(code.to_owned())
@@ -257,7 +282,12 @@ fn add_common_refusals(doc: &mut Value) {
             );
             if path.starts_with("/tasks") {
                 add("500", "The task store could not be read or written");
-                add("503", "Shutting down, or no task store is configured");
+                add(
+                    "503",
+                    "Shutting down (see Retry-After), or background tasks are unavailable: no \
+                     task store is configured, or its directory could not be made (the message \
+                     names it and the OS error)",
+                );
             } else {
                 add("503", "Shutting down (see Retry-After)");
             }
@@ -306,6 +336,41 @@ mod tests {
         assert_eq!(
             schemas["ExecutionRequest"]["title"],
             json!("ExecutionRequest")
+        );
+    }
+
+    /// The statuses of the checks made before routing are on every operation, and a route's own
+    /// 400 keeps its ExecutionResult while the Host check's Error is added beside it.
+    #[test]
+    fn every_operation_lists_the_answers_of_the_common_checks() {
+        let doc = document();
+        for (path, methods) in PATHS {
+            for m in *methods {
+                let responses = doc["paths"][path][m.to_ascii_lowercase()]["responses"]
+                    .as_object()
+                    .unwrap();
+                let mut codes: Vec<&str> = responses.keys().map(String::as_str).collect();
+                codes.retain(|c| ["400", "401", "403", "431", "500", "503"].contains(c));
+                let want: &[&str] = if path.starts_with("/tasks") {
+                    &["400", "401", "403", "431", "500", "503"]
+                } else {
+                    &["400", "401", "403", "431", "503"]
+                };
+                assert_eq!(codes, want, "{m} {path}");
+            }
+        }
+        let execute_400 = &doc["paths"]["/execute"]["post"]["responses"]["400"];
+        assert_eq!(
+            execute_400["content"]["application/json"]["schema"],
+            json!({"oneOf": [
+                {"$ref": "#/components/schemas/ExecutionResult"},
+                {"$ref": "#/components/schemas/Error"},
+            ]})
+        );
+        let list_400 = &doc["paths"]["/tasks"]["get"]["responses"]["400"];
+        assert_eq!(
+            list_400["content"]["application/json"]["schema"],
+            json!({"$ref": "#/components/schemas/Error"})
         );
     }
 }

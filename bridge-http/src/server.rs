@@ -26,19 +26,38 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::DRAIN_GRACE;
 use crate::execute::execute;
 use crate::reply::{Body, full, shutting_down};
 use crate::routes::Route;
 use crate::state::Bridge;
 use crate::{events, guard, health, openapi, task_routes};
 
-/// Largest request head (hyper answers 431 beyond it).
+/// Largest request head, request line included: hyper answers 431 beyond it. (Its read buffer
+/// limit alone is not exact: a head that arrives in one large read can exceed it, up to about
+/// twice the size, so the head's own limit is set as well.)
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Time cancelled runs get to stop (droid's kill grace plus clean-up) before the bridge gives
 /// up waiting for them.
-const CANCEL_BUDGET: Duration = Duration::from_secs(15);
+pub const CANCEL_BUDGET: Duration = Duration::from_secs(15);
 /// Time answers get to reach their clients once the drain is over.
-const FLUSH_BUDGET: Duration = Duration::from_secs(5);
+pub const FLUSH_BUDGET: Duration = Duration::from_secs(5);
+/// What a supervisor adds to [`worst_case_drain`] before it SIGKILLs the bridge: the process's
+/// own exit (the runtime winding down, blocking file reads finishing) and a loaded machine.
+pub const STOP_MARGIN: Duration = Duration::from_secs(10);
+/// How long a supervisor (`bridge stop`, pm2's `kill_timeout`, systemd's `TimeoutStopSec`) waits
+/// after SIGTERM before SIGKILL for a bridge with the default drain grace:
+/// [`worst_case_drain`]`(`[`DRAIN_GRACE`]`)` + [`STOP_MARGIN`] = 30 + 15 + 5 + 10 = 60 s. A
+/// SIGKILL before the drain is over would leave sync runs' droid processes behind.
+pub const STOP_TIMEOUT: Duration = worst_case_drain(DRAIN_GRACE).saturating_add(STOP_MARGIN);
+
+/// The longest a bridge with `drain_grace` takes from SIGTERM to its exit: the grace, then
+/// [`CANCEL_BUDGET`] for the cancelled runs to stop, then [`FLUSH_BUDGET`] for the answers.
+pub const fn worst_case_drain(drain_grace: Duration) -> Duration {
+    drain_grace
+        .saturating_add(CANCEL_BUDGET)
+        .saturating_add(FLUSH_BUDGET)
+}
 
 /// Serve `listener` until `shutdown` is cancelled and the drain is over.
 pub async fn serve(listener: TcpListener, bridge: Arc<Bridge>, shutdown: CancellationToken) {
@@ -46,6 +65,7 @@ pub async fn serve(listener: TcpListener, bridge: Arc<Bridge>, shutdown: Cancell
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(bridge.config().header_timeout)
+        .max_header_size(MAX_HEAD_BYTES)
         .max_buf_size(MAX_HEAD_BYTES);
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(bridge.config().max_connections.max(1)));
@@ -188,5 +208,21 @@ where
             );
             res
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn supervisors_wait_longer_than_the_worst_drain() {
+        assert_eq!(worst_case_drain(DRAIN_GRACE), Duration::from_secs(50));
+        assert_eq!(
+            worst_case_drain(Duration::from_secs(3)),
+            Duration::from_secs(23)
+        );
+        assert_eq!(STOP_TIMEOUT, Duration::from_secs(60));
+        assert!(STOP_TIMEOUT > worst_case_drain(DRAIN_GRACE));
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use droid_exec::{Engine, Tasks};
+use droid_exec::{Engine, EngineError, Tasks};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::BridgeConfig;
@@ -14,7 +14,9 @@ use crate::metrics::Metrics;
 #[derive(Debug)]
 pub struct Bridge {
     engine: Engine,
-    tasks: Option<Tasks>,
+    /// The task store, or why background tasks are unavailable (said in every 503 of the task
+    /// routes).
+    tasks: Result<Tasks, String>,
     cfg: BridgeConfig,
     metrics: Metrics,
     /// Set when shutdown begins: new requests are answered 503.
@@ -30,14 +32,27 @@ pub struct Bridge {
 }
 
 impl Bridge {
-    /// A bridge over `engine`. Background routes answer 503 when the engine names no store.
+    /// A bridge over `engine`. The task store is opened and its directories made here, so a
+    /// store that cannot be used is found at start-up: the task routes then answer 503 saying
+    /// why ([`Bridge::tasks_unavailable`]).
     pub fn new(engine: Engine, cfg: BridgeConfig) -> Arc<Self> {
-        let tasks = Tasks::open(engine.config()).ok();
+        let tasks = Tasks::open(engine.config())
+            .and_then(|t| t.prepare().map(|()| t))
+            .map_err(|e| match e {
+                // its message says "background tasks are not available" already
+                EngineError::TasksUnavailable(_) => e.to_string(),
+                e => format!("background tasks are not available: {e}"),
+            });
+        let metrics = Metrics::default();
+        // the tasks finished before this bridge started are history, not counted as ending now
+        if let Ok(Ok(scan)) = tasks.as_ref().map(Tasks::scan) {
+            metrics.task_ends_baseline(&scan);
+        }
         Arc::new(Self {
             engine,
             tasks,
             cfg,
-            metrics: Metrics::default(),
+            metrics,
             draining: AtomicBool::new(false),
             runs: CancellationToken::new(),
             closing: CancellationToken::new(),
@@ -51,9 +66,15 @@ impl Bridge {
         &self.engine
     }
 
-    /// The task store, when configured.
+    /// The task store, when it can be used.
     pub fn tasks(&self) -> Option<&Tasks> {
-        self.tasks.as_ref()
+        self.tasks.as_ref().ok()
+    }
+
+    /// Why background tasks are unavailable (no store configured, or its directory cannot be
+    /// made: the path and the OS error), when they are.
+    pub fn tasks_unavailable(&self) -> Option<&str> {
+        self.tasks.as_ref().err().map(String::as_str)
     }
 
     /// The bridge's settings.

@@ -20,16 +20,20 @@ const CANCEL_WAIT: Duration = Duration::from_secs(3);
 /// Most records `GET /tasks` returns when no `limit` is given.
 const DEFAULT_LIMIT: usize = 100;
 
-/// The store, or 503 when there is none.
+/// The store, or 503 saying why there is none (no store configured, or its directory could not
+/// be made when the bridge started: the path and the OS error).
 pub(crate) fn store(bridge: &Bridge) -> Result<&Tasks, Response<Body>> {
-    bridge.tasks().ok_or_else(|| {
-        error(
+    match (bridge.tasks(), bridge.tasks_unavailable()) {
+        (Some(t), _) => Ok(t),
+        (None, why) => Err(error(
             StatusCode::SERVICE_UNAVAILABLE,
             "tasks_unavailable",
-            "background tasks need a task store: set store_dir, XDG_STATE_HOME or HOME for the \
-             bridge",
-        )
-    })
+            format!(
+                "{} (found when the bridge started; fix it and restart the bridge)",
+                why.unwrap_or("background tasks are not available")
+            ),
+        )),
+    }
 }
 
 /// The answer for an engine error on a task route.

@@ -8,10 +8,12 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use tokio::process::Child;
 
 use crate::error::EngineError;
 use crate::lock::{Held, is_held, try_exclusive};
@@ -48,6 +50,52 @@ pub struct DaemonGuard {
 impl Drop for DaemonGuard {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.pid_path);
+    }
+}
+
+/// A daemon [`Daemon::start`] just started. Dropping it leaves the daemon running (it is not
+/// killed on drop; tokio reaps it in the background if it exits while this process still runs).
+#[derive(Debug)]
+pub struct Started {
+    pid: u32,
+    child: Child,
+    log: PathBuf,
+    log_from: u64,
+}
+
+impl Started {
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Its exit status once it has exited; `None` while it runs.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Wait until it exits (for a `select!` against its coming up).
+    pub async fn wait_exit(&mut self) -> Option<ExitStatus> {
+        self.child.wait().await.ok()
+    }
+
+    /// What it has written to the log (the log is appended to by every start: only this
+    /// start's lines), lossily decoded, at most the last 64 KiB.
+    pub fn log_lines(&self) -> String {
+        use std::io::{Read as _, Seek as _, SeekFrom};
+        const MOST: u64 = 64 * 1024;
+        let Ok(mut file) = std::fs::File::open(&self.log) else {
+            return String::new();
+        };
+        let len = file.metadata().map_or(0, |m| m.len());
+        let from = self.log_from.max(len.saturating_sub(MOST)).min(len);
+        let mut bytes = Vec::new();
+        if file.seek(SeekFrom::Start(from)).is_err()
+            || file.take(MOST).read_to_end(&mut bytes).is_err()
+        {
+            return String::new();
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 }
 
@@ -133,8 +181,10 @@ impl Daemon {
     }
 
     /// Start `program args` detached (new session, output appended to the log file) with the
-    /// complete environment `env`, in `cwd`. Returns its pid; whether it came up is the
-    /// caller's to check (its lock, or its own health check).
+    /// complete environment `env`, in `cwd`. Whether it came up is the caller's to check (its
+    /// lock, or its own health check); the handle returned tells at once when it exited instead
+    /// (a daemon that refuses its configuration exits at once, and waiting out a start-up
+    /// timeout for it would only hide why), and where its own lines begin in the log.
     ///
     /// # Errors
     /// [`EngineError::Spawn`] when it cannot be started, [`EngineError::Io`] when the
@@ -145,21 +195,25 @@ impl Daemon {
         args: Vec<OsString>,
         env: Vec<(OsString, OsString)>,
         cwd: &Path,
-    ) -> Result<u32, EngineError> {
+    ) -> Result<Started, EngineError> {
         self.ensure_dir()?;
+        let log = self.log_path();
+        let log_from = std::fs::metadata(&log).map_or(0, |m| m.len());
         let spec = SpawnSpec {
             program: program.to_path_buf(),
             args,
             cwd: cwd.to_path_buf(),
             env,
             stdin_piped: false,
-            detach_log: Some(self.log_path()),
+            detach_log: Some(log.clone()),
         };
         let child = spawn(&spec)?;
-        let pid = child.id().unwrap_or(0);
-        // not killed on drop; tokio reaps it in the background if it exits while we still run
-        drop(child);
-        Ok(pid)
+        Ok(Started {
+            pid: child.id().unwrap_or(0),
+            child,
+            log,
+            log_from,
+        })
     }
 
     /// Wait up to `timeout` for the daemon to hold its lock.
@@ -231,6 +285,23 @@ mod tests {
         drop(g);
         assert_eq!(d.state().unwrap(), DaemonState::Stopped);
         assert!(!d.pid_path().exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_start_that_exits_at_once_is_seen_with_its_own_log_lines() {
+        let dir = std::env::temp_dir().join(format!("dx-daemon-exit-{}", std::process::id()));
+        let d = Daemon::new(&dir, "bridge-2");
+        d.ensure_dir().unwrap();
+        std::fs::write(d.log_path(), "an earlier start\n").unwrap();
+        let env = vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+        let args = vec!["-c".into(), "echo refused >&2; exit 2".into()];
+        let mut started = d.start(Path::new("/bin/sh"), args, env, &dir).unwrap();
+        assert!(started.pid() > 1);
+        let status = started.wait_exit().await.expect("an exit status");
+        assert_eq!(status.code(), Some(2));
+        assert_eq!(started.exited().map(|s| s.code()), Some(Some(2)));
+        assert_eq!(started.log_lines(), "refused\n");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -283,6 +283,34 @@ impl Tasks {
         Ok((queued, running))
     }
 
+    /// Every task id in the store, each with whether its result is committed, in no particular
+    /// order: a directory listing and one `stat` per task, no file read (for counters that must
+    /// stay cheap however long the store's history grows, such as the bridge's count of finished
+    /// tasks).
+    ///
+    /// # Errors
+    /// As [`Tasks::list`].
+    pub fn scan(&self) -> Result<Vec<(String, bool)>, EngineError> {
+        Ok(self
+            .store
+            .keys()?
+            .into_iter()
+            .map(|key| {
+                let finished = self.store.has_result(&key);
+                (key.as_str().to_owned(), finished)
+            })
+            .collect())
+    }
+
+    /// Make the store's directories (0700) now, so that a store that cannot be used is found when
+    /// a long-lived front-end starts rather than by its first submission.
+    ///
+    /// # Errors
+    /// [`EngineError::Io`] naming the directory and the OS error.
+    pub fn prepare(&self) -> Result<(), EngineError> {
+        self.store.ensure()
+    }
+
     /// The most recently submitted task.
     ///
     /// # Errors

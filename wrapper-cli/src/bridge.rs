@@ -1,19 +1,21 @@
 //! `droid-executor bridge start|stop|status`: the HTTP bridge as a detached daemon (no pm2
 //! needed): `serve` started in its own session, its output appended to
 //! `<store>/bridge-<port>.log`, found again through `<store>/bridge-<port>.pid` and its lock.
-//! `run --via bridge` uses [`ensure`] to start it when nothing listens on the port.
+//! `run --via bridge` uses [`ensure`] to start it when nothing listens on the port; a bridge
+//! that cannot start is reported at once, in `serve`'s words. `bridge stop` waits
+//! `bridge_http::STOP_TIMEOUT` before SIGKILL, longer than the worst-case drain.
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
+use std::process::{ExitCode, ExitStatus};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use bridge_http::Token;
 use bridge_http::client::{Client, probe};
+use bridge_http::{Token, check_bind};
 use clap::{Args, Subcommand};
-use droid_exec::daemon::{DaemonState, Stopped};
+use droid_exec::daemon::{Daemon, DaemonState, Started, Stopped};
 use droid_exec::{EnvMap, Settings};
 use serde_json::{Value, json};
 
@@ -37,8 +39,9 @@ pub(crate) enum BridgeAction {
     Stop {
         #[command(flatten)]
         at: Where,
-        /// Seconds to wait before SIGKILL.
-        #[arg(long, value_name = "SECONDS", default_value_t = 45)]
+        /// Seconds to wait before SIGKILL: by default 10 s more than the longest drain of a bridge
+        /// with the default drain grace (30 s grace, 15 s to cancel, 5 s to answer).
+        #[arg(long, value_name = "SECONDS", default_value_t = bridge_http::STOP_TIMEOUT.as_secs())]
         grace: u64,
     },
     /// Whether it runs, and its health. Exit 0 running, 3 stopped.
@@ -90,15 +93,19 @@ pub(crate) async fn target(
     })
 }
 
-/// The last lines of the bridge's log, for a start that failed.
-fn log_tail(path: &std::path::Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+/// The last `n` lines of `text`, without the final newline.
+fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(10)..].join("\n")
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// Make sure a bridge answers at `t`: nothing to do when one does; otherwise start one and wait
 /// for its `/health`. Returns the pid when it started one.
+///
+/// Fails fast: what `serve` would refuse at once (a non-loopback bind without a token) is
+/// refused before anything starts, in `serve`'s words; and a bridge that exits before it
+/// answers (its port lock held, an address it cannot bind…) is reported as soon as it exits,
+/// with the lines it wrote to its log, rather than after the whole start-up wait.
 pub(crate) async fn ensure(
     t: &Target,
     settings: &Settings,
@@ -115,6 +122,9 @@ pub(crate) async fn ensure(
                 .context("something listens on the bridge's port but does not answer /health")),
         };
     }
+    // the address serve will bind (t.addr is where a client talks to it: 0.0.0.0 → 127.0.0.1)
+    let bind = address(&t.host, t.port).await?;
+    check_bind(bind, t.token.as_ref())?;
     let cfg = engine_config(settings, env);
     let d = daemon(&cfg, t.port).context(
         "the bridge daemon keeps its pid file in the task store: set store_dir, \
@@ -134,11 +144,33 @@ pub(crate) async fn ensure(
     }
     let full_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let cwd = cfg.store_dir.clone().unwrap_or_else(|| PathBuf::from("/"));
-    let pid = d.start(&program, args, full_env, &cwd)?;
+    let mut started = d.start(&program, args, full_env, &cwd)?;
+    let pid = started.pid();
     let until = tokio::time::Instant::now() + START_WAIT;
     loop {
-        if client.health().await.is_ok() {
-            return Ok(Some(pid));
+        // its exit is watched while /health is asked: a connection to an address that drops
+        // packets can take seconds to fail
+        let health = tokio::select! {
+            health = client.health() => health,
+            status = started.wait_exit() => {
+                return exited_at_start(&d, &client, &started, status, until).await;
+            }
+        };
+        match health {
+            // the one answering may be another start's, made at the same moment (its serve won
+            // the port's lock; ours exits): then this start started nothing
+            Ok(_) => {
+                return Ok(match d.state() {
+                    Ok(DaemonState::Running(Some(p))) if p != pid => None,
+                    _ => Some(pid),
+                });
+            }
+            // it is up and refuses (a token, Host…): its own words say why
+            Err(e @ bridge_http::BridgeError::Answer { .. }) => return Err(e.into()),
+            Err(_) => {}
+        }
+        if let Some(status) = started.exited() {
+            return exited_at_start(&d, &client, &started, Some(status), until).await;
         }
         if tokio::time::Instant::now() >= until {
             bail!(
@@ -146,11 +178,46 @@ pub(crate) async fn ensure(
                  with:\n{}",
                 START_WAIT.as_secs(),
                 d.log_path().display(),
-                log_tail(&d.log_path())
+                last_lines(&started.log_lines(), 10)
             );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The bridge `ensure` started exited before it answered. When another instance holds the
+/// port's lock, that one was started at the same moment (two `run --via bridge` at once): it is
+/// waited for, and `None` returned as for a bridge found running. Otherwise the error says what
+/// the bridge wrote to its log (`serve`'s own error line).
+async fn exited_at_start(
+    d: &Daemon,
+    client: &Client,
+    started: &Started,
+    status: Option<ExitStatus>,
+    until: tokio::time::Instant,
+) -> anyhow::Result<Option<u32>> {
+    let other = matches!(d.state(), Ok(DaemonState::Running(p)) if p != Some(started.pid()));
+    while other && tokio::time::Instant::now() < until {
+        if client.health().await.is_ok() {
+            return Ok(None);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let how = status.map_or_else(
+        || "its exit status is unknown".to_owned(),
+        |s| s.to_string(),
+    );
+    let said = last_lines(&started.log_lines(), 10);
+    let said = if said.trim().is_empty() {
+        "(nothing)".to_owned()
+    } else {
+        said
+    };
+    bail!(
+        "the bridge (pid {}) exited before it answered ({how}); its log {} says:\n{said}",
+        started.pid(),
+        d.log_path().display(),
+    )
 }
 
 pub(crate) async fn bridge(args: BridgeArgs, config: Option<&PathBuf>) -> ExitCode {

@@ -3,6 +3,8 @@
 //! it holds the daemon lock `bridge-<port>` there, so `bridge status|stop` and `run --via
 //! bridge` find it however it was started, and a second bridge on the same port is refused.
 //! `--port 0` binds any free port (the first stderr line names it) and claims no daemon lock.
+//! A task store that cannot be used is said once on stderr at start-up; the task routes then
+//! answer 503 with the same words.
 //! The hidden `--header-timeout` and `--body-timeout` (seconds) shorten the slow-client limits
 //! so the suites need not wait the defaults (10 s and 30 s) out.
 
@@ -15,7 +17,7 @@ use std::time::Duration;
 use bridge_http::{Bridge, BridgeConfig, Token, check_bind};
 use clap::Args;
 use droid_exec::daemon::Daemon;
-use droid_exec::{Engine, EnvMap, Settings, Tasks};
+use droid_exec::{Engine, EnvMap, Settings};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{clean_expired, engine_config, env_map, settings};
@@ -34,8 +36,9 @@ pub(crate) struct ServeArgs {
     /// File holding the bearer token clients must send (or set DROID_EXECUTOR_TOKEN).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
-    /// Seconds sync runs get to finish at shutdown before they are cancelled.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    /// Seconds sync runs get to finish at shutdown before they are cancelled. Whatever stops the
+    /// bridge should wait this plus 20 s (to cancel the runs and send the answers) before SIGKILL.
+    #[arg(long, value_name = "SECONDS", default_value_t = bridge_http::DRAIN_GRACE.as_secs())]
     pub drain_grace: u64,
     /// Seconds a client gets to send a request's head (default 10). Hidden: the default suits
     /// every real client; the slow-client tests shorten it rather than wait 10 s.
@@ -159,13 +162,21 @@ async fn serve_inner(args: ServeArgs, config: Option<&PathBuf>) -> anyhow::Resul
     let shutdown = CancellationToken::new();
     let _signals = crate::run::cancel_on_signals(shutdown.clone(), "shutting down (draining)…")
         .map_err(|e| anyhow::anyhow!("cannot watch for signals: {e}"))?;
-    let stop_janitor = CancellationToken::new();
-    if let Ok(tasks) = Tasks::open(&cfg) {
-        clean_expired(&tasks).await;
-        let stop = stop_janitor.clone();
-        tokio::spawn(async move { tasks.janitor(JANITOR_EVERY, stop).await });
-    }
     let bridge = Bridge::new(Engine::new(cfg), bridge_cfg);
+    let stop_janitor = CancellationToken::new();
+    match (bridge.tasks(), bridge.tasks_unavailable()) {
+        (Some(tasks), _) => {
+            let tasks = tasks.clone();
+            clean_expired(&tasks).await;
+            let stop = stop_janitor.clone();
+            tokio::spawn(async move { tasks.janitor(JANITOR_EVERY, stop).await });
+        }
+        // said once here; the task routes answer 503 with the same words
+        (None, why) => eprintln!(
+            "droid-executor serve: warning: {}; the task routes answer 503",
+            why.unwrap_or("background tasks are not available")
+        ),
+    }
     let bound = listener.local_addr().unwrap_or(addr);
     eprintln!(
         "droid-executor serve: listening on http://{bound} (pid {})",

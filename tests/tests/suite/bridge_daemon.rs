@@ -3,7 +3,9 @@
 //! refused while the daemon holds the port's lock, `run --via bridge` starting a stopped bridge
 //! and leaving it running, the bridge's 400 coming back as the CLI's `error` result, `--via
 //! bridge --background` followed by `tasks wait`, the seed's names (`PORT`, `DROID_TIMEOUT`,
-//! `DROID_CLI_CMD`), and a token-protected daemon.
+//! `DROID_CLI_CMD`), a token-protected daemon, a start that cannot succeed reported at once in
+//! `serve`'s words (before starting anything when it can be known, else as soon as `serve`
+//! exits), and starts at the same moment making one bridge.
 //!
 //! Every test picks its own free port and HOME (so its own task store, pid file and log); a
 //! [`DaemonGuard`] kills the daemon it started by the pid its pid file (or its own output)
@@ -663,4 +665,168 @@ async fn a_token_protected_daemon_refuses_a_client_without_the_token() {
     );
 
     h.stop(&with_token, pid).await;
+}
+
+/// The refusal of a non-loopback bind without a token, as `serve` words it.
+fn unsafe_bind(addr: &str) -> String {
+    format!(
+        "refusing to listen on {addr}: it is reachable from other machines and no token is \
+         configured; bind 127.0.0.1, or set a token with --token-file FILE or \
+         DROID_EXECUTOR_TOKEN (clients then send 'Authorization: Bearer <token>')"
+    )
+}
+
+/// An IPv4 address that is not this machine's (binding it fails with `EADDRNOTAVAIL`), and what
+/// the OS says when it is bound: the documentation ranges of RFC 5737, the first one this
+/// machine does not have (a container may sit in one of them).
+fn foreign_address() -> (String, String) {
+    for a in ["203.0.113.7", "198.51.100.7", "192.0.2.77"] {
+        match std::net::TcpListener::bind((a, 0)) {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
+                return (a.to_owned(), e.to_string());
+            }
+            _ => {}
+        }
+    }
+    panic!("this machine has an address in each of 203.0.113.0/24, 198.51.100.0/24, 192.0.2.0/24")
+}
+
+/// What `bridge start` and `run --via bridge` refuse before they start anything (a
+/// non-loopback bind without a token), they refuse in `serve`'s words; what only `serve` can
+/// find out (an address it cannot bind) is reported once `serve` exits, with `serve`'s own line
+/// from the log, and a non-zero exit. Exit codes and messages are checked; no elapsed time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_that_cannot_start_is_reported_at_once_in_serves_words() {
+    let h = Home::new("bridge-daemon-refused", &creates_b());
+    let p = h.p();
+    let repo = h.repo();
+    let log = h.store().join(format!("bridge-{p}.log"));
+
+    // refused before anything starts: no daemon, no log
+    let out = h
+        .run(&["bridge", "start", "--host", "0.0.0.0", "--port", &p])
+        .await;
+    assert_eq!(out.code, Some(2), "{out:#?}");
+    assert_eq!(out.stdout, "");
+    assert_eq!(
+        out.stderr,
+        format!(
+            "droid-executor bridge: {}\n",
+            unsafe_bind(&format!("0.0.0.0:{p}"))
+        )
+    );
+    assert!(!log.exists(), "a daemon was started: {}", log.display());
+
+    // the same from a config file, through `run --via bridge`
+    let config = h.fake.file(".config/droid-executor/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, format!("host = \"0.0.0.0\"\nport = {p}\n")).unwrap();
+    let run = [
+        "run",
+        "--via",
+        "bridge",
+        "--json",
+        "--repo",
+        &repo,
+        "Create b.txt",
+    ];
+    let out = h.run(&run).await;
+    assert_eq!(out.code, Some(2), "{out:#?}");
+    assert_eq!(out.stdout, "");
+    assert_eq!(
+        out.stderr,
+        format!(
+            "droid-executor: cannot use the bridge: {}\n",
+            unsafe_bind(&format!("0.0.0.0:{p}"))
+        )
+    );
+    assert!(!log.exists(), "a daemon was started: {}", log.display());
+
+    // an address this machine does not have: only serve finds out, and exits at once
+    let (foreign, os_error) = foreign_address();
+    let with_token = h.env_with(&[("DROID_EXECUTOR_TOKEN", TOKEN)]);
+    let serve_said = format!("droid-executor serve: cannot listen on {foreign}:{p}: {os_error}");
+    let out = h
+        .run_env(
+            &["bridge", "start", "--host", &foreign, "--port", &p],
+            &with_token,
+        )
+        .await;
+    assert_eq!(out.code, Some(2), "{out:#?}");
+    assert_eq!(out.stdout, "");
+    let pid = pid_in(&out.stderr);
+    h.daemon.saw(pid);
+    assert_eq!(
+        out.stderr,
+        format!(
+            "droid-executor bridge: the bridge (pid {pid}) exited before it answered (exit \
+             status: 2); its log {} says:\n{serve_said}\n",
+            log.display()
+        )
+    );
+    assert!(!is_alive(pid), "the refused bridge {pid} still runs");
+    assert!(
+        !h.daemon.pid_file().exists(),
+        "the refused bridge left its pid file"
+    );
+
+    // and through `run --via bridge`, with the address from the config file: only this
+    // start's lines are quoted, not the earlier start's
+    std::fs::write(&config, format!("host = \"{foreign}\"\nport = {p}\n")).unwrap();
+    let out = h.run_env(&run, &with_token).await;
+    assert_eq!(out.code, Some(2), "{out:#?}");
+    assert_eq!(out.stdout, "");
+    let pid = pid_in(&out.stderr);
+    h.daemon.saw(pid);
+    assert_eq!(
+        out.stderr,
+        format!(
+            "droid-executor: cannot use the bridge: the bridge (pid {pid}) exited before it \
+             answered (exit status: 2); its log {} says:\n{serve_said}\n",
+            log.display()
+        )
+    );
+    assert!(
+        !h.fake.file("record.json").exists(),
+        "droid ran although no bridge came up"
+    );
+    let out = h.run_env(&["bridge", "status"], &with_token).await;
+    assert_eq!(out.code, Some(3), "{out:#?}");
+}
+
+/// Starts at the same moment (a planner firing runs in parallel at a stopped bridge): one
+/// `serve` wins the port's lock, the others' exit at once, and every start succeeds, exactly one
+/// of them reporting the bridge it started (the pid in the pid file).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starts_at_the_same_moment_make_one_bridge_and_all_succeed() {
+    let h = Home::new("bridge-daemon-race", &creates_b());
+    let p = h.p();
+    let env = h.env();
+    let start = ["bridge", "start", "--port", &p];
+    let (a, b, c) = tokio::join!(
+        h.run_env(&start, &env),
+        h.run_env(&start, &env),
+        h.run_env(&start, &env)
+    );
+    let outs = [a, b, c];
+    let mut started = Vec::new();
+    for out in &outs {
+        assert_eq!(out.code, Some(0), "{outs:#?}");
+        if out.stdout.starts_with("bridge started on ") {
+            let pid = pid_in(&out.stdout);
+            h.daemon.saw(pid);
+            started.push(pid);
+        } else {
+            assert_eq!(
+                out.stdout,
+                format!("bridge already running on {}\n", h.url()),
+                "{outs:#?}"
+            );
+        }
+    }
+    let pid = h.daemon.pid().expect("a pid file");
+    assert_eq!(started, [pid], "{outs:#?}");
+    assert!(runs_serve(pid), "pid {pid} is not droid-executor serve");
+    assert_eq!(h.client(None).health().await.unwrap()["status"], "ok");
+    h.stop(&env, pid).await;
 }

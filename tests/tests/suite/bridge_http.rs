@@ -5,12 +5,16 @@
 //! through a raw `TcpStream`.
 //!
 //! Covered: every route and every status code of DESIGN §5 (200, 202, 400, 401, 403, 404, 405,
-//! 408, 413, 415, 429, 503), SSE replay, live delivery and resume, cancel on disconnect (droid and
-//! its grandchild gone), the refusals of §8 (Host, Origin, `Sec-Fetch-Site`, token, non-loopback
-//! bind, allowed_roots, max_autonomy), graceful shutdown (a run finishing within the grace, a run
-//! cancelled after it, a background task outliving the bridge) and a load test (200 requests, 32
-//! at a time). The slow-client tests shorten the read timeouts with `serve`'s hidden
-//! `--header-timeout` and `--body-timeout` rather than wait the defaults (10 s, 30 s) out.
+//! 408, 413, 415, 429, 503, and 431 and 500), each route's statuses checked against the OpenAPI
+//! document it serves, SSE replay, live delivery and resume, cancel on disconnect (droid and its
+//! grandchild gone), the refusals of §8 (Host, Origin, `Sec-Fetch-Site`, token, non-loopback
+//! bind, allowed_roots, max_autonomy), a task store that cannot be used (503 naming why),
+//! background tasks counted in `/metrics` when they end, graceful shutdown (a run finishing
+//! within the grace, a run cancelled after it, a background task outliving the bridge) and a
+//! load test (200 requests, 32 at a time). The slow-client tests shorten the read timeouts with
+//! `serve`'s hidden `--header-timeout` and `--body-timeout` rather than wait the defaults (10 s,
+//! 30 s) out. No assertion bounds how fast anything is (speed is for `cargo xtask bench`):
+//! waits have generous limits, and what happened is shown by what the bridge answered.
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -797,22 +801,24 @@ async fn background_tasks_are_submitted_listed_shown_and_replayed() {
     assert_eq!(list["tasks"].as_array().unwrap().len(), 1, "{list:#}");
 }
 
+/// Live delivery, proven by causality rather than by the clock: droid says one thing and then
+/// hangs, so the task cannot end on its own. The message comes while the task is running (its
+/// record has no result yet), and the end, caused by a DELETE made after the stream opened,
+/// arrives on the same open stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_arrive_live_while_the_task_runs() {
     let b = Bridged::start(
-        &json!([
-            {"emit": assistant("first")},
-            {"sleep_ms": 2000},
-            {"emit": assistant("second")},
-            {"sleep_ms": 300},
-            {"completion": "Done."},
-        ]),
+        &json!([{"emit": assistant("first")}, {"hang": true}]),
         &[],
         &[],
     )
     .await;
-    let id = b.submit(&b.request("talk slowly", json!({}))).await;
+    let id = b.submit(&b.request("say one thing", json!({}))).await;
     let mut stream = EventStream::open(&b.serve.url(&format!("/tasks/{id}/events")), &[]);
+    let record = b.until_droid_started().await;
+    let _reaper = Reaper {
+        marker: record["env"][MARKER_VAR].as_str().unwrap().to_owned(),
+    };
     let first = loop {
         let e = stream.next().await.expect("the stream ended early");
         assert_ne!(e.event, "result", "the result came before any message");
@@ -820,7 +826,6 @@ async fn events_arrive_live_while_the_task_runs() {
             break e;
         }
     };
-    let seen_at = Instant::now();
     assert_eq!(first.data["text"], "first", "{first:#?}");
     let (_, rec) = b.get(&format!("/tasks/{id}")).await;
     assert_eq!(
@@ -828,19 +833,22 @@ async fn events_arrive_live_while_the_task_runs() {
         (&json!("running"), &Value::Null),
         "the first message arrived while the task was running: {rec:#}"
     );
+    let cancelled = b.raw("DELETE", &format!("/tasks/{id}"), &[], b"").await;
+    assert!([200, 202].contains(&cancelled.status), "{cancelled:#?}");
     let rest = stream.rest().await;
-    assert!(
-        seen_at.elapsed() >= Duration::from_secs(1),
-        "the first message came long before the end"
-    );
     let texts: Vec<&str> = rest
         .iter()
         .filter(|e| e.event == "message")
         .map(|e| e.data["text"].as_str().unwrap())
         .collect();
-    assert_eq!(texts, ["second"], "{rest:#?}");
+    assert_eq!(texts, Vec::<&str>::new(), "{rest:#?}");
+    // numbered on from the first message: nothing replayed twice, nothing skipped
+    let ids: Vec<u64> = rest.iter().filter_map(|e| e.id).collect();
+    let from = first.id.unwrap() + 1;
+    let expected: Vec<u64> = (from..from + ids.len() as u64).collect();
+    assert_eq!(ids, expected, "{rest:#?}");
     let result = rest.last().unwrap();
-    assert_eq!(result.data["status"], "success", "{result:#?}");
+    assert_eq!(result.data["status"], "cancelled", "{result:#?}");
     assert_eq!(result.data["task_id"], json!(id));
 }
 
@@ -1025,24 +1033,28 @@ async fn bad_requests_get_clear_answers_and_run_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_over_the_limit_are_refused_before_they_are_read() {
     let b = Bridged::start(&json!([{"completion": "Done."}]), &[], &[]).await;
-    // announced too large: answered from the head alone, the body is never sent
-    let started = Instant::now();
-    let mut s = TcpStream::connect(b.addr()).await.unwrap();
-    let head = raw(
-        b.addr(),
-        "POST",
-        "/execute",
-        &[JSON, ("Content-Length", "100000000")],
-        b"",
-    );
-    s.write_all(&head).await.unwrap();
-    let a = parse_answer(&read_all(&mut s).await);
-    assert_eq!(a.refusal(413), "body_too_large");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "413 came only after {:?}",
-        started.elapsed()
-    );
+    // announced too large: answered from the head alone. The client sends the head and not a
+    // byte of the 100 MB it announces, and keeps its side open: the 413 arriving at all, and the
+    // bridge then closing the connection, prove the body was never waited for (nor read)
+    for path in ["/execute", "/tasks"] {
+        let mut s = TcpStream::connect(b.addr()).await.unwrap();
+        let head = raw(
+            b.addr(),
+            "POST",
+            path,
+            &[JSON, ("Content-Length", "100000000")],
+            b"",
+        );
+        s.write_all(&head).await.unwrap();
+        let a = parse_answer(&read_all(&mut s).await);
+        assert_eq!(a.refusal(413), "body_too_large", "{path}");
+        let mut more = [0u8; 1];
+        assert_eq!(
+            s.read(&mut more).await.unwrap_or(0),
+            0,
+            "{path}: the connection stayed open"
+        );
+    }
 
     // chunked: cut off at the limit (1 MiB) while the client is still sending
     let s = TcpStream::connect(b.addr()).await.unwrap();
@@ -1082,11 +1094,16 @@ async fn slow_and_stalled_clients_time_out() {
         &[],
     )
     .await;
-    let within = |started: Instant, what: &str| {
+    // Whether a timeout fired is shown by the bridge closing the connection, or answering 408,
+    // at all (the client never completes its request: nothing else would end the exchange; the
+    // wait for it is bounded by `read_all`). The one clock check left is a lower bound, which a
+    // slow machine can only make easier to meet: a timeout must not fire before its time (a
+    // client that is merely slow keeps its connection).
+    let not_before = |started: Instant, what: &str| {
         let took = started.elapsed();
         assert!(
-            took >= Duration::from_millis(900) && took < Duration::from_secs(5),
-            "{what} after {took:?} (timeout 1 s)"
+            took >= Duration::from_millis(900),
+            "{what} after {took:?}: before the 1 s timeout"
         );
     };
 
@@ -1097,14 +1114,14 @@ async fn slow_and_stalled_clients_time_out() {
         .await
         .unwrap();
     let got = read_all(&mut s).await;
-    within(started, "half a head closed");
+    not_before(started, "half a head closed");
     assert_eq!(String::from_utf8_lossy(&got), "");
 
     // a connection that says nothing is closed too
     let started = Instant::now();
     let mut s = TcpStream::connect(b.addr()).await.unwrap();
     let got = read_all(&mut s).await;
-    within(started, "a silent connection closed");
+    not_before(started, "a silent connection closed");
     assert_eq!(String::from_utf8_lossy(&got), "");
 
     // a body that stops arriving: 408
@@ -1120,7 +1137,7 @@ async fn slow_and_stalled_clients_time_out() {
     s.write_all(&head).await.unwrap();
     s.write_all(b"{\"objective\"").await.unwrap();
     let a = parse_answer(&read_all(&mut s).await);
-    within(started, "408");
+    not_before(started, "408");
     assert_eq!(a.refusal(408), "body_timeout");
 
     // the bridge still serves
@@ -1583,8 +1600,9 @@ async fn after_the_drain_grace_runs_are_cancelled_and_new_requests_get_503() {
     let droid = droid_pid(&b.until_droid_started().await);
     b.serve.signal(Signal::SIGTERM);
 
-    // during the drain every request is answered 503 (the listener stays open)
-    let until = Instant::now() + Duration::from_secs(3);
+    // during the drain every request is answered 503 (the listener stays open); the drain lasts
+    // the 3 s grace and then until the run is gone, so the 503 is seen long before this bound
+    let until = Instant::now() + HTTP_LIMIT;
     let refused = loop {
         let a = b.raw("GET", "/health", &[], b"").await;
         if a.status == 503 {
@@ -1642,7 +1660,7 @@ async fn a_request_still_arriving_at_sigterm_gets_503_and_starts_nothing() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     b.serve.signal(Signal::SIGTERM);
     // the drain has begun once a new request is refused (503) or no longer accepted
-    let until = Instant::now() + Duration::from_secs(5);
+    let until = Instant::now() + HTTP_LIMIT;
     loop {
         let Ok(mut c) = TcpStream::connect(addr).await else {
             break;
@@ -1787,4 +1805,517 @@ async fn load_200_requests_32_at_a_time_each_answered_once() {
          repositories, in {took:?} ({:.1} requests/s)",
         LOAD_REQUESTS as f64 / took.as_secs_f64()
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The task store, background metrics and the OpenAPI document
+
+/// A task store whose directory cannot be made (its parent is a file): the bridge still serves,
+/// says why once on stderr at start-up, and every task route answers 503 naming the directory
+/// and the OS error (not a generic "set store_dir" hint).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unusable_task_store_is_named_in_every_503_of_the_task_routes() {
+    let home = Bridged::home(&json!([{"completion": "Done."}]));
+    let file = home.file("not-a-directory");
+    std::fs::write(&file, "a file, not a directory\n").unwrap();
+    let store = file.join("store");
+    let store_var = store.display().to_string();
+    let b = Bridged::over(home, &[], &[("DROID_EXECUTOR_STORE_DIR", &store_var)]).await;
+    let why = format!(
+        "background tasks are not available: create directory {}: Not a directory (os error 20)",
+        store.join("tasks").display()
+    );
+    let warnings: Vec<&String> = b
+        .serve
+        .log
+        .iter()
+        .filter(|l| l.contains("warning"))
+        .collect();
+    assert_eq!(
+        warnings,
+        [&format!(
+            "droid-executor serve: warning: {why}; the task routes answer 503\n"
+        )],
+        "{:#?}",
+        b.serve.log
+    );
+    let message = format!("{why} (found when the bridge started; fix it and restart the bridge)");
+    let good = body(&b.request("in the background", json!({})));
+    for (method, path, body) in [
+        ("POST", "/tasks", &good[..]),
+        ("GET", "/tasks", &b""[..]),
+        ("GET", "/tasks/droid-1-ffff", &b""[..]),
+        ("DELETE", "/tasks/droid-1-ffff", &b""[..]),
+        ("GET", "/tasks/droid-1-ffff/events", &b""[..]),
+    ] {
+        let a = b.raw(method, path, &[JSON], body).await;
+        assert_eq!(a.refusal(503), "tasks_unavailable", "{method} {path}");
+        assert_eq!(
+            a.json()["error"]["message"],
+            json!(message),
+            "{method} {path}"
+        );
+        assert_eq!(
+            a.header("retry-after"),
+            None,
+            "{method} {path}: retrying cannot help"
+        );
+    }
+    let (status, health) = b.get("/health").await;
+    assert_eq!(status, 200, "{health:#}");
+    assert_eq!(
+        health["tasks"],
+        json!({"store": null, "running": null, "queued": null})
+    );
+    assert!(!store.exists());
+}
+
+/// Background tasks are counted by status when they end, once each, whoever submitted them
+/// (this bridge, or the CLI through the same store), apart from sync runs; a restarted bridge
+/// starts from 0, counts nothing of the history, and counts a task that was running across the
+/// restart when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_task_ends_are_counted_once_by_status() {
+    let b = Bridged::start(&short_run(), &[], &[]).await;
+    let counts = |text: &str| -> Vec<(&str, u64)> {
+        ["success", "failed", "cancelled", "error"]
+            .into_iter()
+            .map(|s| {
+                let series = format!("droid_executor_tasks_finished_total{{status=\"{s}\"}}");
+                (s, metric(text, &series))
+            })
+            .collect()
+    };
+    let zero = vec![
+        ("success", 0),
+        ("failed", 0),
+        ("cancelled", 0),
+        ("error", 0),
+    ];
+    assert_eq!(counts(&b.metrics().await), zero);
+
+    let ok = b.submit(&b.request("look around", json!({}))).await;
+    b.until_state(&ok, "success").await;
+    b.home.play(&json!([{"stderr": "boom"}, {"exit": 1}]));
+    let failed = b.submit(&b.request("fail", json!({}))).await;
+    let rec = b.until_state(&failed, "failed").await;
+    assert_eq!(rec["result"]["status"], "failed", "{rec:#}");
+    for _ in 0..2 {
+        // a second scrape counts nothing again
+        let text = b.metrics().await;
+        assert_eq!(
+            counts(&text),
+            [
+                ("success", 1),
+                ("failed", 1),
+                ("cancelled", 0),
+                ("error", 0)
+            ],
+            "{text}"
+        );
+        assert_eq!(
+            metric(&text, "droid_executor_task_duration_seconds_count"),
+            2
+        );
+        assert_eq!(
+            metric(
+                &text,
+                "droid_executor_task_duration_seconds_bucket{le=\"+Inf\"}"
+            ),
+            2
+        );
+        // sync runs are counted apart, and there were none
+        assert_eq!(
+            metric(&text, "droid_executor_runs_total{status=\"success\"}"),
+            0
+        );
+        assert_eq!(
+            metric(&text, "droid_executor_run_duration_seconds_count"),
+            0
+        );
+        assert_eq!(metric(&text, "droid_executor_tasks_submitted_total"), 2);
+    }
+
+    // a task running across a restart of the bridge
+    b.home.play(&json!([{"hang": true}]));
+    std::fs::remove_file(b.home.file("record.json")).unwrap();
+    let hanging = b.submit(&b.request("hang", json!({}))).await;
+    let record = b.until_droid_started().await;
+    let _reaper = Reaper {
+        marker: record["env"][MARKER_VAR].as_str().unwrap().to_owned(),
+    };
+    b.until_state(&hanging, "running").await;
+    let Bridged { serve, home } = b;
+    let (code, log) = serve.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+    let b = Bridged::over(home, &[], &[]).await;
+    let text = b.metrics().await;
+    assert_eq!(
+        counts(&text),
+        zero,
+        "the history is not counted again:\n{text}"
+    );
+    assert_eq!(metric(&text, "droid_executor_tasks{state=\"running\"}"), 1);
+
+    // submitted by the CLI into the same store, finished while this bridge runs
+    b.home.play(&short_run());
+    let env = env_of(&b.home, &[]);
+    let repo = b.home.repo().display().to_string();
+    let out = droid_executor(
+        &[
+            "run",
+            "--background",
+            "--json",
+            "--repo",
+            &repo,
+            "look around",
+        ],
+        &env,
+        b.home.path(),
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let cli: Value = serde_json::from_str(&out.stdout).unwrap();
+    let cli = cli["task_id"].as_str().unwrap().to_owned();
+    // it runs once the hanging task, on the same repository, is cancelled
+    let cancelled = b
+        .raw("DELETE", &format!("/tasks/{hanging}"), &[], b"")
+        .await;
+    assert!([200, 202].contains(&cancelled.status), "{cancelled:#?}");
+    b.until_state(&hanging, "cancelled").await;
+    b.until_state(&cli, "success").await;
+    let text = b.metrics().await;
+    assert_eq!(
+        counts(&text),
+        [
+            ("success", 1),
+            ("failed", 0),
+            ("cancelled", 1),
+            ("error", 0)
+        ],
+        "{text}"
+    );
+    assert_eq!(metric(&text, "droid_executor_tasks_submitted_total"), 0);
+    assert_eq!(metric(&text, "droid_executor_tasks{state=\"running\"}"), 0);
+}
+
+/// Statuses this test drives each operation to, over real sockets. Together with
+/// [`ELSEWHERE`], every status the document lists.
+const EXERCISED: &[(&str, &[u16])] = &[
+    (
+        "POST /execute",
+        &[200, 400, 401, 403, 408, 413, 415, 429, 431, 503],
+    ),
+    (
+        "POST /tasks",
+        &[202, 400, 401, 403, 408, 413, 415, 431, 500, 503],
+    ),
+    ("GET /tasks", &[200, 400, 401, 403, 431, 500, 503]),
+    ("GET /tasks/{id}", &[200, 400, 401, 403, 404, 431, 500, 503]),
+    (
+        "DELETE /tasks/{id}",
+        &[200, 400, 401, 403, 404, 431, 500, 503],
+    ),
+    (
+        "GET /tasks/{id}/events",
+        &[200, 400, 401, 403, 404, 431, 500, 503],
+    ),
+    ("GET /health", &[200, 400, 401, 403, 431, 503]),
+    ("GET /metrics", &[200, 400, 401, 403, 431, 503]),
+    ("GET /openapi.json", &[200, 400, 401, 403, 431, 503]),
+];
+
+/// Documented statuses that other tests drive an operation to.
+const ELSEWHERE: &[(&str, u16, &str)] = &[(
+    "DELETE /tasks/{id}",
+    202,
+    "delete_answers_202_while_droid_is_still_stopping",
+)];
+
+/// `METHOD path` as the token holder sends it (`Authorization` first, then `headers`).
+async fn authed(
+    b: &Bridged,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Answer {
+    let bearer = format!("Bearer {TOKEN}");
+    let mut all = vec![("Authorization", bearer.as_str())];
+    all.extend_from_slice(headers);
+    b.raw(method, path, &all, body).await
+}
+
+/// Send `bytes` on a new connection, writing them from another task (the bridge may answer and
+/// close before reading them all); the answer.
+async fn exchange_while_writing(addr: SocketAddr, bytes: Vec<u8>) -> Answer {
+    let (mut r, mut w) = TcpStream::connect(addr).await.unwrap().into_split();
+    let writer = tokio::spawn(async move { w.write_all(&bytes).await });
+    let answer = parse_answer(&read_all(&mut r).await);
+    let _ = writer.await;
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_status_the_routes_answer_is_documented() {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    let b = Bridged::start(
+        &json!([{"completion": "Done."}]),
+        &["--body-timeout", "1", "--drain-grace", "600"],
+        &[
+            ("DROID_EXECUTOR_TOKEN", TOKEN),
+            ("DROID_EXECUTOR_MAX_CONCURRENT", "1"),
+            ("DROID_EXECUTOR_MAX_QUEUE", "0"),
+        ],
+    )
+    .await;
+    let addr = b.addr();
+    let mut seen: BTreeMap<&str, BTreeSet<u16>> = BTreeMap::new();
+    let mut saw = |op: &'static str, a: &Answer| {
+        seen.entry(op).or_default().insert(a.status);
+    };
+    let good = body(&b.request("say done", json!({})));
+
+    // a finished task for the task routes
+    let a = authed(&b, "POST", "/tasks", &[JSON], &good).await;
+    assert_eq!(a.status, 202, "{a:#?}");
+    saw("POST /tasks", &a);
+    let id = a.json()["task_id"].as_str().unwrap().to_owned();
+    let task = format!("/tasks/{id}");
+    let until = Instant::now() + HTTP_LIMIT;
+    while authed(&b, "GET", &task, &[], b"").await.json()["state"] != "success" {
+        assert!(Instant::now() < until, "{id} never finished");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let events = format!("{task}/events");
+    let ops: [(&'static str, &str, &str); 9] = [
+        ("POST /execute", "POST", "/execute"),
+        ("POST /tasks", "POST", "/tasks"),
+        ("GET /tasks", "GET", "/tasks"),
+        ("GET /tasks/{id}", "GET", &task),
+        ("DELETE /tasks/{id}", "DELETE", &task),
+        ("GET /tasks/{id}/events", "GET", &events),
+        ("GET /health", "GET", "/health"),
+        ("GET /metrics", "GET", "/metrics"),
+        ("GET /openapi.json", "GET", "/openapi.json"),
+    ];
+
+    // the checks made before routing, on every operation
+    let big = "a".repeat(70 * 1024);
+    for (op, method, path) in ops {
+        let no_host = format!(
+            "{method} {path} HTTP/1.1\r\nConnection: close\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+        );
+        let a = exchange(addr, no_host.as_bytes()).await;
+        assert_eq!(a.refusal(400), "host_required", "{op}");
+        saw(op, &a);
+        let a = b.raw(method, path, &[], b"").await;
+        assert_eq!(a.refusal(401), "unauthorized", "{op}");
+        saw(op, &a);
+        let a = authed(&b, method, path, &[("Host", "attacker.example")], b"").await;
+        assert_eq!(a.refusal(403), "host_not_allowed", "{op}");
+        saw(op, &a);
+        let head = raw(addr, method, path, &[("X-Padding", &big)], b"");
+        let a = exchange_while_writing(addr, head).await;
+        assert_eq!(a.status, 431, "{op}: {a:#?}");
+        saw(op, &a);
+    }
+
+    // each route's own answers
+    let a = authed(&b, "POST", "/execute", &[JSON], &good).await;
+    assert_eq!(
+        (a.status, a.result().status),
+        (200, Status::Success),
+        "{a:#?}"
+    );
+    saw("POST /execute", &a);
+    for (op, path) in [("POST /execute", "/execute"), ("POST /tasks", "/tasks")] {
+        let a = authed(&b, "POST", path, &[JSON], b"{\"objective\": ").await;
+        assert_eq!(
+            (a.status, a.result().status),
+            (400, Status::Error),
+            "{a:#?}"
+        );
+        saw(op, &a);
+        let a = authed(&b, "POST", path, &[("Content-Type", "text/plain")], &good).await;
+        assert_eq!(a.refusal(415), "unsupported_media_type", "{op}");
+        saw(op, &a);
+        let a = authed(
+            &b,
+            "POST",
+            path,
+            &[JSON, ("Content-Length", "100000000")],
+            b"",
+        )
+        .await;
+        assert_eq!(a.refusal(413), "body_too_large", "{op}");
+        saw(op, &a);
+        let bearer = format!("Bearer {TOKEN}");
+        let mut stalled = raw(
+            addr,
+            "POST",
+            path,
+            &[JSON, ("Authorization", &bearer), ("Content-Length", "100")],
+            b"",
+        );
+        stalled.extend_from_slice(b"{\"objective\"");
+        let a = exchange(addr, &stalled).await;
+        assert_eq!(a.refusal(408), "body_timeout", "{op}");
+        saw(op, &a);
+    }
+    let a = authed(&b, "GET", "/tasks", &[], b"").await;
+    assert_eq!(a.status, 200, "{a:#?}");
+    saw("GET /tasks", &a);
+    let a = authed(&b, "GET", "/tasks?limit=0", &[], b"").await;
+    assert_eq!(a.refusal(400), "bad_query");
+    saw("GET /tasks", &a);
+    let a = authed(&b, "GET", &task, &[], b"").await;
+    assert_eq!(a.status, 200, "{a:#?}");
+    saw("GET /tasks/{id}", &a);
+    let a = authed(&b, "GET", &events, &[], b"").await;
+    assert_eq!(a.status, 200, "{a:#?}");
+    assert!(a.body.contains("event: result"), "{a:#?}");
+    saw("GET /tasks/{id}/events", &a);
+    let a = authed(&b, "GET", &events, &[("Last-Event-ID", "x")], b"").await;
+    assert_eq!(a.refusal(400), "bad_query");
+    saw("GET /tasks/{id}/events", &a);
+    let a = authed(&b, "DELETE", &task, &[], b"").await;
+    assert_eq!(a.status, 200, "{a:#?}");
+    saw("DELETE /tasks/{id}", &a);
+    for (op, method, path) in [
+        ("GET /tasks/{id}", "GET", "/tasks/droid-1-ffff"),
+        ("DELETE /tasks/{id}", "DELETE", "/tasks/droid-1-ffff"),
+        (
+            "GET /tasks/{id}/events",
+            "GET",
+            "/tasks/droid-1-ffff/events",
+        ),
+    ] {
+        let a = authed(&b, method, path, &[], b"").await;
+        assert_eq!(a.refusal(404), "no_such_task", "{op}");
+        saw(op, &a);
+    }
+    for (op, path) in [
+        ("GET /health", "/health"),
+        ("GET /metrics", "/metrics"),
+        ("GET /openapi.json", "/openapi.json"),
+    ] {
+        let a = authed(&b, "GET", path, &[], b"").await;
+        assert_eq!(a.status, 200, "{op}: {a:#?}");
+        saw(op, &a);
+    }
+    let doc: Value = authed(&b, "GET", "/openapi.json", &[], b"").await.json();
+
+    // 500: a task whose record is corrupt, then a store whose task directory is a file
+    let tasks_dir = b.home.file(".local/state/droid-executor/tasks");
+    let corrupt = tasks_dir.join("droid-1-abcd");
+    std::fs::create_dir(&corrupt).unwrap();
+    std::fs::write(corrupt.join("task.json"), "{").unwrap();
+    for (op, method, path) in [
+        ("GET /tasks/{id}", "GET", "/tasks/droid-1-abcd"),
+        ("DELETE /tasks/{id}", "DELETE", "/tasks/droid-1-abcd"),
+        (
+            "GET /tasks/{id}/events",
+            "GET",
+            "/tasks/droid-1-abcd/events",
+        ),
+    ] {
+        let a = authed(&b, method, path, &[], b"").await;
+        assert_eq!(a.refusal(500), "store_error", "{op}");
+        saw(op, &a);
+    }
+    std::fs::remove_dir_all(&corrupt).unwrap();
+    let moved = tasks_dir.with_extension("moved");
+    std::fs::rename(&tasks_dir, &moved).unwrap();
+    std::fs::write(&tasks_dir, "not a directory\n").unwrap();
+    let a = authed(&b, "GET", "/tasks", &[], b"").await;
+    assert_eq!(a.refusal(500), "store_error");
+    saw("GET /tasks", &a);
+    let a = authed(&b, "POST", "/tasks", &[JSON], &good).await;
+    assert_eq!(a.refusal(500), "store_error");
+    saw("POST /tasks", &a);
+    std::fs::remove_file(&tasks_dir).unwrap();
+    std::fs::rename(&moved, &tasks_dir).unwrap();
+
+    // 429: the one run slot (max_concurrent 1, max_queue 0) is taken by a run that hangs
+    b.home.play(&json!([{"hang": true}]));
+    std::fs::remove_file(b.home.file("record.json")).unwrap();
+    let bearer = format!("Bearer {TOKEN}");
+    let hang = raw(
+        addr,
+        "POST",
+        "/execute",
+        &[JSON, ("Authorization", &bearer)],
+        &body(&b.request("hang", json!({}))),
+    );
+    let mut hanging = TcpStream::connect(addr).await.unwrap();
+    hanging.write_all(&hang).await.unwrap();
+    let record = b.until_droid_started().await;
+    let _reaper = Reaper {
+        marker: record["env"][MARKER_VAR].as_str().unwrap().to_owned(),
+    };
+    let a = authed(&b, "POST", "/execute", &[JSON], &good).await;
+    assert_eq!(a.refusal(429), "queue_full");
+    saw("POST /execute", &a);
+
+    // 503: shutting down, while the hanging run holds the drain open (its grace is 600 s)
+    b.serve.signal(Signal::SIGTERM);
+    let until = Instant::now() + HTTP_LIMIT;
+    while authed(&b, "GET", "/health", &[], b"").await.status != 503 {
+        assert!(Instant::now() < until, "no 503 after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for (op, method, path) in ops {
+        let a = authed(&b, method, path, &[JSON], b"").await;
+        assert_eq!(a.refusal(503), "shutting_down", "{op}");
+        saw(op, &a);
+    }
+    // the client leaves: its run is cancelled and the drain ends
+    drop(hanging);
+    let Bridged {
+        mut serve,
+        home: _home,
+    } = b;
+    let (code, log) = serve.wait().await;
+    assert_eq!(code, Some(0), "{log}");
+
+    let documented = |op: &str| -> BTreeSet<u16> {
+        let (method, path) = op.split_once(' ').unwrap();
+        doc["paths"][path][method.to_ascii_lowercase()]["responses"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{op} is not documented"))
+            .keys()
+            .map(|k| k.parse().unwrap())
+            .collect()
+    };
+    let exercised: BTreeMap<&str, BTreeSet<u16>> = EXERCISED
+        .iter()
+        .map(|(op, codes)| (*op, codes.iter().copied().collect()))
+        .collect();
+    assert_eq!(
+        seen, exercised,
+        "the table says more or less than the test did"
+    );
+    for (op, codes) in &seen {
+        let doc_codes = documented(op);
+        let missing: Vec<&u16> = codes.difference(&doc_codes).collect();
+        assert!(
+            missing.is_empty(),
+            "{op} answered {missing:?}, not documented"
+        );
+        let elsewhere: BTreeSet<u16> = ELSEWHERE
+            .iter()
+            .filter(|(o, _, _)| o == op)
+            .map(|(_, c, _)| *c)
+            .collect();
+        let unseen: Vec<&u16> = doc_codes
+            .iter()
+            .filter(|c| !codes.contains(c) && !elsewhere.contains(c))
+            .collect();
+        assert!(
+            unseen.is_empty(),
+            "{op} documents {unseen:?}, which no test drives it to"
+        );
+    }
 }

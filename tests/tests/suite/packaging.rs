@@ -1,8 +1,11 @@
 //! The packaging files: `packaging/ecosystem.config.cjs` (pm2) and
 //! `packaging/droid-executor-bridge.service` (systemd user unit) both start `droid-executor
-//! serve`, restart it on failure and give it longer to stop than its drain grace. Node loads the
-//! pm2 file (Node is required, as for the interop suites); `systemd-analyze verify` checks the
-//! unit where systemd is installed, and the unit's sections are parsed here in any case.
+//! serve`, restart it on failure and wait longer before SIGKILL than the bridge's worst-case
+//! drain (`bridge_http::worst_case_drain` of the binary's default `--drain-grace`), as
+//! `bridge stop` does: all three wait exactly `bridge_http::STOP_TIMEOUT`. Node loads the pm2
+//! file (Node is required, as for the interop suites); `systemd-analyze verify` (the `systemd`
+//! package; it needs no running systemd) checks every directive of the unit, whose sections are
+//! also parsed here.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -48,22 +51,46 @@ fn path_var() -> String {
     std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into())
 }
 
-/// `serve --drain-grace`'s default, from the binary's own help.
-async fn drain_grace_secs() -> u64 {
-    let out = tool(&droid_executor_bin(), &["serve", "--help"], &[])
+/// The default of the option whose help line starts with `flag` (`--name <`) in
+/// `droid-executor ARGS --help`, from the binary's own help.
+async fn default_of(args: &[&str], flag: &str) -> u64 {
+    let mut all = args.to_vec();
+    all.push("--help");
+    let out = tool(&droid_executor_bin(), &all, &[])
         .await
-        .expect("run droid-executor serve --help");
+        .unwrap_or_else(|| panic!("run droid-executor {all:?}"));
     let help = String::from_utf8(out.stdout).unwrap();
     let after = help
-        .split("--drain-grace")
+        .split(flag)
         .nth(1)
-        .unwrap_or_else(|| panic!("no --drain-grace in serve --help:\n{help}"));
+        .unwrap_or_else(|| panic!("no {flag} in {args:?} --help:\n{help}"));
     let default = after
         .split("[default: ")
         .nth(1)
         .and_then(|s| s.split(']').next())
-        .unwrap_or_else(|| panic!("no default for --drain-grace in serve --help:\n{help}"));
+        .unwrap_or_else(|| panic!("no default for {flag} in {args:?} --help:\n{help}"));
     default.parse().unwrap()
+}
+
+/// What a supervisor must wait before SIGKILL, checked against the binary: its default drain
+/// grace is the server's ([`bridge_http::DRAIN_GRACE`]), and [`bridge_http::STOP_TIMEOUT`]
+/// exceeds the worst-case drain with that grace. The wait, in seconds.
+async fn stop_timeout_secs() -> u64 {
+    let grace = default_of(&["serve"], "--drain-grace <").await;
+    assert_eq!(grace, bridge_http::DRAIN_GRACE.as_secs());
+    let worst = bridge_http::worst_case_drain(Duration::from_secs(grace));
+    let stop = bridge_http::STOP_TIMEOUT;
+    assert!(
+        stop >= worst + bridge_http::STOP_MARGIN,
+        "STOP_TIMEOUT {stop:?} leaves no margin over the worst-case drain {worst:?}"
+    );
+    stop.as_secs()
+}
+
+#[tokio::test]
+async fn bridge_stop_waits_out_the_worst_case_drain() {
+    let stop = stop_timeout_secs().await;
+    assert_eq!(default_of(&["bridge", "stop"], "--grace <").await, stop);
 }
 
 #[tokio::test]
@@ -104,17 +131,12 @@ async fn pm2_file_loads_in_node_and_starts_serve() {
             "min_uptime": "10s",
             "max_restarts": 10,
             "stop_exit_codes": [2],
-            "kill_timeout": 45000,
+            "kill_timeout": stop_timeout_secs().await * 1000,
             "treekill": false,
             "out_file": "/home/someone/.pm2/logs/droid-executor-bridge-out.log",
             "error_file": "/home/someone/.pm2/logs/droid-executor-bridge-error.log",
             "time": true,
         }]})
-    );
-    let grace_ms = drain_grace_secs().await * 1000;
-    assert!(
-        config["apps"][0]["kill_timeout"].as_u64().unwrap() > grace_ms,
-        "pm2 would SIGKILL the bridge before its drain grace ({grace_ms} ms) is over"
     );
 }
 
@@ -171,14 +193,15 @@ async fn systemd_unit_starts_serve_and_outlasts_the_drain() {
     assert_eq!(one("Service", "KillSignal"), "SIGTERM");
     assert_eq!(one("Install", "WantedBy"), "default.target");
     let stop: u64 = one("Service", "TimeoutStopSec").parse().unwrap();
-    let grace = drain_grace_secs().await;
-    assert!(
-        stop > grace,
-        "TimeoutStopSec={stop} would cut the drain grace ({grace} s) short"
+    assert_eq!(
+        stop,
+        stop_timeout_secs().await,
+        "TimeoutStopSec must be bridge_http::STOP_TIMEOUT: a shorter one cuts the drain short"
     );
 
-    // systemd-analyze is optional tooling: where it is installed it checks every directive.
-    // It insists that ExecStart exists, so it checks a copy that runs the built binary.
+    // systemd-analyze checks every directive (it needs no running systemd: system mode loads
+    // the unit file alone; `--user` would need a user manager). It insists that ExecStart
+    // exists, so it checks a copy that runs the built binary.
     let dir = TempDir::new("packaging").unwrap();
     let copy = dir.path().join("droid-executor-bridge.service");
     let exec = format!("ExecStart={} serve", droid_executor_bin().display());
@@ -189,20 +212,48 @@ async fn systemd_unit_starts_serve_and_outlasts_the_drain() {
     .unwrap();
     let path = path_var();
     let copy_arg = copy.as_os_str();
-    match tool(
+    let out = tool(
         Path::new("systemd-analyze"),
         &[OsStr::new("verify"), copy_arg],
         &[("PATH", path.as_str())],
     )
     .await
-    {
-        Some(out) => {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(
-                out.status.success() && stderr.trim().is_empty(),
-                "systemd-analyze verify {UNIT_FILE} complained:\n{stderr}"
-            );
-        }
-        None => eprintln!("systemd-analyze not installed: {UNIT_FILE} checked by parsing only"),
+    .unwrap_or_else(|| {
+        panic!(
+            "systemd-analyze is needed to check {UNIT_FILE}: install it (apt-get install -y \
+             systemd; no running systemd is needed)"
+        )
+    });
+    // it reports a bad directive on stderr and still exits 0
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.trim().is_empty(),
+        "systemd-analyze verify {UNIT_FILE} complained:\n{stderr}"
+    );
+
+    // and it does look: the same unit with a bad value and an unknown key is reported
+    let bad = dir.path().join("droid-executor-bridge-bad.service");
+    let broken = std::fs::read_to_string(&copy).unwrap().replace(
+        "TimeoutStopSec=",
+        "TimeoutStopSec=soon\nNoSuchDirective=1\n#",
+    );
+    std::fs::write(&bad, broken).unwrap();
+    let out = tool(
+        Path::new("systemd-analyze"),
+        &[OsStr::new("verify"), bad.as_os_str()],
+        &[("PATH", path.as_str())],
+    )
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for part in [
+        "Failed to parse",
+        "soon",
+        "Unknown key 'NoSuchDirective' in section [Service]",
+    ] {
+        assert!(
+            stderr.contains(part),
+            "systemd-analyze verify did not report {part:?} in a broken unit:\n{stderr}"
+        );
     }
 }
