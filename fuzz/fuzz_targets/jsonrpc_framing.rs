@@ -23,8 +23,8 @@ use tokio::io::AsyncWrite;
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
 
-/// Longest `serve` may take for one input. Its own budgets are 1.7 s to drain running calls at
-/// EOF plus 0.3 s for the writer; anything near this limit is a hang.
+/// Longest `serve` may take for one input. Its own budgets are 0.9 s to drain running calls at
+/// EOF plus 0.2 s for the writer; anything near this limit is a hang.
 const SERVE_LIMIT: Duration = Duration::from_secs(30);
 
 /// Built once per process: one runtime and one server for every input, as one `droid-executor

@@ -34,6 +34,9 @@ pub const SUPPORTED_VERSIONS: [&str; 5] = [
     LEGACY_VERSIONS[3],
 ];
 
+/// The only revision with JSON-RPC batches (added in 2025-03-26, removed in 2025-06-18).
+pub const BATCH_VERSION: &str = LEGACY_VERSIONS[2];
+
 /// The only legacy revision with Tasks (`capabilities.tasks`, `execution.taskSupport`,
 /// `tasks/*`).
 pub const TASKS_VERSION: &str = LEGACY_VERSIONS[0];

@@ -11,10 +11,17 @@
 //! - 2025-11-25 Tasks map onto the engine's durable task store ([`tasks`]), so a task outlives
 //!   the server; `notifications/message` only once the client asked for a level ([`logging`]);
 //! - requests run concurrently; one writer task serializes every message, so stdout only ever
-//!   carries whole protocol lines (logs go to stderr);
+//!   carries whole protocol lines (logs go to stderr); a cancelled request's messages are
+//!   withdrawn at the writer, so nothing of it is written once the cancel is read;
+//! - JSON-RPC batches only in a session that negotiated 2025-03-26, the one revision that has
+//!   them; elsewhere a batch is refused with `-32600`;
 //! - tool failures are results with `isError: true`, protocol problems are JSON-RPC errors;
-//! - long runs: progress notifications with a heartbeat, `notifications/cancelled` kills the run,
-//!   and `droid_submit`/`droid_pend` on the durable task store for runs longer than a client waits;
+//! - long runs: progress notifications with a heartbeat counted from the last one sent (at most
+//!   10 s without one during a call or a waiting `droid_pend`, 10.5 s for a polled task), all of
+//!   them before the response; `notifications/cancelled` kills the run; `droid_submit` /
+//!   `droid_pend` on the durable task store for runs longer than a client waits;
+//! - stdin EOF, SIGTERM (through the caller's `shutdown` token) or EPIPE: running calls are
+//!   cancelled and `serve` returns within [`SHUTDOWN_DRAIN`] + [`SHUTDOWN_FLUSH`];
 //! - start-up does nothing but wait for input (clients spawn throw-away probe instances, and a
 //!   `server/discover` probe is answered without side effects); expired tasks are cleaned after
 //!   `initialize` or the first modern `tools/call`, then hourly.
@@ -31,5 +38,5 @@ pub mod server;
 pub mod tasks;
 pub mod tools;
 
-pub use message_processor::serve;
+pub use message_processor::{DRAIN as SHUTDOWN_DRAIN, FLUSH as SHUTDOWN_FLUSH, serve};
 pub use server::Server;

@@ -5,13 +5,31 @@
 //! by the revision `initialize` negotiated, modern ones (2026-07-28) statelessly by their own
 //! `_meta`. Quick requests are answered inline; `tools/call` and the `tasks/*` methods run as
 //! their own tasks, so pings and other calls are answered while a run goes on (and a
-//! `notifications/cancelled` can stop them). A batch (a JSON array, revision 2025-03-26) is
-//! answered with an array of the inline answers; its long requests answer on their own lines
-//! when they finish.
+//! `notifications/cancelled` can stop them).
+//!
+//! Batches (a JSON array on one line) exist only in revision 2025-03-26 (mcp.md §1.11: added
+//! there, removed in 2025-06-18). A session that negotiated 2025-03-26 gets them as that revision
+//! says: every request of the batch is answered inside one array, sent once all of them are
+//! done (a long `tools/call` included; its progress notifications still come on their own lines
+//! before it), an `initialize` inside is answered with an error in the array (it MUST NOT be
+//! batched), and a batch of notifications only gets nothing. Any other session, and a batch
+//! before `initialize`, gets one `-32600` "batches are not supported in revision X" with id
+//! `null` and nothing in the batch is processed: no tested client sends batches (mcp.md §1.11),
+//! and a strict answer tells a client that does what went wrong instead of half-serving it.
+//! A 2026-07-28 request (modern `_meta`) inside a 2025-03-26 batch gets `-32600` in the array.
+//!
+//! Cancellation: a call's progress, log messages and response go through an outbox guarded by
+//! the call's token, so from the moment `notifications/cancelled` is read nothing more of that
+//! call is written, not even what was already queued ([`Outbox::guarded`]).
 //!
 //! On stdin EOF, on `shutdown` (SIGTERM) or when stdout is gone (EPIPE), every running call is
-//! cancelled (droid and its children are killed), given a short time to finish, and the loop
-//! returns; cancelled calls send no response.
+//! cancelled (droid and its children are killed), given [`DRAIN`] to finish, the writer
+//! [`FLUSH`] to write what is queued, and the loop returns; cancelled calls send no response.
+//! The whole shutdown budget: 0.9 s + 0.2 s here, plus the binary's runtime shutdown (0.2 s),
+//! is 1.3 s at worst, under the 1.5 s of mcp.md §6.1 and the 2 s. The drain only has to
+//! outlast killing droid (the MCP front-end gives it 0.5 s between SIGTERM and SIGKILL, then the
+//! sweep of escaped descendants); a cancelled run still reading the repository after that is
+//! dropped, as its result would not be sent anyway.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -22,12 +40,12 @@ use std::time::Duration;
 use droid_exec::lines::{Line, Lines};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::discover;
-use crate::era::{Era, LEGACY_VERSIONS, Modern, TASKS_VERSION, server_info};
+use crate::era::{BATCH_VERSION, Era, LEGACY_VERSIONS, Modern, TASKS_VERSION, server_info};
 use crate::jsonrpc::{
     INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND, PARSE_ERROR, RpcError, classify,
     error, result,
@@ -35,15 +53,19 @@ use crate::jsonrpc::{
 use crate::logging::{Level, LogSink, SessionLevel, Threshold};
 use crate::progress::ProgressSink;
 use crate::relay::Relay;
-use crate::server::{Outbox, Server};
+use crate::server::{Inbox, Outbox, Server};
 use crate::tasks;
 use crate::tools;
 
 /// Largest message accepted (a request is at most a few hundred KiB).
 const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
 
-/// How long cancelled calls get to stop their runs at shutdown (the budget is 2 s).
-const DRAIN: Duration = Duration::from_millis(1700);
+/// How long cancelled calls get to stop their runs at shutdown (see the module docs for the
+/// whole budget). A front-end's kill grace for droid must be well below it.
+pub const DRAIN: Duration = Duration::from_millis(900);
+
+/// How long the writer then gets to write what is queued.
+pub const FLUSH: Duration = Duration::from_millis(200);
 
 /// How often expired tasks are cleaned while the server runs.
 const JANITOR_EVERY: Duration = Duration::from_secs(3600);
@@ -70,14 +92,18 @@ impl State {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The revision `initialize` negotiated, if it was called.
+    fn negotiated(&self) -> Option<&'static str> {
+        *self
+            .negotiated
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Whether the session has 2025-11-25 Tasks: that revision was negotiated and there is a
     /// task store to keep them in.
     fn tasks_enabled(&self) -> bool {
-        let negotiated = *self
-            .negotiated
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        negotiated == Some(TASKS_VERSION) && self.server.tasks().is_some()
+        self.negotiated() == Some(TASKS_VERSION) && self.server.tasks().is_some()
     }
 
     /// Clean expired tasks now and hourly, once per process, after the first real use (never at
@@ -108,29 +134,68 @@ impl State {
         Ok((key, token))
     }
 
-    /// The log sink of a request: the session's level (legacy), the request's own (modern), none
-    /// for a modern request that asked for no messages.
-    fn log_sink(&self, modern: Option<&Modern>) -> Option<LogSink> {
+    /// The log sink of a request writing to `out`: the session's level (legacy), the request's
+    /// own (modern), none for a modern request that asked for no messages.
+    fn log_sink(&self, modern: Option<&Modern>, out: &Outbox) -> Option<LogSink> {
         let threshold = match modern {
             None => Threshold::Session(self.log_level.clone()),
             Some(m) => Threshold::Request(m.log_level?),
         };
         Some(LogSink {
-            out: self.out.clone(),
+            out: out.clone(),
             threshold,
         })
     }
 }
 
-/// Serve MCP on `input`/`output` until EOF, `shutdown`, or a closed output.
+/// The answer to one message of a line: known now, or sent later by the task running it.
+enum Answer {
+    /// Ready.
+    Now(Value),
+    /// The running request's answer; nothing comes when it was cancelled.
+    Later(oneshot::Receiver<Value>),
+}
+
+/// Where a request that runs as its own task sends its answer.
+enum Reply {
+    /// Its own line, through the request's guarded outbox (in order after its notifications).
+    Line(Outbox),
+    /// Its place in the answer array of its batch.
+    Batch(oneshot::Sender<Value>),
+}
+
+impl Reply {
+    /// The reply of a request that writes through `out`, and the answer its line waits for (a
+    /// batch's).
+    fn new(out: Outbox, batch: bool) -> (Reply, Option<Answer>) {
+        if batch {
+            let (tx, rx) = oneshot::channel();
+            (Reply::Batch(tx), Some(Answer::Later(rx)))
+        } else {
+            (Reply::Line(out), None)
+        }
+    }
+
+    async fn send(self, answer: Value) {
+        match self {
+            Reply::Line(out) => out.send(answer).await,
+            Reply::Batch(slot) => {
+                let _ = slot.send(answer);
+            }
+        }
+    }
+}
+
+/// Serve MCP on `input`/`output` until EOF, `shutdown`, or a closed output (EPIPE); returns
+/// within [`DRAIN`] + [`FLUSH`] of that, every run it started stopped.
 pub async fn serve<R, W>(input: R, output: W, server: Arc<Server>, shutdown: CancellationToken)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (out, rx) = Outbox::new();
+    let (out, inbox) = Outbox::new();
     let closed = CancellationToken::new();
-    let writer = tokio::spawn(write_loop(output, rx, closed.clone()));
+    let writer = tokio::spawn(write_loop(output, inbox, closed.clone()));
     let state = Arc::new(State {
         server,
         out,
@@ -143,24 +208,26 @@ where
     });
     let mut lines = Lines::new(BufReader::new(input), MAX_MESSAGE_BYTES);
     let mut running = JoinSet::new();
-    loop {
+    let why = loop {
         tokio::select! {
-            line = lines.next() => match line {
-                None => break,
-                Some(Line::Oversized(n)) => {
-                    state.out.send(error(
-                        &Value::Null,
-                        INVALID_REQUEST,
-                        format!("message of {n} bytes is over the {MAX_MESSAGE_BYTES}-byte limit"),
-                    )).await;
+            line = lines.next() => {
+                let Some(line) = line else {
+                    break "stdin closed";
+                };
+                // answering waits for room in the outbox: a client that stopped reading stdout
+                // must not keep a signal (or EPIPE) from ending the session
+                tokio::select! {
+                    () = handle_input(&state, line, &mut running) => {}
+                    () = shutdown.cancelled() => break "shutdown requested",
+                    () = closed.cancelled() => break "stdout closed",
                 }
-                Some(Line::Text(bytes)) => handle_line(&state, &bytes, &mut running).await,
-            },
-            () = shutdown.cancelled() => break,
-            () = closed.cancelled() => break,
+            }
+            () = shutdown.cancelled() => break "shutdown requested",
+            () = closed.cancelled() => break "stdout closed",
             Some(_) = running.join_next(), if !running.is_empty() => {}
         }
-    }
+    };
+    tracing::debug!("{why}: cancelling {} running call(s)", state.calls().len());
     state.closing.cancel();
     let pending: Vec<CancellationToken> = state.calls().drain().map(|(_, t)| t).collect();
     for t in pending {
@@ -173,22 +240,40 @@ where
     running.abort_all();
     shutdown.cancel();
     drop(state);
-    let _ = tokio::time::timeout(Duration::from_millis(300), writer).await;
+    let _ = tokio::time::timeout(FLUSH, writer).await;
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(
-    mut w: W,
-    mut rx: mpsc::Receiver<Value>,
-    closed: CancellationToken,
-) {
-    while let Some(msg) = rx.recv().await {
+async fn write_loop<W: AsyncWrite + Unpin>(mut w: W, mut inbox: Inbox, closed: CancellationToken) {
+    while let Some(msg) = inbox.recv().await {
         // compact serde_json escapes newlines inside strings: one message, one line
         let mut line = msg.to_string();
         line.push('\n');
-        if w.write_all(line.as_bytes()).await.is_err() || w.flush().await.is_err() {
+        let written = match w.write_all(line.as_bytes()).await {
+            Ok(()) => w.flush().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            // the client is gone (EPIPE): stop quietly
+            tracing::debug!("cannot write to stdout ({e}); stopping");
             closed.cancel();
             return;
         }
+    }
+}
+
+async fn handle_input(state: &Arc<State>, line: Line, running: &mut JoinSet<()>) {
+    match line {
+        Line::Oversized(n) => {
+            state
+                .out
+                .send(error(
+                    &Value::Null,
+                    INVALID_REQUEST,
+                    format!("message of {n} bytes is over the {MAX_MESSAGE_BYTES}-byte limit"),
+                ))
+                .await;
+        }
+        Line::Text(bytes) => handle_line(state, &bytes, running).await,
     }
 }
 
@@ -221,39 +306,116 @@ async fn handle_line(state: &Arc<State>, raw: &[u8], running: &mut JoinSet<()>) 
                 .await;
         }
         Value::Array(items) => {
-            let answers: Vec<Value> = items
-                .into_iter()
-                .filter_map(|m| handle_message(state, m, running))
-                .collect();
-            if !answers.is_empty() {
-                state.out.send(Value::Array(answers)).await;
+            let negotiated = state.negotiated();
+            if negotiated != Some(BATCH_VERSION) {
+                let session = match negotiated {
+                    Some(v) => format!("in protocol revision {v}, which this session negotiated"),
+                    None => "before initialize".to_owned(),
+                };
+                state
+                    .out
+                    .send(error(
+                        &Value::Null,
+                        INVALID_REQUEST,
+                        format!(
+                            "batches are not supported {session}: JSON-RPC batches exist only in revision {BATCH_VERSION}; send each message on its own line"
+                        ),
+                    ))
+                    .await;
+                return;
             }
+            let answers: Vec<Answer> = items
+                .into_iter()
+                .filter_map(|m| handle_message(state, m, running, true))
+                .collect();
+            deliver(state, answers, true, running).await;
         }
         single => {
-            if let Some(answer) = handle_message(state, single, running) {
-                state.out.send(answer).await;
-            }
+            let answers = handle_message(state, single, running, false)
+                .into_iter()
+                .collect();
+            deliver(state, answers, false, running).await;
         }
     }
 }
 
-/// Handle one message; the answer to send now, if any.
-fn handle_message(state: &Arc<State>, msg: Value, running: &mut JoinSet<()>) -> Option<Value> {
+/// Send the answers of one line: a single message's on its own, a batch's as one array once
+/// every request in it is done (from a task of its own when some still run).
+async fn deliver(state: &Arc<State>, answers: Vec<Answer>, batch: bool, running: &mut JoinSet<()>) {
+    let waits = answers.iter().any(|a| matches!(a, Answer::Later(_)));
+    let out = state.out.clone();
+    let collect = async move {
+        let mut values = Vec::with_capacity(answers.len());
+        for a in answers {
+            match a {
+                Answer::Now(v) => values.push(v),
+                // a cancelled request has no answer
+                Answer::Later(rx) => values.extend(rx.await.ok()),
+            }
+        }
+        send_answers(&out, values, batch).await;
+    };
+    if waits {
+        running.spawn(collect);
+    } else {
+        // nothing to wait for: answered in line order, before the next line is read
+        collect.await;
+    }
+}
+
+async fn send_answers(out: &Outbox, mut values: Vec<Value>, batch: bool) {
+    if values.is_empty() {
+        return;
+    }
+    if batch {
+        out.send(Value::Array(values)).await;
+    } else {
+        for v in values.drain(..) {
+            out.send(v).await;
+        }
+    }
+}
+
+/// Handle one message (`batch`: an element of a batch); its answer, if one is due.
+fn handle_message(
+    state: &Arc<State>,
+    msg: Value,
+    running: &mut JoinSet<()>,
+    batch: bool,
+) -> Option<Answer> {
     match classify(&msg) {
         Incoming::Response => None,
-        Incoming::Invalid { id, why } => Some(error(&id, INVALID_REQUEST, why)),
+        Incoming::Invalid { id, why } => Some(Answer::Now(error(&id, INVALID_REQUEST, why))),
         Incoming::Notification { method, params } => {
             if method == "notifications/cancelled"
                 && let Some(req) = params.get("requestId")
                 && let Some(token) = state.calls().remove(&req.to_string())
             {
+                tracing::debug!("request {req} cancelled by the client");
                 token.cancel();
             }
             None
         }
+        Incoming::Request { id, method, .. } if batch && method == "initialize" => {
+            Some(Answer::Now(error(
+                &id,
+                INVALID_REQUEST,
+                format!(
+                    "initialize must not be part of a JSON-RPC batch (revision {BATCH_VERSION}); send it on its own line"
+                ),
+            )))
+        }
         Incoming::Request { id, method, params } => match Era::of(&method, &params) {
-            Err(e) => Some(e.to_response(&id)),
-            Ok(Era::Legacy) => legacy(state, id, &method, params, running),
+            Err(e) => Some(Answer::Now(e.to_response(&id))),
+            Ok(Era::Modern(m)) if batch => Some(Answer::Now(error(
+                &id,
+                INVALID_REQUEST,
+                format!(
+                    "JSON-RPC batches are not part of protocol revision {}; send this request on its own line",
+                    m.version
+                ),
+            ))),
+            Ok(Era::Legacy) => legacy(state, id, &method, params, running, batch),
             Ok(Era::Modern(m)) => modern(state, id, &method, params, m, running),
         },
     }
@@ -266,23 +428,25 @@ fn legacy(
     method: &str,
     params: Value,
     running: &mut JoinSet<()>,
-) -> Option<Value> {
+    batch: bool,
+) -> Option<Answer> {
     let tasks_method = matches!(
         method,
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel"
     );
+    let now = |v: Value| Some(Answer::Now(v));
     match method {
-        "initialize" => Some(result(&id, initialize(state, &params))),
-        "ping" => Some(result(&id, json!({}))),
-        "tools/list" => Some(match check_cursor(&params) {
+        "initialize" => now(result(&id, initialize(state, &params))),
+        "ping" => now(result(&id, json!({}))),
+        "tools/list" => now(match check_cursor(&params) {
             Ok(()) => result(
                 &id,
                 json!({"tools": tools::definitions(state.tasks_enabled())}),
             ),
             Err(e) => e.to_response(&id),
         }),
-        "tools/call" => start_call(state, id, &params, None, running),
-        "logging/setLevel" => Some(match Level::from_value(params.get("level")) {
+        "tools/call" => start_call(state, id, &params, None, running, batch),
+        "logging/setLevel" => now(match Level::from_value(params.get("level")) {
             Ok(level) => {
                 state.log_level.set(level);
                 result(&id, json!({}))
@@ -292,28 +456,28 @@ fn legacy(
         _ if tasks_method && state.tasks_enabled() => {
             let server = Arc::clone(&state.server);
             match method {
-                "tasks/get" => spawn_request(state, id, running, async move {
+                "tasks/get" => spawn_request(state, id, running, batch, async move {
                     tasks::get(&server, &params).await
                 }),
-                "tasks/result" => spawn_request(state, id, running, async move {
+                "tasks/result" => spawn_request(state, id, running, batch, async move {
                     tasks::result(&server, &params).await
                 }),
-                "tasks/list" => spawn_request(state, id, running, async move {
+                "tasks/list" => spawn_request(state, id, running, batch, async move {
                     tasks::list(&server, &params).await
                 }),
-                _ => spawn_request(state, id, running, async move {
+                _ => spawn_request(state, id, running, batch, async move {
                     tasks::cancel(&server, &params).await
                 }),
             }
         }
-        _ if tasks_method => Some(error(
+        _ if tasks_method => now(error(
             &id,
             METHOD_NOT_FOUND,
             format!(
                 "method not found: {method} (tasks need protocol revision {TASKS_VERSION}, negotiated through initialize)"
             ),
         )),
-        other => Some(error(
+        other => now(error(
             &id,
             METHOD_NOT_FOUND,
             format!("method not found: {other}"),
@@ -322,7 +486,8 @@ fn legacy(
 }
 
 /// A request of the modern era (2026-07-28): `server/discover`, `tools/list`, `tools/call`.
-/// `ping`, `logging/setLevel` and the core `tasks/*` are not part of that revision.
+/// `ping`, `logging/setLevel` and the core `tasks/*` are not part of that revision. Never part
+/// of a batch (that revision has none).
 fn modern(
     state: &Arc<State>,
     id: Value,
@@ -330,26 +495,27 @@ fn modern(
     params: Value,
     m: Modern,
     running: &mut JoinSet<()>,
-) -> Option<Value> {
-    match method {
-        "server/discover" => Some(result(&id, discover::discover(&m, INSTRUCTIONS))),
-        "tools/list" => Some(match check_cursor(&params) {
+) -> Option<Answer> {
+    let answer = match method {
+        "server/discover" => result(&id, discover::discover(&m, INSTRUCTIONS)),
+        "tools/list" => match check_cursor(&params) {
             Ok(()) => result(&id, discover::tools_list(&m)),
             Err(e) => e.to_response(&id),
-        }),
+        },
         "tools/call" => {
             state.start_janitor();
-            start_call(state, id, &params, Some(m), running)
+            return start_call(state, id, &params, Some(m), running, false);
         }
-        other => Some(error(
+        other => error(
             &id,
             METHOD_NOT_FOUND,
             format!(
                 "method not found: {other} (not part of protocol revision {})",
                 m.version
             ),
-        )),
-    }
+        ),
+    };
+    Some(Answer::Now(answer))
 }
 
 /// `tools/list` has one page: no cursor is valid.
@@ -396,15 +562,17 @@ fn spawn_request<F>(
     state: &Arc<State>,
     id: Value,
     running: &mut JoinSet<()>,
+    batch: bool,
     work: F,
-) -> Option<Value>
+) -> Option<Answer>
 where
     F: Future<Output = Result<Value, RpcError>> + Send + 'static,
 {
     let (key, token) = match state.register(&id) {
         Ok(k) => k,
-        Err(answer) => return Some(answer),
+        Err(answer) => return Some(Answer::Now(answer)),
     };
+    let (reply, later) = Reply::new(state.out.guarded(token.clone()), batch);
     let state = Arc::clone(state);
     running.spawn(async move {
         let outcome = tokio::select! {
@@ -419,91 +587,91 @@ where
                 Ok(v) => result(&id, v),
                 Err(e) => e.to_response(&id),
             };
-            state.out.send(answer).await;
+            reply.send(answer).await;
         }
     });
-    None
+    later
 }
 
 /// Check a `tools/call` and start it (a run, or with `task` a 2025-11-25 task); a protocol error
-/// to answer now otherwise. `modern` is the request's checked `_meta` in the 2026 era.
+/// to answer now otherwise. `modern` is the request's checked `_meta` in the 2026 era; `batch`
+/// says the answer goes into a batch's array.
 fn start_call(
     state: &Arc<State>,
     id: Value,
     params: &Value,
     modern: Option<Modern>,
     running: &mut JoinSet<()>,
-) -> Option<Value> {
+    batch: bool,
+) -> Option<Answer> {
+    let refuse = |code: i64, message: String| Some(Answer::Now(error(&id, code, message)));
     let Some(p) = params.as_object() else {
-        return Some(error(
-            &id,
-            INVALID_PARAMS,
-            "tools/call params must be an object",
-        ));
+        return refuse(INVALID_PARAMS, "tools/call params must be an object".into());
     };
     let Some(name) = p.get("name").and_then(Value::as_str) else {
-        return Some(error(
-            &id,
-            INVALID_PARAMS,
-            "tools/call needs a string \"name\"",
-        ));
+        return refuse(INVALID_PARAMS, "tools/call needs a string \"name\"".into());
     };
     if !tools::NAMES.contains(&name) {
-        return Some(error(
-            &id,
+        return refuse(
             INVALID_PARAMS,
             format!("unknown tool {name:?}; tools: {}", tools::NAMES.join(", ")),
-        ));
+        );
     }
     let args: Map<String, Value> = match p.get("arguments") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(m)) => m.clone(),
         Some(other) => {
-            return Some(error(
-                &id,
+            return refuse(
                 INVALID_PARAMS,
                 format!("tools/call \"arguments\" must be an object, got {other}"),
-            ));
+            );
         }
     };
-    let relay = Relay::new(
-        Arc::clone(&state.server),
-        ProgressSink::from_params(params, &state.out),
-        state.log_sink(modern.as_ref()),
-    );
     // `task` only means something where Tasks were negotiated; elsewhere the spec says to
     // process the request normally, ignoring it
-    match p.get("task") {
+    let as_task = match p.get("task") {
         Some(task) if !task.is_null() && modern.is_none() && state.tasks_enabled() => {
             if !task.is_object() {
-                return Some(error(
-                    &id,
+                return refuse(
                     INVALID_PARAMS,
                     format!(
                         "tools/call \"task\" must be an object like {{\"ttl\": 60000}}, got {task}"
                     ),
-                ));
+                );
             }
             if tools::task_support(name) != "optional" {
-                return Some(error(
-                    &id,
+                return refuse(
                     METHOD_NOT_FOUND,
                     format!(
                         "tool {name} cannot run as a task (execution.taskSupport is \"forbidden\"); call it without \"task\""
                     ),
-                ));
+                );
             }
-            return start_task(state, id, args, relay, running);
+            true
         }
-        _ => {}
-    }
+        _ => false,
+    };
     let (key, token) = match state.register(&id) {
         Ok(k) => k,
-        Err(answer) => return Some(answer),
+        Err(answer) => return Some(Answer::Now(answer)),
     };
+    // everything this call sends is withdrawn the moment it is cancelled
+    let out = state.out.guarded(token.clone());
+    let relay = Relay::new(
+        Arc::clone(&state.server),
+        ProgressSink::from_params(params, &out),
+        state.log_sink(modern.as_ref(), &out),
+        token.clone(),
+    );
+    let (reply, later) = Reply::new(out, batch);
     let state = Arc::clone(state);
+    if as_task {
+        running.spawn(run_task(state, id, args, relay, (key, token), reply));
+        return later;
+    }
     let name = name.to_owned();
     running.spawn(async move {
+        let started = tokio::time::Instant::now();
         let answer = tools::call(&state.server, &name, args, relay, token.clone()).await;
         let answer = match &modern {
             Some(m) => m.finish(answer),
@@ -511,47 +679,51 @@ fn start_call(
         };
         let ours = state.calls().remove(&key).is_some();
         if ours && !token.is_cancelled() {
-            state.out.send(result(&id, answer)).await;
+            tracing::info!(
+                tool = %name,
+                id = %key,
+                ms = started.elapsed().as_millis(),
+                is_error = answer["isError"].as_bool().unwrap_or(false),
+                status = answer["structuredContent"]["status"].as_str().unwrap_or("-"),
+                "tools/call answered"
+            );
+            reply.send(result(&id, answer)).await;
+        } else {
+            tracing::info!(tool = %name, id = %key, "tools/call cancelled: no response");
         }
     });
-    None
+    later
 }
 
-/// A task-augmented `execute_droid_task`: submit it, answer the `CreateTaskResult`, then relay
-/// the task's progress and status until it ends (or the server stops).
-fn start_task(
-    state: &Arc<State>,
+/// A task-augmented `execute_droid_task` (registered as `key` with `token`): submit it, answer
+/// the `CreateTaskResult`, then relay the task's progress and status until it ends (or the
+/// server stops).
+async fn run_task(
+    state: Arc<State>,
     id: Value,
     args: Map<String, Value>,
     relay: Relay,
-    running: &mut JoinSet<()>,
-) -> Option<Value> {
-    let (key, token) = match state.register(&id) {
-        Ok(k) => k,
-        Err(answer) => return Some(answer),
+    (key, token): (String, CancellationToken),
+    reply: Reply,
+) {
+    let created = tokio::select! {
+        created = tasks::create(&state.server, args, &relay) => Some(created),
+        () = token.cancelled() => None,
     };
-    let state = Arc::clone(state);
-    running.spawn(async move {
-        let created = tokio::select! {
-            created = tasks::create(&state.server, args, &relay) => Some(created),
-            () = token.cancelled() => None,
-        };
-        let ours = state.calls().remove(&key).is_some();
-        match created {
-            Some(Ok((answer, task_id))) if ours => {
-                state.out.send(result(&id, answer)).await;
-                tasks::watch(
-                    Arc::clone(&state.server),
-                    task_id,
-                    relay,
-                    state.out.clone(),
-                    state.closing.clone(),
-                )
-                .await;
-            }
-            Some(Err(e)) if ours => state.out.send(e.to_response(&id)).await,
-            Some(_) | None => {}
+    let ours = state.calls().remove(&key).is_some();
+    match created {
+        Some(Ok((answer, task_id))) if ours => {
+            reply.send(result(&id, answer)).await;
+            tasks::watch(
+                Arc::clone(&state.server),
+                task_id,
+                relay,
+                state.out.clone(),
+                state.closing.clone(),
+            )
+            .await;
         }
-    });
-    None
+        Some(Err(e)) if ours => reply.send(e.to_response(&id)).await,
+        Some(_) | None => {}
+    }
 }

@@ -1,5 +1,12 @@
 //! What the server holds: the engine, the task store, the configuration it was started with, and
 //! the output every message goes through.
+//!
+//! The output is one bounded queue drained by one writer ([`Outbox`] → [`Inbox`]). A message can
+//! be tied to a request's cancellation token ([`Outbox::guarded`]): once that token fires, the
+//! message is never written, even if it was queued before. That is what makes "no further
+//! messages for a cancelled request" (mcp.md §1.8) hold whatever the timing: the read loop cancels
+//! the token as it reads `notifications/cancelled`, and everything of that request still queued
+//! (progress, log messages, the response) is dropped at the writer.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -7,27 +14,91 @@ use std::sync::Arc;
 use droid_exec::{Engine, EnvMap, Tasks};
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// Messages waiting for the writer: enough for bursts of progress, bounded so a client that stops
 /// reading slows us down instead of growing memory.
 pub const OUTBOX_CAPACITY: usize = 1024;
 
+/// One queued message and the token that withdraws it.
+#[derive(Debug)]
+struct Outgoing {
+    msg: Value,
+    guard: Option<CancellationToken>,
+}
+
 /// The single way out to the client: one writer task serializes every message.
 #[derive(Debug, Clone)]
 pub struct Outbox {
-    tx: mpsc::Sender<Value>,
+    tx: mpsc::Sender<Outgoing>,
+    guard: Option<CancellationToken>,
+}
+
+/// The writer's end of the [`Outbox`].
+#[derive(Debug)]
+pub struct Inbox {
+    rx: mpsc::Receiver<Outgoing>,
 }
 
 impl Outbox {
     /// An outbox and the receiver its writer drains.
-    pub fn new() -> (Self, mpsc::Receiver<Value>) {
-        let (tx, rx) = mpsc::channel(OUTBOX_CAPACITY);
-        (Self { tx }, rx)
+    pub fn new() -> (Self, Inbox) {
+        Self::with_capacity(OUTBOX_CAPACITY)
     }
 
-    /// Queue `msg`; after the writer stopped (stdout closed) it is dropped.
+    /// An outbox holding at most `capacity` messages (tests use a small one to model a client
+    /// that reads slowly).
+    pub fn with_capacity(capacity: usize) -> (Self, Inbox) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        (Self { tx, guard: None }, Inbox { rx })
+    }
+
+    /// This outbox for one request: its messages are dropped, not written, once `token` is
+    /// cancelled (those queued before included).
+    pub fn guarded(&self, token: CancellationToken) -> Self {
+        Self {
+            tx: self.tx.clone(),
+            guard: Some(token),
+        }
+    }
+
+    /// Whether this outbox's request was cancelled (its messages go nowhere).
+    pub fn withdrawn(&self) -> bool {
+        self.guard
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled)
+    }
+
+    /// Queue `msg`; after the writer stopped (stdout closed), or once this outbox's request was
+    /// cancelled, it is dropped.
     pub async fn send(&self, msg: Value) {
-        let _ = self.tx.send(msg).await;
+        if self.withdrawn() {
+            return;
+        }
+        let _ = self
+            .tx
+            .send(Outgoing {
+                msg,
+                guard: self.guard.clone(),
+            })
+            .await;
+    }
+}
+
+impl Inbox {
+    /// The next message to write, skipping those whose request was cancelled meanwhile; `None`
+    /// once every [`Outbox`] is gone and the queue is empty.
+    pub async fn recv(&mut self) -> Option<Value> {
+        loop {
+            let out = self.rx.recv().await?;
+            if !out
+                .guard
+                .as_ref()
+                .is_some_and(CancellationToken::is_cancelled)
+            {
+                return Some(out.msg);
+            }
+        }
     }
 }
 
@@ -41,9 +112,23 @@ pub struct Server {
 }
 
 impl Server {
-    /// A server over `engine`; `env` and `config_path` are what `droid_ping` checks.
+    /// A server over `engine`; `env` and `config_path` are what `droid_ping` checks. Background
+    /// tasks run with the engine's configuration.
     pub fn new(engine: Engine, env: EnvMap, config_path: Option<PathBuf>) -> Arc<Self> {
-        let tasks = Tasks::open(engine.config()).ok();
+        let task_config = engine.config().clone();
+        Self::with_task_config(engine, &task_config, env, config_path)
+    }
+
+    /// [`Server::new`], with background tasks run under `task_config` instead: their supervisors
+    /// outlive the server, so what bounds the server's own shutdown (a short kill grace for
+    /// droid) need not apply to them.
+    pub fn with_task_config(
+        engine: Engine,
+        task_config: &droid_exec::EngineConfig,
+        env: EnvMap,
+        config_path: Option<PathBuf>,
+    ) -> Arc<Self> {
+        let tasks = Tasks::open(task_config).ok();
         Arc::new(Self {
             engine,
             tasks,
@@ -70,5 +155,34 @@ impl Server {
     /// The config file.
     pub fn config_path(&self) -> Option<&Path> {
         self.config_path.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_cancelled_requests_queued_messages_are_never_written() {
+        let (out, mut inbox) = Outbox::new();
+        let token = CancellationToken::new();
+        let call = out.guarded(token.clone());
+        call.send(json!({"n": 1})).await;
+        out.send(json!({"n": 2})).await;
+        call.send(json!({"n": 3})).await;
+        token.cancel();
+        call.send(json!({"n": 4})).await;
+        out.send(json!({"n": 5})).await;
+        assert!(call.withdrawn());
+        drop((out, call));
+        let mut got = Vec::new();
+        while let Some(m) = inbox.recv().await {
+            got.push(m["n"].clone());
+        }
+        // 1 and 3 were queued before the cancel and still not written
+        assert_eq!(got, vec![json!(2), json!(5)]);
     }
 }

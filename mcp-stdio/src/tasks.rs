@@ -4,9 +4,15 @@
 //! `tasks` and the HTTP bridge, and a task outlives the server that created it.
 //!
 //! Mapping:
-//! - MCP `taskId` = the store's id (`droid-<unix seconds>-<4 hex>`). The spec wants unguessable
-//!   ids where requestors are not authenticated; on stdio the requestor is the user who owns the
-//!   store (a private directory), so the store's ids are used as they are;
+//! - MCP `taskId` = the store's id (`droid-<unix seconds>-<4 hex>`). A deliberate deviation: the
+//!   spec wants cryptographically random (unguessable) ids where requestors are not
+//!   authenticated, and these are not: the creation second plus 16 random bits. What guards a
+//!   task instead is who can reach it. A stdio server has exactly one requestor, the user whose
+//!   client spawned it, and the store is that user's private directory (0700, files 0600), so
+//!   nobody who could guess an id can use it, and that user sees every task in `tasks/list`
+//!   anyway. The same id names the task everywhere (`droid_pend`, the CLI's `tasks`, the HTTP
+//!   bridge, whose non-loopback use needs a token), and an id is only accepted in its exact shape,
+//!   so it can never name a path outside the store;
 //! - status: `queued`/`running` → `working`; `success`/`partial` → `completed` (the tool result
 //!   is not an error); `failed`/`timeout`/`error` → `failed` (its result has `isError: true`);
 //!   `cancelled` → `cancelled`. droid runs non-interactively: never `input_required`;
@@ -14,8 +20,12 @@
 //!   that long from its creation); a requested `ttl` is overridden, as the spec allows;
 //! - `tasks/result` blocks until the task has a result and answers the `CallToolResult`
 //!   `execute_droid_task` would have (with `_meta` `io.modelcontextprotocol/related-task`);
-//!   arguments the contract rejects are answered `-32602` at creation, since no task can exist
-//!   for them;
+//! - arguments the contract rejects: a deliberate deviation from "invalid arguments are tool
+//!   results with `isError`" (SEP-1303). A task-augmented call is answered `-32602` at creation,
+//!   naming every violation, instead of creating a task that fails at once: the TypeScript SDK
+//!   shows a `failed` task only as `"Task <id> failed"` and never fetches `tasks/result`, so the
+//!   `isError` text saying what to fix would be lost for its users, while a JSON-RPC error
+//!   message reaches them (and no task exists that could be listed or fetched for them);
 //! - `tasks/list`: every task of the store, newest first, in pages; the cursor is the id of the
 //!   last task of the previous page (`-32602` once that task is gone);
 //! - `tasks/cancel`: `-32602` for a finished task; otherwise the cancel request goes to the task's
@@ -24,7 +34,9 @@
 //!
 //! While the server runs, a watcher per created task relays progress (on the call's original
 //! `progressToken`, valid until the task ends), log messages, and `notifications/tasks/status`
-//! when the status changes.
+//! when the status changes. Its heartbeat counts from the last progress notification sent, so
+//! with a poll every `WATCH_EVERY` (0.5 s) the longest gap is `HEARTBEAT` + 0.5 s (10.5 s,
+//! within the issue's 15 s), whatever events the task records.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +48,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::jsonrpc::{INTERNAL_ERROR, RpcError, notification};
 use crate::logging::Level;
-use crate::progress::HEARTBEAT;
 use crate::relay::Relay;
 use crate::server::{Outbox, Server};
 use crate::tools::result_answer;
@@ -323,16 +334,12 @@ pub async fn watch(
     };
     let ttl = ttl_ms(&server);
     let started = tokio::time::Instant::now();
-    let mut quiet_since = started;
     let mut cursor = EventCursor::default();
     let mut last = "working";
     loop {
-        if relay_events(tasks, &id, &mut cursor, &mut relay).await {
-            quiet_since = tokio::time::Instant::now();
-        } else if quiet_since.elapsed() >= HEARTBEAT {
-            relay.heartbeat(started.elapsed()).await;
-            quiet_since = tokio::time::Instant::now();
-        }
+        relay_events(tasks, &id, &mut cursor, &mut relay).await;
+        // from the last progress sent: recorded events that make no line do not delay it
+        relay.heartbeat_if_due(started.elapsed()).await;
         let Ok(rec) = tasks.status(&id).await else {
             return;
         };
@@ -356,22 +363,15 @@ pub async fn watch(
     }
 }
 
-/// Relay the task's events not relayed yet; whether there were any.
-async fn relay_events(
-    tasks: &Tasks,
-    id: &str,
-    cursor: &mut EventCursor,
-    relay: &mut Relay,
-) -> bool {
+/// Relay the task's events not relayed yet.
+async fn relay_events(tasks: &Tasks, id: &str, cursor: &mut EventCursor, relay: &mut Relay) {
     let events = tasks.events_from(id, cursor).unwrap_or_default();
-    let any = !events.is_empty();
     for ev in events {
         // the log's lines are RunEvents plus `seq` and `at`; others are skipped
         if let Ok(ev) = serde_json::from_value::<RunEvent>(ev) {
             relay.event(&ev).await;
         }
     }
-    any
 }
 
 #[cfg(test)]

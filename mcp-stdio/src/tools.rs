@@ -4,6 +4,17 @@
 //! says what to do; only an unknown tool or malformed `tools/call` params are protocol errors
 //! (decided in `message_processor`).
 //!
+//! `isError` of a run follows its status: `failed`, `timeout`, `cancelled` and `error` are errors;
+//! `success` is not, and neither is `partial` (droid finished and changed files, but a verify
+//! command failed, droid reported partial work or a permission was denied). A `partial` result
+//! is work to look at rather than a failed call: marking it `isError` would tell the model and
+//! the client that the call failed while the repository holds changes to review (as
+//! `docs/protocol.md` documents it). The tool description tells the model to read `status` and
+//! `issues` whatever `isError` says.
+//!
+//! The text rendering is short ([`TEXT_MAX`] bytes at most, cut on a character boundary); the
+//! whole result is in `structuredContent`.
+//!
 //! Under revision 2025-11-25 every tool also says whether it can run as a task
 //! (`execution.taskSupport`): `execute_droid_task` is `"optional"` (a task-augmented call runs as
 //! a background task in the same store as `droid_submit`); the others answer at once or manage
@@ -13,17 +24,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use droid_contract::{ExecutionResult, Status, TaskRecord};
+use droid_exec::EngineError;
 use droid_exec::health::{self, Level};
-use droid_exec::{EVENT_CHANNEL_CAPACITY, EngineError, RunEvent};
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::logging::Level as LogLevel;
-use crate::relay::{Relay, relay_channel};
+use crate::relay::{Relay, relayed};
 use crate::server::Server;
 
-/// Longest `droid_pend` wait, in seconds (below the 60 s most clients give a tool call).
+/// Longest `droid_pend` wait, in seconds. Ten minutes is well over the 60 s many clients give a
+/// tool call: the description tells the model to stay under its client's limit, and a call with
+/// a `progressToken` gets a heartbeat while it waits, so clients that reset their timeout on
+/// progress can use the whole range.
 pub const MAX_WAIT_SECONDS: u64 = 600;
 
 /// The tool names, in the order `tools/list` shows them.
@@ -95,7 +108,7 @@ fn base_definitions() -> Vec<Value> {
         json!({
             "name": "execute_droid_task",
             "title": "Run a coding task with droid (wait for the result)",
-            "description": "Hand a decided, well-specified coding task to Factory's droid CLI and wait for a verified result: files_changed measured from the repository, suggested_commands re-run by the executor, a status (success, partial, failed, timeout, cancelled, error) and issues with suggested actions. One task per call, with a clear objective and acceptance criteria. Many clients stop waiting for a tool call after about 60 s: for anything that may take longer, use droid_submit and droid_pend instead.",
+            "description": "Hand a decided, well-specified coding task to Factory's droid CLI and wait for a verified result: files_changed measured from the repository, suggested_commands re-run by the executor, a status (success, partial, failed, timeout, cancelled, error) and issues with suggested actions. failed, timeout, cancelled and error are isError results; partial is not (droid finished but something needs a look): always read status and issues. One task per call, with a clear objective and acceptance criteria. Many clients stop waiting for a tool call after about 60 s: for anything that may take longer, use droid_submit and droid_pend instead.",
             "inputSchema": request,
             "outputSchema": result,
             "annotations": {"title": "Run a coding task with droid", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
@@ -111,7 +124,7 @@ fn base_definitions() -> Vec<Value> {
         json!({
             "name": "droid_pend",
             "title": "Check on a background droid task",
-            "description": "The record of a background task ({task_id, state, created_at, updated_at, result}); state is queued or running until the result is there, then the result's status. Without task_id: the latest task. wait_seconds (0-600, default 0) waits for the task to finish first; keep it under your client's tool-call timeout (often 60 s) and call again if the task is still running.",
+            "description": "The record of a background task ({task_id, state, created_at, updated_at, result}); state is queued or running until the result is there, then the result's status. Without task_id: the latest task. wait_seconds (0-600, default 0) waits for the task to finish first; keep it under your client's tool-call timeout (often 60 s) and call again if the task is still running (with a progressToken the wait sends a progress heartbeat every 10 s).",
             "inputSchema": object_schema(json!({
                 "task_id": task_id,
                 "wait_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS, "description": "Wait up to this many seconds for the task to finish."},
@@ -158,17 +171,20 @@ fn bad_arguments(text: impl Into<String>) -> Value {
     tool_result(text.into(), None, true)
 }
 
-/// Longest text rendering of a result (the structured content carries everything).
-const TEXT_MAX: usize = 4000;
+/// Longest text rendering of a result or task record, in bytes, the `…` that marks a cut
+/// included (the structured content carries everything).
+pub const TEXT_MAX: usize = 4000;
 
+/// `s` cut to at most [`TEXT_MAX`] bytes on a character boundary, ending in `…` when cut.
 fn shorten(mut s: String) -> String {
+    const MARK: char = '…';
     if s.len() > TEXT_MAX {
-        let mut cut = TEXT_MAX;
+        let mut cut = TEXT_MAX - MARK.len_utf8();
         while !s.is_char_boundary(cut) {
             cut -= 1;
         }
         s.truncate(cut);
-        s.push('…');
+        s.push(MARK);
     }
     s
 }
@@ -265,22 +281,22 @@ fn task_id_arg(args: &Map<String, Value>) -> Result<Option<String>, Value> {
 }
 
 /// Run the tool `name` (one of [`NAMES`]) with `args`. `relay` sends the progress and log
-/// notifications the client asked for.
+/// notifications the client asked for; all of them are queued before this returns, so the
+/// response the caller sends comes after them.
 pub async fn call(
     server: &Arc<Server>,
     name: &str,
     args: Map<String, Value>,
-    relay: Relay,
+    mut relay: Relay,
     cancel: CancellationToken,
 ) -> Value {
     match name {
         "execute_droid_task" => {
             let value = Value::Object(args);
-            let (tx, rx) = mpsc::channel::<RunEvent>(EVENT_CHANNEL_CAPACITY);
-            let forward = tokio::spawn(relay_channel(rx, relay));
-            let result = server.engine().execute(&value, cancel, Some(tx)).await;
-            // every progress and log notification goes out before the response
-            let _ = tokio::time::timeout(Duration::from_secs(2), forward).await;
+            let result = relayed(relay, |tx| {
+                server.engine().execute(&value, cancel, Some(tx))
+            })
+            .await;
             result_answer(&result)
         }
         "droid_submit" => {
@@ -354,8 +370,9 @@ pub async fn call(
                 },
                 Err(e) => return e,
             };
+            let waiting = format!("waiting for task {id}");
             let rec = tokio::select! {
-                r = tasks.wait(&id, Duration::from_secs(wait)) => r,
+                r = relay.with_heartbeat(&waiting, tasks.wait(&id, Duration::from_secs(wait))) => r,
                 () = cancel.cancelled() => tasks.status(&id).await,
             };
             match rec {
@@ -437,4 +454,106 @@ async fn ping(server: &Arc<Server>) -> Value {
         })),
         false,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use droid_contract::{Issue, IssueType, TaskState};
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn result_with(summary: String, issues: usize) -> ExecutionResult {
+        let issues = (0..issues)
+            .map(|i| {
+                Issue::new(
+                    IssueType::AgentError,
+                    format!("problem {i}: {}", "x".repeat(200)),
+                    "look at the logs",
+                )
+            })
+            .collect();
+        ExecutionResult::error(Some("t-1".into()), summary, issues)
+    }
+
+    #[test]
+    fn a_short_text_is_kept_whole() {
+        let text = render_result(&result_with("All done.".into(), 1));
+        assert!(
+            text.starts_with("status: error\nsummary: All done.\nissue [agent_error]: problem 0")
+        );
+        assert!(!text.ends_with('…'), "{text}");
+    }
+
+    #[test]
+    fn a_huge_summary_or_many_issues_are_cut_to_the_bound() {
+        for (summary, issues) in [("s".repeat(1_000_000), 0), ("short".into(), 10_000)] {
+            let r = result_with(summary, issues);
+            let text = render_result(&r);
+            assert!(text.len() <= TEXT_MAX, "{} bytes", text.len());
+            assert!(text.len() > TEXT_MAX - 8, "{} bytes", text.len());
+            assert!(text.ends_with('…'));
+            let answer = result_answer(&r);
+            assert_eq!(answer["content"][0]["text"], json!(text));
+            // the whole result stays in structuredContent
+            assert_eq!(answer["structuredContent"]["summary"], json!(r.summary));
+            assert_eq!(answer["isError"], true);
+        }
+    }
+
+    #[test]
+    fn the_cut_never_splits_a_character() {
+        // every alignment of 1-, 2-, 3- and 4-byte characters against the cut
+        for ch in ['a', 'é', '€', '😀'] {
+            for pad in 0..4 {
+                let s = format!("{}{}", "p".repeat(pad), ch.to_string().repeat(TEXT_MAX + 1));
+                let cut = shorten(s.clone());
+                assert!(cut.len() <= TEXT_MAX, "{ch} {pad}: {} bytes", cut.len());
+                assert!(
+                    cut.len() + ch.len_utf8() > TEXT_MAX,
+                    "{ch} {pad}: cut too short"
+                );
+                let body = cut
+                    .strip_suffix('…')
+                    .unwrap_or_else(|| panic!("{ch} {pad}: no mark"));
+                assert!(s.starts_with(body), "{ch} {pad}");
+            }
+        }
+        let exact = "é".repeat(TEXT_MAX / 2);
+        assert_eq!(
+            shorten(exact.clone()),
+            exact,
+            "exactly the bound is not cut"
+        );
+    }
+
+    #[test]
+    fn a_task_record_text_is_bounded_too() {
+        let rec = TaskRecord {
+            task_id: "droid-1-abcd".into(),
+            state: TaskState::Error,
+            created_at: "2026-11-22T12:04:05.123Z".into(),
+            updated_at: "2026-11-22T12:04:05.123Z".into(),
+            result: Some(result_with("€".repeat(100_000), 3)),
+        };
+        let text = render_record(&rec);
+        assert!(text.len() <= TEXT_MAX, "{} bytes", text.len());
+        assert!(text.starts_with("task droid-1-abcd: error\nstatus: error\nsummary: €€"));
+    }
+
+    #[test]
+    fn only_failures_are_errors_partial_is_not() {
+        for (status, is_error) in [
+            (Status::Success, false),
+            (Status::Partial, false),
+            (Status::Failed, true),
+            (Status::Timeout, true),
+            (Status::Cancelled, true),
+            (Status::Error, true),
+        ] {
+            let mut r = result_with("x".into(), 0);
+            r.status = status;
+            assert_eq!(result_answer(&r)["isError"], is_error, "{status:?}");
+        }
+    }
 }

@@ -1,6 +1,13 @@
 //! `droid-executor mcp`: the MCP server on stdio (see the `mcp-stdio` crate). stdout carries only
-//! protocol lines; this module prints nothing there. SIGTERM, SIGINT and SIGHUP stop it like stdin
-//! EOF: running calls are cancelled and their droid processes killed.
+//! protocol lines; this module prints nothing there, and logs go to stderr (`RUST_LOG`, `warn` by
+//! default). SIGTERM, SIGINT and SIGHUP stop it like stdin EOF: running calls are cancelled and
+//! their droid processes killed, and the process is gone within 1.3 s (the budget is in the
+//! `mcp-stdio` read loop's docs).
+//!
+//! Exit status: 0 whenever the session ends, whatever ended it (stdin EOF, one of those signals,
+//! or stdout closed: a write failing with EPIPE is how a client that went away looks, and it
+//! ends the server quietly, without a panic or an error line); 2 when it cannot start (an
+//! invalid config, signals that cannot be watched), with one line on stderr.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,8 +21,15 @@ use tokio_util::sync::CancellationToken;
 use crate::cli::{engine_config, env_map, settings};
 
 /// droid's grace between SIGTERM and SIGKILL here: a client closing stdin waits about 2 s before
-/// it signals us, and everything must be gone by then.
-const KILL_GRACE: Duration = Duration::from_secs(1);
+/// it signals us, and everything must be gone by then. The server's shutdown drain (0.9 s) must
+/// outlast this grace plus the sweep of droid's escaped descendants, so that droid is killed
+/// before the drain gives up on a call. Background tasks submitted here keep the configured
+/// grace: their supervisors outlive the server.
+const KILL_GRACE: Duration = Duration::from_millis(500);
+const _: () = assert!(
+    KILL_GRACE.as_millis() + 300 <= mcp_stdio::SHUTDOWN_DRAIN.as_millis(),
+    "droid's kill grace must leave the shutdown drain time to kill and sweep"
+);
 
 pub(crate) async fn mcp(config: Option<&PathBuf>) -> ExitCode {
     let env = env_map();
@@ -26,10 +40,11 @@ pub(crate) async fn mcp(config: Option<&PathBuf>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut cfg = engine_config(&settings, &env);
+    let task_cfg = engine_config(&settings, &env);
+    let mut cfg = task_cfg.clone();
     cfg.kill_grace = KILL_GRACE;
     let path = config.cloned().or_else(|| default_config_path(&env));
-    let server = Server::new(Engine::new(cfg), env, path);
+    let server = Server::with_task_config(Engine::new(cfg), &task_cfg, env, path);
     let shutdown = CancellationToken::new();
     // the same handling as `run` (SIGINT, SIGTERM, SIGHUP; one line on stderr)
     match crate::run::cancel_on_signals(

@@ -97,7 +97,7 @@ fn before_response(s: &mut Server, method: &str) -> Vec<Value> {
 }
 
 /// Waits (up to the reply limit) for a notification `method` whose params satisfy `pred`.
-async fn wait_for_notification(
+pub(super) async fn wait_for_notification(
     s: &mut Server,
     method: &str,
     pred: impl Fn(&Value) -> bool,
