@@ -92,34 +92,41 @@ impl Default for Settings {
 /// Where the task store is by default: `$XDG_STATE_HOME/droid-executor`, else
 /// `$HOME/.local/state/droid-executor`.
 pub fn default_store_dir(env: &EnvMap) -> Option<PathBuf> {
-    let base = env
-        .get("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
+    let base = var(env, "XDG_STATE_HOME")
         .map(PathBuf::from)
-        .or_else(|| {
-            env.get("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|h| Path::new(h).join(".local/state"))
-        })?;
+        .or_else(|| var(env, "HOME").map(|h| Path::new(h).join(".local/state")))?;
     Some(base.join("droid-executor"))
 }
 
 /// Where the config file is: `$XDG_CONFIG_HOME/droid-executor/config.toml`, else
-/// `$HOME/.config/droid-executor/config.toml`.
+/// `$HOME/.config/droid-executor/config.toml`; `None` when both are unset or empty (an empty
+/// `HOME` would make the path relative to whatever directory the command runs in).
 pub fn default_config_path(env: &EnvMap) -> Option<PathBuf> {
-    let base = env
-        .get("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
+    let base = var(env, "XDG_CONFIG_HOME")
         .map(PathBuf::from)
-        .or_else(|| env.get("HOME").map(|h| Path::new(h).join(".config")))?;
+        .or_else(|| var(env, "HOME").map(|h| Path::new(h).join(".config")))?;
     Some(base.join("droid-executor").join("config.toml"))
+}
+
+/// The value of the variable `name`, if it is set to something: every variable set to `""`
+/// counts as unset, for every setting alike (and [`crate::provenance`] labels by the same rule).
+pub(crate) fn var<'a>(env: &'a EnvMap, name: &str) -> Option<&'a String> {
+    env.get(name).filter(|v| !v.is_empty())
+}
+
+/// The directories a `:`-separated list names; empty items are dropped (an empty root is a
+/// prefix of every path: it would switch the restriction off).
+pub(crate) fn root_list(v: &str) -> Vec<PathBuf> {
+    std::env::split_paths(v)
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect()
 }
 
 fn parse_env<T: std::str::FromStr>(env: &EnvMap, name: &str) -> Result<Option<T>, EngineError>
 where
     T::Err: std::fmt::Display,
 {
-    match env.get(name) {
+    match var(env, name) {
         None => Ok(None),
         Some(v) => v
             .trim()
@@ -169,7 +176,7 @@ impl Settings {
         // an empty root is a prefix of every path: it would switch the restriction off
         s.allowed_roots.retain(|p| !p.as_os_str().is_empty());
         if s.allowed_roots.is_empty()
-            && let Some(home) = env.get("HOME").filter(|h| !h.is_empty())
+            && let Some(home) = var(env, "HOME")
         {
             s.allowed_roots.push(PathBuf::from(home));
         }
@@ -177,10 +184,8 @@ impl Settings {
     }
 
     fn apply_env(&mut self, env: &EnvMap) -> Result<(), EngineError> {
-        if let Some(v) = env
-            .get("DROID_EXECUTOR_DROID_BIN")
-            .filter(|v| !v.is_empty())
-        {
+        // a variable set to "" counts as unset (an empty allowed_roots would allow every path)
+        if let Some(v) = var(env, "DROID_EXECUTOR_DROID_BIN") {
             self.droid_bin = Some(PathBuf::from(v));
         }
         if let Some(v) = parse_env::<u16>(env, "PORT")? {
@@ -189,19 +194,17 @@ impl Settings {
         if let Some(v) = parse_env::<u16>(env, "DROID_EXECUTOR_PORT")? {
             self.port = v;
         }
-        // a variable set to "" counts as unset (an empty allowed_roots would allow every path)
-        if let Some(v) = env.get("DROID_EXECUTOR_HOST").filter(|v| !v.is_empty()) {
+        if let Some(v) = var(env, "DROID_EXECUTOR_HOST") {
             self.host.clone_from(v);
         }
-        if let Some(v) = env
-            .get("DROID_EXECUTOR_ALLOWED_ROOTS")
-            .filter(|v| !v.is_empty())
+        // a list that names no directory (`:`) is as good as unset, like ""
+        if let Some(roots) = var(env, "DROID_EXECUTOR_ALLOWED_ROOTS")
+            .map(|v| root_list(v))
+            .filter(|r| !r.is_empty())
         {
-            self.allowed_roots = std::env::split_paths(v)
-                .filter(|p| !p.as_os_str().is_empty())
-                .collect();
+            self.allowed_roots = roots;
         }
-        if let Some(v) = env.get("DROID_EXECUTOR_MAX_AUTONOMY") {
+        if let Some(v) = var(env, "DROID_EXECUTOR_MAX_AUTONOMY") {
             self.max_autonomy = serde_json::from_value(serde_json::Value::String(
                 v.trim().to_owned(),
             ))
@@ -237,31 +240,19 @@ impl Settings {
         if let Some(v) = parse_env::<usize>(env, "DROID_EXECUTOR_MAX_QUEUE")? {
             self.max_queue = v;
         }
-        if let Some(v) = env
-            .get("DROID_EXECUTOR_TOKEN_FILE")
-            .filter(|v| !v.is_empty())
-        {
+        if let Some(v) = var(env, "DROID_EXECUTOR_TOKEN_FILE") {
             self.token_file = Some(PathBuf::from(v));
         }
-        if let Some(v) = env
-            .get("DROID_EXECUTOR_ALLOWED_HOSTS")
-            .filter(|v| !v.is_empty())
-        {
+        if let Some(v) = var(env, "DROID_EXECUTOR_ALLOWED_HOSTS") {
             self.allowed_hosts = split_list(v);
         }
-        if let Some(v) = env
-            .get("DROID_EXECUTOR_ALLOWED_ORIGINS")
-            .filter(|v| !v.is_empty())
-        {
+        if let Some(v) = var(env, "DROID_EXECUTOR_ALLOWED_ORIGINS") {
             self.allowed_origins = split_list(v);
         }
-        if let Some(v) = env.get("DROID_EXECUTOR_MODEL").filter(|v| !v.is_empty()) {
+        if let Some(v) = var(env, "DROID_EXECUTOR_MODEL") {
             self.model = Some(v.clone());
         }
-        if let Some(v) = env
-            .get("DROID_EXECUTOR_STORE_DIR")
-            .filter(|v| !v.is_empty())
-        {
+        if let Some(v) = var(env, "DROID_EXECUTOR_STORE_DIR") {
             self.store_dir = Some(PathBuf::from(v));
         }
         if self.max_concurrent == 0 {
@@ -457,6 +448,67 @@ mod tests {
             bad.to_string(),
             "invalid value for DROID_TIMEOUT: \"soon\": invalid digit found in string"
         );
+    }
+
+    #[test]
+    fn an_empty_variable_counts_as_unset_for_every_setting() {
+        let file =
+            std::env::temp_dir().join(format!("dx-config-empty-{}.toml", std::process::id()));
+        std::fs::write(
+            &file,
+            "port = 1234\nmax_autonomy = \"low\"\nallowed_roots = [\"/srv/repos\"]\n",
+        )
+        .unwrap();
+        let empty = [
+            "PORT",
+            "DROID_EXECUTOR_PORT",
+            "DROID_EXECUTOR_MAX_AUTONOMY",
+            "DROID_EXECUTOR_ALLOW_UNSAFE",
+            "DROID_EXECUTOR_MAX_CONCURRENT",
+            "DROID_EXECUTOR_VERIFY",
+            "DROID_TIMEOUT",
+            "DROID_EXECUTOR_DEFAULT_TIMEOUT",
+            "DROID_EXECUTOR_TASK_TTL",
+            "DROID_EXECUTOR_EXCERPT_BYTES",
+            "DROID_EXECUTOR_BODY_LIMIT",
+            "DROID_EXECUTOR_MAX_QUEUE",
+            "DROID_EXECUTOR_HOST",
+            "DROID_EXECUTOR_MODEL",
+        ];
+        let mut e = env(&[("HOME", "/home/u")]);
+        for name in empty {
+            e.insert(name.into(), String::new());
+        }
+        // `:` names no directory: as good as unset too
+        e.insert("DROID_EXECUTOR_ALLOWED_ROOTS".into(), ":".into());
+        let with_empty = Settings::load(Some(&file), &e).unwrap();
+        let without = Settings::load(Some(&file), &env(&[("HOME", "/home/u")])).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(with_empty, without);
+        assert_eq!(with_empty.port, 1234);
+        assert_eq!(with_empty.max_autonomy, Autonomy::Low);
+        assert_eq!(with_empty.allowed_roots, vec![PathBuf::from("/srv/repos")]);
+        // a bad value that is not empty is still an error naming the variable
+        let err =
+            Settings::load(None, &env(&[("DROID_EXECUTOR_MAX_AUTONOMY", "max")])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid value for DROID_EXECUTOR_MAX_AUTONOMY: \"max\": expected read_only, low, medium or high"
+        );
+    }
+
+    #[test]
+    fn the_default_config_path_ignores_empty_variables() {
+        assert_eq!(default_config_path(&env(&[("HOME", "")])), None);
+        assert_eq!(
+            default_config_path(&env(&[("HOME", "/home/u"), ("XDG_CONFIG_HOME", "")])),
+            Some(PathBuf::from("/home/u/.config/droid-executor/config.toml"))
+        );
+        assert_eq!(
+            default_config_path(&env(&[("HOME", ""), ("XDG_CONFIG_HOME", "/xdg")])),
+            Some(PathBuf::from("/xdg/droid-executor/config.toml"))
+        );
+        assert_eq!(default_store_dir(&env(&[("HOME", "")])), None);
     }
 
     #[test]

@@ -35,6 +35,9 @@ use crate::supervise::{Limits, Publisher, Supervised, supervise};
 use crate::sweep::MARKER_VAR;
 use crate::verify::{Verified, VerifyPlan, verify};
 
+/// The longest `droid --version` may take (a start of droid takes 50-100 ms; a loaded machine
+/// or a cold disk cache can take seconds).
+const VERSION_LIMIT: Duration = Duration::from_secs(10);
 /// Most log lines in one result.
 const MAX_LOGS: usize = 200;
 /// Longest log line.
@@ -123,27 +126,65 @@ impl Engine {
     pub async fn droid_version(&self) -> Option<String> {
         self.version
             .get_or_init(|| async {
-                let program = self.cfg.droid_bin.clone()?;
-                if let Some(v) = npm_package_version(&program) {
+                let program = self.cfg.droid_bin.as_deref()?;
+                if let Some(v) = npm_package_version(program) {
                     return Some(v);
                 }
-                let spec = SpawnSpec {
-                    program,
-                    args: self.provider.version_args(),
-                    cwd: self.cfg.scratch_root.clone(),
-                    env: self.cfg.env.clone(),
-                    stdin_piped: false,
-                    detach_log: None,
-                };
-                let marker = format!("version-{}", unique_id());
-                let out = capture(&spec, None, Duration::from_secs(10), 4096, &marker)
-                    .await
-                    .ok()?;
-                let v = out.stdout.text().trim().to_owned();
-                (out.code == Some(0) && !v.is_empty()).then_some(v)
+                self.run_droid_version().await.ok()
             })
             .await
             .clone()
+    }
+
+    /// Run `droid --version` now, bounded by [`VERSION_LIMIT`] (never the package.json shortcut
+    /// of [`Engine::droid_version`]: `doctor` must know that droid runs): the version it
+    /// printed, or why it gave none.
+    pub(crate) async fn run_droid_version(&self) -> Result<String, String> {
+        let program = self
+            .cfg
+            .droid_bin
+            .clone()
+            .ok_or_else(|| "droid was not found".to_owned())?;
+        let spec = SpawnSpec {
+            program,
+            args: self.provider.version_args(),
+            cwd: self.cfg.scratch_root.clone(),
+            env: self.cfg.env.clone(),
+            stdin_piped: false,
+            detach_log: None,
+        };
+        let marker = format!("version-{}", unique_id());
+        let out = capture(&spec, None, VERSION_LIMIT, 4096, &marker)
+            .await
+            .map_err(|e| e.to_string())?;
+        let said = |tail: &crate::excerpt::Tail| {
+            let text = tail.text();
+            let line = text.lines().map(str::trim).find(|l| !l.is_empty());
+            // a binary that is not one may print anything: keep the reason one readable line
+            let clean = |l: &str| -> String {
+                l.chars()
+                    .map(|c| if c.is_control() { '?' } else { c })
+                    .collect()
+            };
+            line.map_or_else(String::new, |l| format!(": {}", head_str(&clean(l), 200)))
+        };
+        let v = out.stdout.text().trim().to_owned();
+        match out.code {
+            _ if out.timed_out => Err(format!(
+                "--version did not answer within {} s",
+                VERSION_LIMIT.as_secs()
+            )),
+            Some(0) if !v.is_empty() => Ok(v),
+            Some(0) => Err(format!("--version printed nothing{}", said(&out.stderr))),
+            Some(code) => Err(format!(
+                "--version exited with code {code}{}",
+                said(&out.stderr)
+            )),
+            None => Err(format!(
+                "--version was killed by a signal{}",
+                said(&out.stderr)
+            )),
+        }
     }
 
     /// The scheduler of run slots, when the configuration names a store.

@@ -1,15 +1,21 @@
 //! Readiness checks shared by every front-end (`droid-executor doctor`, MCP `droid_ping`):
 //! configuration valid, droid found and its version, authentication (a Factory key or custom
-//! models), allowed roots, the task store; and for `doctor` only, the bridge's port and the Agent
-//! Skill. Each check says OK, WARN or FAIL, with the fix.
+//! models), allowed roots, the task store; and for `doctor` only, droid actually run (`droid
+//! --version`, not only its package.json read), a `--config` file that must exist, the bridge's
+//! port on the configured host and the Agent Skill. Each check says OK, WARN or FAIL, with the
+//! fix.
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 
 use serde::Serialize;
 
-use crate::config::{EnvMap, Settings, default_config_path};
+use crate::config::{EngineConfig, EnvMap, Settings, default_config_path};
 use crate::daemon::{Daemon, DaemonState};
 use crate::engine::Engine;
+use crate::error::EngineError;
+use crate::provenance::ENV_NAMES;
+use crate::scratch::unique_id;
 use crate::skill_install::{FileAction, SkillFile, plan_skill};
 
 /// How a check came out.
@@ -63,68 +69,29 @@ fn custom_models(home: Option<&String>) -> usize {
 }
 
 /// Run every check for a process whose environment is `env`, with the config file `config`
-/// (default: [`default_config_path`]).
+/// (default: [`default_config_path`]). This is MCP's `droid_ping`: droid's version comes from
+/// [`Engine::droid_version`] (its npm package.json when there is one, read without starting
+/// droid); [`doctor_checks`] runs droid instead.
 pub async fn checks(config: Option<&Path>, env: &EnvMap) -> Vec<Check> {
-    let path = config
-        .map(Path::to_path_buf)
-        .or_else(|| default_config_path(env));
+    readiness(config, env, Mode::Ping).await.0
+}
+
+/// Who asks: `droid_ping` (fast, called by agents) or `doctor` (thorough, called by a person).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// MCP `droid_ping`: the config file may be absent; droid's version may come from its
+    /// package.json.
+    Ping,
+    /// `droid-executor doctor`: a config file named with `--config` must exist; droid is run.
+    Doctor,
+}
+
+/// The readiness checks, and the settings the later checks used.
+async fn readiness(config: Option<&Path>, env: &EnvMap, mode: Mode) -> (Vec<Check>, Settings) {
     let mut checks = Vec::new();
-    let settings = match Settings::load(path.as_deref(), env) {
-        Ok(s) => {
-            let detail = match &path {
-                Some(p) if p.exists() => format!("{} is valid", p.display()),
-                Some(p) => format!("{} not present; using defaults", p.display()),
-                None => "no config path (HOME unset); using defaults".to_owned(),
-            };
-            checks.push(Check {
-                name: "config",
-                level: Level::Ok,
-                detail,
-                fix: String::new(),
-            });
-            s
-        }
-        Err(e) => {
-            checks.push(Check {
-                name: "config",
-                level: Level::Fail,
-                detail: e.to_string(),
-                fix: "fix the file (keys: droid_bin, port, host, allowed_roots, max_autonomy, allow_unsafe, max_concurrent, verify, default_timeout, task_ttl, excerpt_bytes, body_limit, max_queue, token_file, allowed_hosts, allowed_origins, model, env_passthrough, store_dir)".into(),
-            });
-            // keep going with what the environment says, so the other checks still mean something
-            Settings::load(None, env).unwrap_or_default()
-        }
-    };
+    let settings = config_check(config, env, mode, &mut checks);
     let cfg = settings.engine_config(env);
-    match &cfg.droid_bin {
-        None => checks.push(Check {
-            name: "droid",
-            level: Level::Fail,
-            detail: format!("not found ({})", cfg.droid_source),
-            fix: "install it: npm install -g @factory/cli (or set droid_bin in the config, or DROID_CLI_CMD)".into(),
-        }),
-        Some(bin) => {
-            let engine = Engine::new(cfg.clone());
-            match engine.droid_version().await {
-                Some(v) => checks.push(Check {
-                    name: "droid",
-                    level: if v == TESTED_DROID { Level::Ok } else { Level::Warn },
-                    detail: format!("{} (from {}), version {v}", bin.display(), cfg.droid_source),
-                    fix: if v == TESTED_DROID {
-                        String::new()
-                    } else {
-                        format!("this release was tested with droid {TESTED_DROID}; other versions may change its output")
-                    },
-                }),
-                None => checks.push(Check {
-                    name: "droid",
-                    level: Level::Fail,
-                    detail: format!("{} does not answer --version", bin.display()),
-                    fix: "reinstall droid; check that the file is the droid binary".into(),
-                }),
-            }
-        }
-    }
+    checks.push(droid_check(&cfg, mode).await);
     for w in &cfg.droid_warnings {
         checks.push(Check {
             name: "droid",
@@ -133,28 +100,7 @@ pub async fn checks(config: Option<&Path>, env: &EnvMap) -> Vec<Check> {
             fix: "set DROID_CLI_CMD to the program only".into(),
         });
     }
-    let key = env.get("FACTORY_API_KEY").is_some_and(|k| !k.is_empty());
-    let models = custom_models(env.get("HOME"));
-    checks.push(match (key, models) {
-        (true, _) => Check {
-            name: "auth",
-            level: Level::Ok,
-            detail: "FACTORY_API_KEY is set".into(),
-            fix: String::new(),
-        },
-        (false, n) if n > 0 => Check {
-            name: "auth",
-            level: Level::Ok,
-            detail: format!("no FACTORY_API_KEY; {n} custom model(s) in ~/.factory/settings.json"),
-            fix: String::new(),
-        },
-        _ => Check {
-            name: "auth",
-            level: Level::Warn,
-            detail: "no FACTORY_API_KEY and no custom models".into(),
-            fix: "export FACTORY_API_KEY=fk-… (or log in with droid, or add customModels to ~/.factory/settings.json)".into(),
-        },
-    });
+    checks.push(auth_check(env));
     let roots: Vec<String> = cfg
         .allowed_roots
         .iter()
@@ -179,42 +125,241 @@ pub async fn checks(config: Option<&Path>, env: &EnvMap) -> Vec<Check> {
         },
     });
     checks.push(store_check(cfg.store_dir.as_deref()));
-    checks
+    (checks, settings)
 }
 
-/// [`checks`], then what only `droid-executor doctor` reports: the bridge's port, and the Agent
-/// Skill in `skills_root` compared with the bundled `skill` files.
-pub async fn doctor_checks(
-    config: Option<&Path>,
-    env: &EnvMap,
-    skills_root: Option<&Path>,
-    skill: &[SkillFile],
-) -> Vec<Check> {
-    let mut out = checks(config, env).await;
+/// The `config` line(s): the file valid, absent (defaults), or invalid; and the settings the
+/// other checks go on with (the environment's values over defaults when the file is unusable,
+/// so they still mean something).
+fn config_check(config: Option<&Path>, env: &EnvMap, mode: Mode, out: &mut Vec<Check>) -> Settings {
+    // the line for an error of `Settings::load`, with the fix for where it came from
+    let failed = |e: &EngineError| {
+        let fix = match e {
+            // a variable (upper case) or a key of the file with a value out of range
+            EngineError::Setting { name, .. } if name.chars().any(|c| c.is_ascii_lowercase()) => {
+                format!("fix {name} in the config file (or the variable that sets it)")
+            }
+            EngineError::Setting { name, .. } => {
+                format!("fix {name}, or unset it (a variable set to \"\" counts as unset)")
+            }
+            _ => {
+                let keys: Vec<&str> = ENV_NAMES.iter().map(|(k, _)| *k).collect();
+                format!("fix the file (keys: {})", keys.join(", "))
+            }
+        };
+        Check {
+            name: "config",
+            level: Level::Fail,
+            detail: e.to_string(),
+            fix,
+        }
+    };
+    // without the file: the environment's values over defaults, so that the other checks still
+    // mean something; a bad variable is reported once
+    let without_file = |out: &mut Vec<Check>| match Settings::load(None, env) {
+        Ok(s) => s,
+        Err(e) => {
+            let line = failed(&e);
+            if out.last() != Some(&line) {
+                out.push(line);
+            }
+            Settings::default()
+        }
+    };
+    if mode == Mode::Doctor
+        && let Some(p) = config
+        && std::fs::metadata(p).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+    {
+        // `run`, `config show` and every other command refuse a named file that is not there
+        let default = default_config_path(env).map_or_else(
+            || "no default file, since HOME is unset".to_owned(),
+            |d| format!("the default is {}", d.display()),
+        );
+        out.push(Check {
+            name: "config",
+            level: Level::Fail,
+            detail: format!(
+                "{} does not exist (named with --config; every other command refuses it)",
+                p.display()
+            ),
+            fix: format!("create it, or leave out --config ({default})"),
+        });
+        return without_file(out);
+    }
     let path = config
         .map(Path::to_path_buf)
         .or_else(|| default_config_path(env));
-    let settings = Settings::load(path.as_deref(), env)
-        .or_else(|_| Settings::load(None, env))
-        .unwrap_or_default();
+    match Settings::load(path.as_deref(), env) {
+        Ok(s) => {
+            let detail = match &path {
+                Some(p) if p.exists() => format!("{} is valid", p.display()),
+                Some(p) => format!("{} not present; using defaults", p.display()),
+                None => "no config path (HOME unset); using defaults".to_owned(),
+            };
+            out.push(Check {
+                name: "config",
+                level: Level::Ok,
+                detail,
+                fix: String::new(),
+            });
+            s
+        }
+        Err(e) => {
+            out.push(failed(&e));
+            without_file(out)
+        }
+    }
+}
+
+/// The `droid` line: found, and its version (a WARN outside the tested one). `doctor` runs
+/// `droid --version` itself, so a droid that is installed but does not run is a FAIL.
+async fn droid_check(cfg: &EngineConfig, mode: Mode) -> Check {
+    let Some(bin) = &cfg.droid_bin else {
+        return Check {
+            name: "droid",
+            level: Level::Fail,
+            detail: format!("not found ({})", cfg.droid_source),
+            fix: "install it: npm install -g @factory/cli (or set droid_bin in the config, or DROID_CLI_CMD)".into(),
+        };
+    };
+    let engine = Engine::new(cfg.clone());
+    let found = format!("{} (from {})", bin.display(), cfg.droid_source);
+    let version = match mode {
+        Mode::Ping => engine
+            .droid_version()
+            .await
+            .ok_or_else(|| "does not answer --version".to_owned()),
+        Mode::Doctor => engine
+            .run_droid_version()
+            .await
+            .map_err(|why| format!("found but does not run: {why}")),
+    };
+    match version {
+        Ok(v) if v == TESTED_DROID => Check {
+            name: "droid",
+            level: Level::Ok,
+            detail: format!("{found}, version {v}"),
+            fix: String::new(),
+        },
+        Ok(v) => Check {
+            name: "droid",
+            level: Level::Warn,
+            detail: format!("{found}, version {v}"),
+            fix: format!(
+                "this release was tested with droid {TESTED_DROID}; other versions may change its output"
+            ),
+        },
+        Err(why) => Check {
+            name: "droid",
+            level: Level::Fail,
+            detail: format!("{found} {why}"),
+            fix: "reinstall droid (npm install -g @factory/cli); check that the file is the droid binary".into(),
+        },
+    }
+}
+
+/// The `auth` line: a Factory key, or custom models droid can use without one.
+fn auth_check(env: &EnvMap) -> Check {
+    let key = env.get("FACTORY_API_KEY").is_some_and(|k| !k.is_empty());
+    let models = custom_models(crate::config::var(env, "HOME"));
+    match (key, models) {
+        (true, _) => Check {
+            name: "auth",
+            level: Level::Ok,
+            detail: "FACTORY_API_KEY is set".into(),
+            fix: String::new(),
+        },
+        (false, n) if n > 0 => Check {
+            name: "auth",
+            level: Level::Ok,
+            detail: format!("no FACTORY_API_KEY; {n} custom model(s) in ~/.factory/settings.json"),
+            fix: String::new(),
+        },
+        // not a FAIL: droid may be logged in (`droid` then `/login`), which we cannot see
+        _ => Check {
+            name: "auth",
+            level: Level::Warn,
+            detail: "no FACTORY_API_KEY and no custom models".into(),
+            fix: "export FACTORY_API_KEY=fk-… (or log in with droid, or add customModels to ~/.factory/settings.json)".into(),
+        },
+    }
+}
+
+/// Where `doctor` looks for the Agent Skill.
+#[derive(Debug, Clone, Copy)]
+pub enum SkillsRoot<'a> {
+    /// Named with `doctor --skills-dir DIR`.
+    Named(&'a Path),
+    /// The default root (`~/.claude/skills`); `None` when there is none (HOME unset).
+    Default(Option<&'a Path>),
+}
+
+/// What `droid-executor doctor` reports: [`checks`] (but droid is run, and a config file named
+/// with `--config`, `config` here, must exist), then the bridge's port on the configured host,
+/// and the Agent Skill in `skills` compared with the bundled `skill` files.
+pub async fn doctor_checks(
+    config: Option<&Path>,
+    env: &EnvMap,
+    skills: SkillsRoot<'_>,
+    skill: &[SkillFile],
+) -> Vec<Check> {
+    let (mut out, settings) = readiness(config, env, Mode::Doctor).await;
     let store = settings
         .store_dir
         .clone()
         .or_else(|| crate::config::default_store_dir(env));
-    out.push(bridge_check(settings.port, store.as_deref()).await);
-    out.push(skill_check(skills_root, skill));
+    out.push(bridge_check(&settings.host, settings.port, store.as_deref()).await);
+    out.push(skill_check(skills, skill));
     out
 }
 
-/// Is the bridge's port free, held by our bridge, or taken by something else? Looks only.
-pub async fn bridge_check(port: u16, store: Option<&Path>) -> Check {
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+/// How long `doctor` waits for the bridge's address to resolve and for a connection.
+const PROBE_LIMIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Where a client reaches a bridge bound to `host`: an IP as it is (`0.0.0.0` and `::` mean this
+/// machine: their loopback), a name resolved to its first address.
+async fn bridge_addr(host: &str, port: u16) -> Result<SocketAddr, String> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let mut addr = match bare.parse::<IpAddr>() {
+        Ok(ip) => SocketAddr::new(ip, port),
+        Err(_) => {
+            let found = tokio::time::timeout(PROBE_LIMIT, tokio::net::lookup_host((bare, port)))
+                .await
+                .map_err(|_| format!("host {host:?} did not resolve within {PROBE_LIMIT:?}"))?
+                .map_err(|e| format!("cannot resolve host {host:?}: {e}"))?;
+            found
+                .into_iter()
+                .next()
+                .ok_or_else(|| format!("host {host:?} resolves to no address"))?
+        }
+    };
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr.ip() {
+            IpAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+            IpAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    Ok(addr)
+}
+
+/// Is the bridge's port on `host` (the configured bind address) free, held by our bridge, or
+/// taken by something else? Looks only.
+pub async fn bridge_check(host: &str, port: u16, store: Option<&Path>) -> Check {
+    let addr = match bridge_addr(host, port).await {
+        Ok(a) => a,
+        Err(why) => {
+            return Check {
+                name: "bridge",
+                level: Level::Warn,
+                detail: why,
+                fix:
+                    "set host in the config (or DROID_EXECUTOR_HOST) to an address of this machine"
+                        .into(),
+            };
+        }
+    };
     let listening = matches!(
-        tokio::time::timeout(
-            std::time::Duration::from_millis(500),
-            tokio::net::TcpStream::connect(addr)
-        )
-        .await,
+        tokio::time::timeout(PROBE_LIMIT, tokio::net::TcpStream::connect(addr)).await,
         Ok(Ok(_))
     );
     let daemon = store.map(|d| Daemon::new(d, &format!("bridge-{port}")));
@@ -249,15 +394,26 @@ pub async fn bridge_check(port: u16, store: Option<&Path>) -> Check {
     }
 }
 
-/// Is the Agent Skill installed in `root`, and is it the bundled version?
-pub fn skill_check(root: Option<&Path>, skill: &[SkillFile]) -> Check {
-    let Some(root) = root else {
-        return Check {
-            name: "skill",
-            level: Level::Warn,
-            detail: "no skills root (HOME unset)".into(),
-            fix: "droid-executor setup skill --dir SKILLS_ROOT".into(),
-        };
+/// Is the Agent Skill installed in `skills`, and is it the bundled version? The fixes name the
+/// root when it is not the default one (`setup skill --dir`).
+pub fn skill_check(skills: SkillsRoot<'_>, skill: &[SkillFile]) -> Check {
+    let (root, named) = match skills {
+        SkillsRoot::Named(r) => (r, true),
+        SkillsRoot::Default(Some(r)) => (r, false),
+        SkillsRoot::Default(None) => {
+            return Check {
+                name: "skill",
+                level: Level::Warn,
+                detail: "no skills root (HOME unset)".into(),
+                fix: "droid-executor setup skill --dir SKILLS_ROOT, then doctor --skills-dir SKILLS_ROOT".into(),
+            };
+        }
+    };
+    // `setup skill` with the same root
+    let setup = if named {
+        format!("droid-executor setup skill --dir {}", root.display())
+    } else {
+        "droid-executor setup skill".to_owned()
     };
     let plan = match plan_skill(root, skill) {
         Ok(p) => p,
@@ -283,29 +439,37 @@ pub fn skill_check(root: Option<&Path>, skill: &[SkillFile]) -> Check {
         Check {
             name: "skill",
             level: Level::Warn,
-            detail: format!("not installed in {dir}"),
-            fix: "droid-executor setup skill (Claude Code then offers it to the model)".into(),
+            detail: if named {
+                format!("not installed in {dir}")
+            } else {
+                format!(
+                    "not installed in {dir} (doctor --skills-dir DIR looks in another skills root)"
+                )
+            },
+            fix: format!("{setup} (Claude Code then offers it to the model)"),
         }
     } else if count(FileAction::Conflict) > 0 {
         Check {
             name: "skill",
             level: Level::Warn,
             detail: format!("{dir} has local edits in {}", plan.conflicts().join(", ")),
-            fix: "keep them, or replace them with: droid-executor setup skill --force".into(),
+            fix: format!("keep them, or replace them with: {setup} --force"),
         }
     } else {
         Check {
             name: "skill",
             level: Level::Warn,
             detail: format!("{dir} holds another version of the skill"),
-            fix: "droid-executor setup skill".into(),
+            fix: setup,
         }
     }
 }
 
-/// Can the task store be written (or created)? Looks only: nothing is created.
+/// Can the task store be written (or created)? Nothing is left behind: the nearest existing
+/// directory gets a probe file that is removed at once. Permission bits are not asked
+/// (`access(2)`), since they do not tell what root may do, nor a file system that refuses new
+/// files whatever the bits say.
 fn store_check(dir: Option<&Path>) -> Check {
-    use nix::unistd::{AccessFlags, access};
     let Some(dir) = dir else {
         return Check {
             name: "store",
@@ -316,8 +480,37 @@ fn store_check(dir: Option<&Path>) -> Check {
             fix: "set store_dir in the config (or DROID_EXECUTOR_STORE_DIR)".into(),
         };
     };
+    let fix = "fix its permissions, or set store_dir in the config (or DROID_EXECUTOR_STORE_DIR)";
     let existing = dir.ancestors().find(|p| p.exists()).unwrap_or(dir);
-    let writable = access(existing, AccessFlags::W_OK | AccessFlags::X_OK).is_ok();
+    if !existing.is_dir() {
+        return Check {
+            name: "store",
+            level: Level::Fail,
+            detail: format!(
+                "{} cannot be created: {} is not a directory",
+                dir.display(),
+                existing.display()
+            ),
+            fix: "set store_dir in the config (or DROID_EXECUTOR_STORE_DIR) to a directory".into(),
+        };
+    }
+    let probe = existing.join(format!(".droid-executor-doctor-{}", unique_id()));
+    if let Err(e) = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        return Check {
+            name: "store",
+            level: Level::Fail,
+            detail: format!(
+                "{} is not writable: cannot create a file in it ({e})",
+                existing.display()
+            ),
+            fix: fix.into(),
+        };
+    }
+    let _ = std::fs::remove_file(&probe);
     let what = if existing == dir {
         format!("{} is writable", dir.display())
     } else {
@@ -327,21 +520,10 @@ fn store_check(dir: Option<&Path>) -> Check {
             existing.display()
         )
     };
-    if writable {
-        Check {
-            name: "store",
-            level: Level::Ok,
-            detail: what,
-            fix: String::new(),
-        }
-    } else {
-        Check {
-            name: "store",
-            level: Level::Fail,
-            detail: format!("{} is not writable", existing.display()),
-            fix:
-                "fix its permissions, or set store_dir in the config (or DROID_EXECUTOR_STORE_DIR)"
-                    .into(),
-        }
+    Check {
+        name: "store",
+        level: Level::Ok,
+        detail: what,
+        fix: String::new(),
     }
 }

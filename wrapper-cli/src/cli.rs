@@ -32,6 +32,10 @@ pub(crate) enum Command {
         /// Print the checks as JSON.
         #[arg(long)]
         json: bool,
+        /// The skills root to look for the skill in, as `setup skill --dir` (default:
+        /// ~/.claude/skills).
+        #[arg(long, value_name = "SKILLS_ROOT")]
+        skills_dir: Option<PathBuf>,
     },
     /// Serve MCP on stdio (for Claude Code, Codex, Cursor, droid…).
     Mcp,
@@ -81,6 +85,8 @@ pub(crate) fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // colours only on a terminal: MCP clients and service managers keep stderr in files
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
 
@@ -148,7 +154,9 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
                 }
             }
         }
-        Command::Doctor { json } => crate::doctor::doctor(cli.config.as_ref(), json).await,
+        Command::Doctor { json, skills_dir } => {
+            crate::doctor::doctor(cli.config.as_ref(), skills_dir.as_deref(), json).await
+        }
         Command::Mcp => crate::mcp::mcp(cli.config.as_ref()).await,
         Command::Serve(args) => crate::serve::serve(args, cli.config.as_ref()).await,
         Command::Bridge(args) => crate::bridge::bridge(args, cli.config.as_ref()).await,

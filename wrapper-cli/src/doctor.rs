@@ -1,21 +1,32 @@
 //! `droid-executor doctor`: is this machine ready? Each check prints OK, WARN or FAIL with the fix.
-//! Exit 0 when nothing failed, 1 otherwise.
+//! Exit 0 when nothing failed, 1 otherwise. `--skills-dir DIR` looks for the skill under another
+//! skills root (the meaning of `setup skill --dir`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use droid_exec::health::{self, Level};
+use droid_exec::health::{self, Level, SkillsRoot};
 use serde_json::json;
 
 use crate::cli::env_map;
 
-pub(crate) async fn doctor(config: Option<&PathBuf>, json_out: bool) -> ExitCode {
+/// `doctor [--json] [--skills-dir DIR]`, with the global `--config FILE` (which, as for every
+/// other command, must exist: a FAIL line says so).
+pub(crate) async fn doctor(
+    config: Option<&PathBuf>,
+    skills_dir: Option<&Path>,
+    json_out: bool,
+) -> ExitCode {
     let env = env_map();
-    let skills_root = crate::setup::default_skills_root(&env);
+    let default_root = crate::setup::default_skills_root(&env);
+    let skills = match skills_dir {
+        Some(dir) => SkillsRoot::Named(dir),
+        None => SkillsRoot::Default(default_root.as_deref()),
+    };
     let checks = health::doctor_checks(
         config.map(PathBuf::as_path),
         &env,
-        skills_root.as_deref(),
+        skills,
         crate::skill_bundle::FILES,
     )
     .await;
@@ -34,12 +45,14 @@ pub(crate) async fn doctor(config: Option<&PathBuf>, json_out: bool) -> ExitCode
             .iter()
             .map(|c| {
                 let tag = format!("{:<4}", c.level.tag());
+                // a detail of several lines (a TOML error quotes the line) stays under its check
+                let detail = c.detail.trim_end().replace('\n', &format!("\n{:19}", ""));
                 if c.fix.is_empty() {
-                    format!("{tag} {:<13} {}", c.name, c.detail)
+                    format!("{tag} {:<13} {detail}", c.name)
                 } else {
                     format!(
-                        "{tag} {:<13} {}\n     {:<13} fix: {}",
-                        c.name, c.detail, "", c.fix
+                        "{tag} {:<13} {detail}\n     {:<13} fix: {}",
+                        c.name, "", c.fix
                     )
                 }
             })

@@ -144,7 +144,7 @@ fn codegen(check: bool) -> Result<()> {
     }
     generated.push((
         "skill/droid-executor/references/droid-executor-protocol.md",
-        protocol_doc::render(),
+        protocol_doc::render()?,
     ));
     let mut stale = Vec::new();
     for (rel, text) in generated {

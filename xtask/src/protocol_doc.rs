@@ -1,10 +1,15 @@
 //! The skill's protocol reference (`skill/droid-executor/references/droid-executor-protocol.md`),
 //! generated from the contract types' JSON Schemas so it cannot drift from what the binary
 //! accepts and returns: one table per object type (field, type, required, meaning) and one list
-//! per enumeration, in a fixed order.
+//! per enumeration, in a fixed order. Every object and enumeration of the schemas must be listed
+//! here and every listed name must exist: a type added, renamed or removed in the contract is an
+//! error, never a section silently missing. The end-to-end suite (`suite::skill`) compiles this
+//! file too and compares [`render`] with the checked-in reference, so the check runs with the
+//! tests as well as in `cargo xtask codegen --check`.
 
 use std::fmt::Write as _;
 
+use anyhow::{Result, bail};
 use serde_json::{Map, Value};
 
 /// The object types, in reading order, and the enumerations after them.
@@ -48,6 +53,91 @@ fn definitions() -> Map<String, Value> {
     defs
 }
 
+/// Every `$ref` name under `v`.
+fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::Object(m) => {
+            if let Some(name) = ref_name(v) {
+                out.push(name);
+            }
+            for x in m.values() {
+                refs(x, out);
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                refs(x, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Is `def` documented as a table (an object) or a list (an enumeration), rather than inline
+/// where it is used (a scalar newtype such as `Objective`)?
+fn is_object(def: &Value) -> bool {
+    def.get("properties").is_some()
+}
+
+fn is_enum(def: &Value) -> bool {
+    def.get("oneOf").is_some() || def.get("enum").is_some()
+}
+
+/// The lists above against the schemas: every listed name is there and of its kind, every
+/// object and enumeration is listed, every `$ref` resolves.
+fn check_listed(defs: &Map<String, Value>) -> Result<()> {
+    let mut problems = Vec::new();
+    for (list, names, kind, fits) in [
+        (
+            "OBJECTS",
+            OBJECTS,
+            "an object",
+            is_object as fn(&Value) -> bool,
+        ),
+        ("ENUMS", ENUMS, "an enumeration", is_enum),
+    ] {
+        for name in names {
+            match defs.get(*name) {
+                None => problems.push(format!(
+                    "{name} is listed in {list} but the contract's schemas have no such type \
+                     (renamed or removed?)"
+                )),
+                Some(def) if !fits(def) => {
+                    problems.push(format!("{name} is listed in {list} but is not {kind}"));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    for (name, def) in defs {
+        let listed = OBJECTS.contains(&name.as_str()) || ENUMS.contains(&name.as_str());
+        if !listed && (is_object(def) || is_enum(def)) {
+            problems.push(format!(
+                "the contract type {name} is not listed in OBJECTS or ENUMS: add it so the \
+                 reference documents it"
+            ));
+        }
+    }
+    let mut used = Vec::new();
+    for def in defs.values() {
+        refs(def, &mut used);
+    }
+    for name in used {
+        if !defs.contains_key(name) {
+            problems.push(format!("$ref {name} does not resolve"));
+        }
+    }
+    problems.sort();
+    problems.dedup();
+    if !problems.is_empty() {
+        bail!(
+            "the protocol reference cannot be generated (xtask/src/protocol_doc.rs):\n  {}",
+            problems.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
 fn ref_name(v: &Value) -> Option<&str> {
     v.get("$ref")?.as_str()?.strip_prefix("#/$defs/")
 }
@@ -55,12 +145,9 @@ fn ref_name(v: &Value) -> Option<&str> {
 /// A short type expression: `string`, `integer ≥ 1`, `[Issue]`, `Status`, `string | null`.
 fn type_of(v: &Value, defs: &Map<String, Value>) -> String {
     if let Some(name) = ref_name(v) {
-        let def = &defs[name];
         // scalar newtypes (Objective, RelPath…) read better as their base type and limits
-        if def.get("properties").is_none()
-            && def.get("oneOf").is_none()
-            && def.get("enum").is_none()
-        {
+        // (every `$ref` resolves: `check_listed` ran first)
+        if let Some(def) = defs.get(name).filter(|d| !is_object(d) && !is_enum(d)) {
             return type_of(def, defs);
         }
         return format!("[{name}](#{})", name.to_ascii_lowercase());
@@ -197,8 +284,13 @@ fn enum_list(name: &str, def: &Value, out: &mut String) {
 }
 
 /// The document.
-pub(crate) fn render() -> String {
+///
+/// # Errors
+/// When the lists above and the contract's types disagree (a type missing, renamed or not
+/// listed).
+pub(crate) fn render() -> Result<String> {
     let defs = definitions();
+    check_listed(&defs)?;
     let mut out = String::from(
         "# droid-executor protocol\n\n\
          <!-- Generated by `cargo xtask codegen` from the contract types (droid-contract); do not \
@@ -211,6 +303,7 @@ pub(crate) fn render() -> String {
          JSON Schemas (draft 2020-12): `droid-executor schema request|result|task-record`.\n\n\
          ## Objects\n\n",
     );
+    // every name is there (`check_listed`)
     for name in OBJECTS {
         if let Some(def) = defs.get(*name) {
             object_table(name, def, &defs, &mut out);
@@ -224,5 +317,29 @@ pub(crate) fn render() -> String {
     }
     out.truncate(out.trim_end().len());
     out.push('\n');
-    out
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_or_unlisted_type_is_an_error() {
+        let mut defs = definitions();
+        check_listed(&defs).unwrap();
+        let usage = defs.remove("Usage").unwrap();
+        let err = check_listed(&defs).unwrap_err().to_string();
+        assert!(
+            err.contains("Usage is listed in OBJECTS but the contract's schemas have no such type"),
+            "{err}"
+        );
+        assert!(err.contains("$ref Usage does not resolve"), "{err}");
+        defs.insert("UsageRenamed".into(), usage);
+        let err = check_listed(&defs).unwrap_err().to_string();
+        assert!(
+            err.contains("the contract type UsageRenamed is not listed in OBJECTS or ENUMS"),
+            "{err}"
+        );
+    }
 }

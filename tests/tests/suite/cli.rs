@@ -591,13 +591,21 @@ async fn doctor_finds_the_real_droid() {
     ];
     let out = droid_executor(&["doctor"], &env, home.path()).await;
     assert_eq!(out.code, Some(0), "{out:#?}");
+    // doctor ran the real droid (`droid --version`), not only read its package.json
     let droid: Vec<&str> = out
         .stdout
         .lines()
         .filter(|l| l.starts_with("OK   droid "))
         .collect();
-    assert_eq!(droid.len(), 1, "{}", out.stdout);
-    assert!(droid[0].contains("version 0.225.2"), "{}", out.stdout);
+    assert_eq!(
+        droid,
+        [format!(
+            "OK   droid         {} (from DROID_CLI_CMD), version 0.225.2",
+            real_droid().display()
+        )],
+        "{}",
+        out.stdout
+    );
     assert!(!out.stdout.contains("FAIL"), "{}", out.stdout);
     let store = home.path().join(".local/state/droid-executor");
     let expected = format!(

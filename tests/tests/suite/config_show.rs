@@ -1,7 +1,9 @@
 //! `droid-executor config show [--json]`: every key of the configuration with its effective value
 //! and where it came from (a variable, the file, the default), the same in the human listing and
 //! in JSON; `--config FILE` and `XDG_CONFIG_HOME` choosing the file; an invalid file refused with
-//! its line and column.
+//! its line and column; an `allowed_roots` list that names no directory labelled as ignored (the
+//! value shown is the default); every variable set to "" counting as unset; an empty `HOME`
+//! giving no config path rather than one relative to the working directory.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -375,4 +377,116 @@ async fn an_empty_variable_that_overrides_the_file_is_named_as_the_source() {
     })
     .collect();
     assert_eq!(mislabelled, Vec::<String>::new());
+}
+
+/// A config file, the environment, and the `allowed_roots` row expected: value and source.
+type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], Value, String);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_roots_list_that_names_no_directory_is_labelled_as_ignored() {
+    let home = Home::new();
+    let h = home.s();
+    let ignored_var = "DROID_EXECUTOR_ALLOWED_ROOTS=\":\" names no directory: ignored";
+    let ignored_file = "the file's list names no directory: ignored";
+    // (the file, the environment, the value shown, its source)
+    let cases: [Case<'_>; 4] = [
+        (
+            "allowed_roots = []\n",
+            &[],
+            json!([h]),
+            format!("default (HOME; {ignored_file})"),
+        ),
+        (
+            "allowed_roots = [\"\"]\n",
+            &[],
+            json!([h]),
+            format!("default (HOME; {ignored_file})"),
+        ),
+        (
+            "",
+            &[("DROID_EXECUTOR_ALLOWED_ROOTS", ":")],
+            json!([h]),
+            format!("default (HOME; {ignored_var})"),
+        ),
+        (
+            "allowed_roots = [\"/srv/repos\"]\n",
+            &[("DROID_EXECUTOR_ALLOWED_ROOTS", ":")],
+            json!(["/srv/repos"]),
+            format!("file ({ignored_var})"),
+        ),
+    ];
+    for (file, env, value, source) in cases {
+        home.write(&home.default_file(), file);
+        let v = home.json(&[], env).await;
+        assert_eq!(
+            row(&v, "allowed_roots"),
+            (value.clone(), source.clone()),
+            "{file:?} {env:?}"
+        );
+        let out = home.show(&["config", "show"], env).await;
+        assert_eq!(out.code, Some(0), "{out:#?}");
+        let got = rows(&out);
+        assert!(
+            got.contains(&("allowed_roots".into(), value.to_string(), source.clone())),
+            "{file:?} {env:?}: {got:?}"
+        );
+        // what `run` would allow is what is shown: doctor's line lists the same roots
+        let doctor = home.show(&["doctor"], env).await;
+        let roots: Vec<String> = serde_json::from_value(value).unwrap();
+        let want = format!("OK   allowed_roots {}", roots.join(", "));
+        assert!(
+            doctor.stdout.lines().any(|l| l == want),
+            "{want}\n{}",
+            doctor.stdout
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_variable_set_to_empty_counts_as_unset() {
+    let home = Home::new();
+    home.write(
+        &home.default_file(),
+        "port = 4321\nmax_autonomy = \"low\"\nverify = false\n",
+    );
+    let empty: Vec<(&str, &str)> = ENV_NAMES
+        .iter()
+        .flat_map(|(_, vars)| vars.iter().map(|v| (*v, "")))
+        .collect();
+    assert!(
+        empty.contains(&("DROID_EXECUTOR_MAX_AUTONOMY", "")),
+        "{empty:?}"
+    );
+    let with_empty = home.json(&[], &empty).await;
+    let without = home.json(&[], &[]).await;
+    assert_eq!(with_empty, without);
+    assert_eq!(
+        row(&with_empty, "max_autonomy"),
+        (json!("low"), "file".into())
+    );
+    assert_eq!(row(&with_empty, "port"), (json!(4321), "file".into()));
+    // doctor loads the settings as `run` does: no FAIL for an empty DROID_EXECUTOR_MAX_AUTONOMY
+    let out = home
+        .show(&["doctor"], &[("DROID_EXECUTOR_MAX_AUTONOMY", "")])
+        .await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert!(!out.stdout.contains("MAX_AUTONOMY"), "{out:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_home_gives_no_config_path() {
+    // with HOME="" a path built from it would be relative: a config.toml in whatever directory
+    // the command runs in would be read
+    let home = Home::new();
+    home.write(&home.default_file(), "port = 7777\n");
+    let v = home.json(&[], &[("HOME", "")]).await;
+    assert_eq!(v["config_file"], Value::Null);
+    assert_eq!(v["config_file_present"], json!(false));
+    assert_eq!(row(&v, "port"), (json!(53002), "default".into()));
+    let out = home.show(&["config", "show"], &[("HOME", "")]).await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert_eq!(
+        out.stdout.lines().next(),
+        Some("# config file: none (HOME unset)")
+    );
 }

@@ -1,14 +1,21 @@
-//! `droid-executor doctor`'s checks of this machine beyond droid itself, with the fake droid: the
-//! `bridge` line (the port free, our bridge daemon running there with its pid, or another
-//! program listening) and the `skill` line (not installed, up to date, edited locally), in the
-//! listing and in `--json`; and `allowed_roots` reported as what runs will use.
+//! `droid-executor doctor`'s checks of this machine, with the fake droid and stand-ins built in
+//! each test's temp dir: the `config` line (a `--config` file that does not exist is a FAIL, as
+//! every other command refuses it), the `droid` line (a version outside the tested one is a WARN;
+//! a droid whose npm package.json is fine but whose binary does not run is a FAIL: doctor runs
+//! `droid --version`), the `auth` line (a key, custom models, neither), the `store` line (a store
+//! that cannot be created or written is a FAIL), the `bridge` line (the port free, our bridge
+//! daemon running there with its pid, or another program listening, on the configured host) and
+//! the `skill` line (not installed, up to date, edited locally; `--skills-dir` for another root),
+//! each as its exact lines and with the exit code; and `allowed_roots` reported as what runs will
+//! use.
 //!
 //! A bridge a test starts is stopped by the test; a [`DaemonGuard`] kills it by the pid its pid
 //! file names if the test fails first, never by name.
 
 use std::ffi::OsString;
 use std::net::{Ipv4Addr, TcpListener};
-use std::path::PathBuf;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
@@ -88,6 +95,13 @@ impl Home {
 
     async fn run(&self, args: &[&str]) -> Out {
         droid_executor(args, &self.env(&[]), &self.fake.repo()).await
+    }
+
+    /// `doctor ARGS` with `extra` in the environment, whatever its exit code.
+    async fn doctor_with(&self, args: &[&str], extra: &[(&str, &str)]) -> Out {
+        let mut all = vec!["doctor"];
+        all.extend_from_slice(args);
+        droid_executor(&all, &self.env(extra), &self.fake.repo()).await
     }
 
     /// `doctor`, checked to have run every check without a FAIL.
@@ -196,7 +210,10 @@ async fn the_skill_line_follows_the_installed_skill() {
             line(
                 "WARN",
                 "skill",
-                &format!("not installed in {}", dir.display())
+                &format!(
+                    "not installed in {} (doctor --skills-dir DIR looks in another skills root)",
+                    dir.display()
+                )
             ),
             fix("droid-executor setup skill (Claude Code then offers it to the model)"),
         ]
@@ -281,4 +298,443 @@ async fn an_empty_allowed_roots_variable_is_reported_as_what_runs_use() {
         got == as_unset || got == as_open,
         "DROID_EXECUTOR_ALLOWED_ROOTS= is reported as {got:?}"
     );
+}
+
+/// A stand-in for an npm-installed droid in `dir`: `package/bin/droid` running `script` (a shell
+/// script body), beside `package/package.json` of `@factory/cli-linux-x64` at `version`, as
+/// `npm install` lays it out. Its path.
+fn npm_droid(dir: &Path, version: &str, script: &[u8]) -> PathBuf {
+    let package = dir.join("package");
+    std::fs::create_dir_all(package.join("bin")).unwrap();
+    std::fs::write(
+        package.join("package.json"),
+        json!({"name": "@factory/cli-linux-x64", "version": version, "main": "bin/droid"})
+            .to_string(),
+    )
+    .unwrap();
+    let bin = package.join("bin/droid");
+    std::fs::write(&bin, script).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_named_with_the_flag_must_exist() {
+    let home = Home::new("doctor-config");
+    let missing = home.fake.file("missing.toml");
+    let m = missing.display().to_string();
+    let out = home.doctor_with(&["--config", &m], &[]).await;
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    assert_eq!(
+        check_lines(&out, "config"),
+        [
+            line(
+                "FAIL",
+                "config",
+                &format!(
+                    "{m} does not exist (named with --config; every other command refuses it)"
+                )
+            ),
+            fix(&format!(
+                "create it, or leave out --config (the default is {})",
+                home.fake
+                    .file(".config/droid-executor/config.toml")
+                    .display()
+            )),
+        ]
+    );
+    // the other checks still ran, on the defaults and the environment
+    assert_eq!(
+        check_lines(&out, "allowed_roots"),
+        [line(
+            "OK",
+            "allowed_roots",
+            &home.fake.path().display().to_string()
+        )]
+    );
+    // as every other command does with the same flag
+    let shown = home.run(&["config", "show", "--config", &m]).await;
+    assert_eq!(shown.code, Some(2), "{shown:#?}");
+    assert!(shown.stderr.contains(&m), "{shown:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fix_of_an_invalid_config_lists_the_keys_config_show_lists() {
+    let home = Home::new("doctor-keys");
+    let bad = home.fake.file("bad.toml");
+    std::fs::write(&bad, "max_concurent = 2\n").unwrap();
+    let b = bad.display().to_string();
+    let out = home.doctor_with(&["--config", &b], &[]).await;
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    let shown = home.run(&["config", "show", "--json"]).await;
+    assert_eq!(shown.code, Some(0), "{shown:#?}");
+    let shown: Value = serde_json::from_str(&shown.stdout).unwrap();
+    let keys: Vec<&str> = shown["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    // the TOML error quotes the line: its lines stay indented under the check, then the fix
+    let lines = check_lines(&out, "config");
+    assert_eq!(
+        lines,
+        [
+            line(
+                "FAIL",
+                "config",
+                &format!("invalid config {b}: TOML parse error at line 1, column 1")
+            ),
+            format!("{:19}  |", ""),
+            format!("{:19}1 | max_concurent = 2", ""),
+            format!("{:19}  | ^^^^^^^^^^^^^", ""),
+            format!(
+                "{:19}unknown field `max_concurent`, expected one of {}",
+                "",
+                keys.iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            fix(&format!("fix the file (keys: {})", keys.join(", "))),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_setting_is_one_fail_line_with_the_fix_for_where_it_came_from() {
+    let home = Home::new("doctor-setting");
+    // a bad variable: reported once (not again when the file is set aside)
+    let out = home.doctor_with(&[], &[("PORT", "http")]).await;
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    let configs: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.get(5..).is_some_and(|r| r.starts_with("config ")))
+        .collect();
+    assert_eq!(
+        configs,
+        [line(
+            "FAIL",
+            "config",
+            "invalid value for PORT: \"http\": invalid digit found in string"
+        )],
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        check_lines(&out, "config")[1..],
+        [fix(
+            "fix PORT, or unset it (a variable set to \"\" counts as unset)"
+        )]
+    );
+
+    // a key of the file out of range
+    let file = home.fake.file("zero.toml");
+    std::fs::write(&file, "max_concurrent = 0\n").unwrap();
+    let out = home
+        .doctor_with(&["--config", &file.display().to_string()], &[])
+        .await;
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    assert_eq!(
+        check_lines(&out, "config"),
+        [
+            line(
+                "FAIL",
+                "config",
+                "invalid value for max_concurrent: must be at least 1"
+            ),
+            fix("fix max_concurrent in the config file (or the variable that sets it)"),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_droid_outside_the_tested_version_is_a_warning() {
+    let home = Home::new("doctor-version");
+    let droid = npm_droid(
+        &home.fake.file("npm"),
+        "0.300.1",
+        b"#!/bin/sh\necho 0.300.1\n",
+    );
+    let d = droid.display().to_string();
+    let out = home.doctor_with(&[], &[("DROID_CLI_CMD", &d)]).await;
+    assert_eq!(out.code, Some(0), "a WARN is not a failure: {out:#?}");
+    assert_eq!(
+        check_lines(&out, "droid"),
+        [
+            line(
+                "WARN",
+                "droid",
+                &format!("{d} (from DROID_CLI_CMD), version 0.300.1")
+            ),
+            fix("this release was tested with droid 0.225.2; other versions may change its output"),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_droid_that_does_not_run_fails_whatever_its_package_json_says() {
+    let home = Home::new("doctor-broken");
+    let reinstall = fix(
+        "reinstall droid (npm install -g @factory/cli); check that the file is the droid binary",
+    );
+    // a valid package.json of the tested version, and a binary that exits non-zero
+    let droid = npm_droid(
+        &home.fake.file("npm-exits"),
+        "0.225.2",
+        b"#!/bin/sh\necho 'droid: cannot load its bundle' >&2\nexit 3\n",
+    );
+    let d = droid.display().to_string();
+    let out = home.doctor_with(&[], &[("DROID_CLI_CMD", &d)]).await;
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    assert_eq!(
+        check_lines(&out, "droid"),
+        [
+            line(
+                "FAIL",
+                "droid",
+                &format!(
+                    "{d} (from DROID_CLI_CMD) found but does not run: --version exited with code \
+                     3: droid: cannot load its bundle"
+                )
+            ),
+            reinstall.clone(),
+        ]
+    );
+
+    // a valid package.json, and a binary that is garbage (not a program at all)
+    let droid = npm_droid(
+        &home.fake.file("npm-garbage"),
+        "0.225.2",
+        b"\x7fELF\x02\x01\x01\x00garbage, not a program\x00\x00\n",
+    );
+    let d = droid.display().to_string();
+    let out = home.doctor_with(&[], &[("DROID_CLI_CMD", &d)]).await;
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    let lines = check_lines(&out, "droid");
+    let head = line(
+        "FAIL",
+        "droid",
+        &format!("{d} (from DROID_CLI_CMD) found but does not run: "),
+    );
+    assert!(lines[0].starts_with(&head), "{}", out.stdout);
+    assert_eq!(lines[1..], [reinstall], "{}", out.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_auth_line_names_the_key_or_the_custom_models_or_warns() {
+    let home = Home::new("doctor-auth");
+    let out = home.doctor(&[]).await;
+    assert_eq!(
+        check_lines(&out, "auth"),
+        [
+            line("WARN", "auth", "no FACTORY_API_KEY and no custom models"),
+            fix(
+                "export FACTORY_API_KEY=fk-… (or log in with droid, or add customModels to \
+                 ~/.factory/settings.json)"
+            ),
+        ]
+    );
+    // an empty key is no key
+    let out = home.doctor(&[("FACTORY_API_KEY", "")]).await;
+    assert_eq!(
+        check_lines(&out, "auth")[0],
+        line("WARN", "auth", "no FACTORY_API_KEY and no custom models")
+    );
+
+    let out = home
+        .doctor(&[("FACTORY_API_KEY", "fk-test-not-a-key")])
+        .await;
+    assert_eq!(
+        check_lines(&out, "auth"),
+        [line("OK", "auth", "FACTORY_API_KEY is set")]
+    );
+    assert!(!out.stdout.contains("fk-test"), "the key is not shown");
+
+    let factory = home.fake.file(".factory");
+    std::fs::create_dir_all(&factory).unwrap();
+    std::fs::write(
+        factory.join("settings.json"),
+        json!({"customModels": [
+            {"model": "m-0", "displayName": "M", "baseUrl": "http://127.0.0.1:9/v1",
+             "apiKey": "x", "provider": "generic-chat-completion-api"},
+            {"model": "m-1", "displayName": "N", "baseUrl": "http://127.0.0.1:9/v1",
+             "apiKey": "x", "provider": "generic-chat-completion-api"},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let out = home.doctor(&[]).await;
+    assert_eq!(
+        check_lines(&out, "auth"),
+        [line(
+            "OK",
+            "auth",
+            "no FACTORY_API_KEY; 2 custom model(s) in ~/.factory/settings.json"
+        )]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_cannot_be_written_fails() {
+    let home = Home::new("doctor-store");
+    // under a regular file: it can never be created
+    let file = home.fake.file("a-file");
+    std::fs::write(&file, "x\n").unwrap();
+    let store = file.join("store");
+    let st = store.display().to_string();
+    let out = home
+        .doctor_with(&[], &[("DROID_EXECUTOR_STORE_DIR", &st)])
+        .await;
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    assert_eq!(
+        check_lines(&out, "store"),
+        [
+            line(
+                "FAIL",
+                "store",
+                &format!(
+                    "{st} cannot be created: {} is not a directory",
+                    file.display()
+                )
+            ),
+            fix("set store_dir in the config (or DROID_EXECUTOR_STORE_DIR) to a directory"),
+        ]
+    );
+
+    // in a directory no one, root included, can create files in (procfs; permission bits
+    // would not stop root, so doctor tries instead of asking them)
+    let out = home
+        .doctor_with(
+            &[],
+            &[("DROID_EXECUTOR_STORE_DIR", "/proc/self/fdinfo/store")],
+        )
+        .await;
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    let lines = check_lines(&out, "store");
+    assert!(
+        lines[0].starts_with(&line(
+            "FAIL",
+            "store",
+            "/proc/self/fdinfo is not writable: cannot create a file in it ("
+        )),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        lines[1..],
+        [fix(
+            "fix its permissions, or set store_dir in the config (or DROID_EXECUTOR_STORE_DIR)"
+        )]
+    );
+
+    // a writable one is OK, and doctor leaves nothing in it
+    let ok = home.fake.file("store-ok");
+    std::fs::create_dir_all(&ok).unwrap();
+    let out = home
+        .doctor(&[("DROID_EXECUTOR_STORE_DIR", &ok.display().to_string())])
+        .await;
+    assert_eq!(
+        check_lines(&out, "store"),
+        [line(
+            "OK",
+            "store",
+            &format!("{} is writable", ok.display())
+        )]
+    );
+    assert_eq!(
+        std::fs::read_dir(&ok).unwrap().count(),
+        0,
+        "doctor left a file"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bridge_line_probes_the_configured_host() {
+    // 127.0.0.2 is a loopback address distinct from 127.0.0.1 (the whole 127/8 is loopback)
+    let home = Home::new("doctor-host");
+    let other = TcpListener::bind((Ipv4Addr::LOCALHOST, home.port)).unwrap();
+    let out = home.doctor(&[("DROID_EXECUTOR_HOST", "127.0.0.2")]).await;
+    assert!(
+        check_lines(&out, "bridge")[0].starts_with(&line(
+            "OK",
+            "bridge",
+            &format!("port {} is free;", home.port)
+        )),
+        "a listener on 127.0.0.1 does not hold 127.0.0.2:{}: {}",
+        home.port,
+        out.stdout
+    );
+    drop(other);
+    let on_host = TcpListener::bind((Ipv4Addr::new(127, 0, 0, 2), home.port)).unwrap_or_else(|e| {
+        panic!("cannot listen on 127.0.0.2 ({e}): this test needs the loopback range 127.0.0.0/8")
+    });
+    let out = home.doctor(&[("DROID_EXECUTOR_HOST", "127.0.0.2")]).await;
+    assert_eq!(
+        check_lines(&out, "bridge"),
+        [
+            line(
+                "WARN",
+                "bridge",
+                &format!(
+                    "port {} is in use by another program (or a bridge with another store)",
+                    home.port
+                )
+            ),
+            fix("set port in the config (or PORT) to a free port for the bridge"),
+        ]
+    );
+    drop(on_host);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_skills_dir_flag_looks_in_another_skills_root() {
+    let home = Home::new("doctor-skills-dir");
+    let root = home.fake.file("skills");
+    let r = root.display().to_string();
+    let out = home.doctor_with(&["--skills-dir", &r], &[]).await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert_eq!(
+        check_lines(&out, "skill"),
+        [
+            line(
+                "WARN",
+                "skill",
+                &format!("not installed in {r}/droid-executor")
+            ),
+            fix(&format!(
+                "droid-executor setup skill --dir {r} (Claude Code then offers it to the model)"
+            )),
+        ]
+    );
+    let setup = home.run(&["setup", "skill", "--dir", &r]).await;
+    assert_eq!(setup.code, Some(0), "{setup:#?}");
+    let out = home.doctor_with(&["--skills-dir", &r], &[]).await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert_eq!(
+        check_lines(&out, "skill"),
+        [line(
+            "OK",
+            "skill",
+            &format!("installed in {r}/droid-executor (up to date)")
+        )]
+    );
+    std::fs::write(root.join("droid-executor/SKILL.md"), "my edits\n").unwrap();
+    let out = home.doctor_with(&["--skills-dir", &r], &[]).await;
+    assert_eq!(
+        check_lines(&out, "skill"),
+        [
+            line(
+                "WARN",
+                "skill",
+                &format!("{r}/droid-executor has local edits in SKILL.md")
+            ),
+            fix(&format!(
+                "keep them, or replace them with: droid-executor setup skill --dir {r} --force"
+            )),
+        ]
+    );
+    // the default root was never touched
+    assert!(!home.skill_dir().exists());
 }

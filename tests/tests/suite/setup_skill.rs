@@ -2,7 +2,8 @@
 //! `SKILLS_ROOT/droid-executor/`, a second run that changes nothing, `~/.claude/skills` by
 //! default, a dry run that writes nothing, local edits refused (and kept) without `--force` and
 //! backed up with it, and a root that cannot be written refused with a clear message and no
-//! half-installed skill.
+//! half-installed skill; a backup that cannot be written, or a rename that fails after others
+//! succeeded, leaving the skill folder exactly as it was (nothing staged or kept left behind).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -361,4 +362,84 @@ async fn a_failed_install_does_not_claim_what_it_did_not_do() {
         !out.stdout.lines().any(|l| l.starts_with("created ")),
         "nothing was created, yet stdout says so: {out:#?}"
     );
+}
+
+/// Every entry under `dir` with the content of each file (directories as `DIR/`), sorted.
+fn contents(dir: &Path) -> Vec<(String, String)> {
+    tree(dir)
+        .into_iter()
+        .map(|rel| {
+            let path = dir.join(&rel);
+            if path.is_dir() {
+                (format!("{rel}/"), String::new())
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                (rel, String::from_utf8_lossy(&bytes).into_owned())
+            }
+        })
+        .collect()
+}
+
+/// An installed skill with SKILL.md edited and LICENSE.txt removed: `--force` would replace the
+/// one (backing it up) and create the other.
+async fn edited_install() -> Home {
+    let home = Home::new();
+    let out = home.setup(&[]).await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    std::fs::write(home.skill().join("SKILL.md"), "my edits\n").unwrap();
+    std::fs::remove_file(home.skill().join("LICENSE.txt")).unwrap();
+    home
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_that_cannot_be_written_changes_nothing() {
+    // `SKILL.md.bak` is a directory holding a file: the edits cannot be kept there, so nothing
+    // may be replaced (and nothing staged may be left behind)
+    let home = edited_install().await;
+    let bak = home.skill().join("SKILL.md.bak");
+    std::fs::create_dir_all(&bak).unwrap();
+    std::fs::write(bak.join("mine"), "keep\n").unwrap();
+    let before = contents(&home.skill());
+    let out = home.setup(&["--force"]).await;
+    assert_eq!(out.code, Some(2), "{out:#?}");
+    assert_eq!(
+        contents(&home.skill()),
+        before,
+        "SKILL.md keeps the edits, no LICENSE.txt, nothing staged or kept"
+    );
+    assert_eq!(
+        out.stderr,
+        format!(
+            "droid-executor: rename {}: Is a directory (os error 21)\n",
+            bak.display()
+        )
+    );
+    assert_eq!(out.stdout, "", "nothing was done, nothing is claimed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_failing_after_others_puts_everything_back() {
+    // the install record is renamed last; a directory in its place makes that rename fail after
+    // the backup, SKILL.md and LICENSE.txt were renamed into place: they must be put back
+    let home = edited_install().await;
+    let manifest = home.skill().join(MANIFEST);
+    std::fs::remove_file(&manifest).unwrap();
+    std::fs::create_dir_all(&manifest).unwrap();
+    std::fs::write(manifest.join("mine"), "keep\n").unwrap();
+    let before = contents(&home.skill());
+    let out = home.setup(&["--force"]).await;
+    assert_eq!(out.code, Some(2), "{out:#?}");
+    assert_eq!(
+        contents(&home.skill()),
+        before,
+        "SKILL.md keeps the edits, no LICENSE.txt, no SKILL.md.bak, nothing staged or kept"
+    );
+    assert_eq!(
+        out.stderr,
+        format!(
+            "droid-executor: rename {}: Is a directory (os error 21)\n",
+            manifest.display()
+        )
+    );
+    assert_eq!(out.stdout, "", "nothing was done, nothing is claimed");
 }

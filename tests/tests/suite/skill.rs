@@ -3,7 +3,9 @@
 //! skill uses, strict about what a real YAML parser would read differently), the body's length
 //! and links, every `droid-executor …` command it shows run with the fake droid, its request
 //! example parsed as an ExecutionRequest, its result example checked against the result schema,
-//! every status and issue type explained, and `setup skill` installing exactly these files.
+//! every status and issue type explained, `setup skill` installing exactly these files, and the
+//! protocol reference (`references/droid-executor-protocol.md`) regenerated from the contract
+//! types by xtask's own generator and compared with the checked-in file.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -16,6 +18,12 @@ use tests::droid_bin::workspace_root;
 use tests::temp_dir::TempDir;
 
 use super::binary::{FakeHome, Out, droid_executor};
+
+/// xtask's generator of the protocol reference, compiled here as well: the suite checks the
+/// checked-in reference with the very code `cargo xtask codegen` writes it with (xtask is a
+/// binary; sharing its source keeps both crates' dependencies as they are).
+#[path = "../../../xtask/src/protocol_doc.rs"]
+mod protocol_doc;
 
 /// The frontmatter keys the Agent Skills specification defines (agentskills.io/specification).
 const SPEC_KEYS: &[&str] = &[
@@ -863,4 +871,17 @@ fn the_frontmatter_reader_refuses_what_yaml_reads_differently() {
         let err = Frontmatter::parse(bad).map(|_| ()).unwrap_err();
         assert!(err.starts_with(why), "{bad:?}: {err}");
     }
+}
+
+#[test]
+fn the_protocol_reference_is_generated_from_the_contract_types() {
+    let file = skill_dir().join("references/droid-executor-protocol.md");
+    let checked_in = std::fs::read_to_string(&file).unwrap();
+    let generated = protocol_doc::render()
+        .unwrap_or_else(|e| panic!("the reference cannot be generated: {e:#}"));
+    assert!(
+        generated == checked_in,
+        "{} is stale: run `cargo xtask codegen` (then rebuild the binary, which bundles it)",
+        file.display()
+    );
 }
