@@ -5,11 +5,12 @@
 //! port on the configured host and the Agent Skill. Each check says OK, WARN or FAIL, with the
 //! fix.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::Path;
 
 use serde::Serialize;
 
+use crate::bind_address;
 use crate::config::{EngineConfig, EnvMap, Settings, default_config_path};
 use crate::daemon::{Daemon, DaemonState};
 use crate::engine::Engine;
@@ -316,30 +317,13 @@ pub async fn doctor_checks(
 /// How long `doctor` waits for the bridge's address to resolve and for a connection.
 const PROBE_LIMIT: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Where a client reaches a bridge bound to `host`: an IP as it is (`0.0.0.0` and `::` mean this
-/// machine: their loopback), a name resolved to its first address.
+/// Where a client reaches a bridge bound to `host` ([`bind_address`]), the name's resolution
+/// bounded by [`PROBE_LIMIT`].
 async fn bridge_addr(host: &str, port: u16) -> Result<SocketAddr, String> {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    let mut addr = match bare.parse::<IpAddr>() {
-        Ok(ip) => SocketAddr::new(ip, port),
-        Err(_) => {
-            let found = tokio::time::timeout(PROBE_LIMIT, tokio::net::lookup_host((bare, port)))
-                .await
-                .map_err(|_| format!("host {host:?} did not resolve within {PROBE_LIMIT:?}"))?
-                .map_err(|e| format!("cannot resolve host {host:?}: {e}"))?;
-            found
-                .into_iter()
-                .next()
-                .ok_or_else(|| format!("host {host:?} resolves to no address"))?
-        }
-    };
-    if addr.ip().is_unspecified() {
-        addr.set_ip(match addr.ip() {
-            IpAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
-            IpAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
-        });
-    }
-    Ok(addr)
+    let bind = tokio::time::timeout(PROBE_LIMIT, bind_address::resolve(host, port))
+        .await
+        .map_err(|_| format!("host {host:?} did not resolve within {PROBE_LIMIT:?}"))??;
+    Ok(bind_address::client_addr(bind))
 }
 
 /// Is the bridge's port on `host` (the configured bind address) free, held by our bridge, or

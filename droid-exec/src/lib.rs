@@ -15,6 +15,7 @@
 //!   group with `setsid` (see [`sweep`]);
 //! - outcomes (timeout, cancel, droid failing) are data in the result; `Err` means "could not run".
 
+pub mod bind_address;
 mod classify;
 pub mod config;
 pub mod daemon;

@@ -80,11 +80,8 @@ pub(crate) async fn target(
 ) -> anyhow::Result<Target> {
     let host = at.host.clone().unwrap_or_else(|| settings.host.clone());
     let port = at.port.unwrap_or(settings.port);
-    // a client talks to the bridge's address; 0.0.0.0 means "this machine" here
-    let mut addr = address(&host, port).await?;
-    if addr.ip().is_unspecified() {
-        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-    }
+    // a client talks to the bridge's address; 0.0.0.0 and :: mean "this machine" here
+    let addr = droid_exec::bind_address::client_addr(address(&host, port).await?);
     Ok(Target {
         addr,
         port,

@@ -95,15 +95,9 @@ fn token_file(path: &Path) -> anyhow::Result<Token> {
 
 /// `host:port` as a socket address (a name such as `localhost` is resolved).
 pub(crate) async fn address(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
-        return Ok(SocketAddr::new(ip, port));
-    }
-    tokio::net::lookup_host((bare, port))
+    droid_exec::bind_address::resolve(host, port)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot resolve host {host:?}: {e}"))?
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("host {host:?} resolves to no address"))
+        .map_err(anyhow::Error::msg)
 }
 
 pub(crate) async fn serve(args: ServeArgs, config: Option<&PathBuf>) -> ExitCode {
