@@ -6,6 +6,8 @@ use crate::error::BridgeError;
 
 /// Shortest token accepted: anything shorter is guessable.
 const MIN_LEN: usize = 16;
+/// Largest token file read (a token is a line of at most a few hundred characters).
+const TOKEN_FILE_LIMIT: usize = 64 * 1024;
 
 /// A bearer token. Its `Debug` never shows the value.
 #[derive(Clone)]
@@ -44,10 +46,22 @@ impl Token {
     /// # Errors
     /// [`BridgeError::TokenFile`] when it cannot be read, else as [`Token::new`].
     pub fn from_file(path: &Path) -> Result<Self, BridgeError> {
-        let text = std::fs::read_to_string(path).map_err(|reason| BridgeError::TokenFile {
+        // bounded: a token file that is `/dev/zero` or a FIFO nobody writes must not hang or grow
+        let bytes = droid_exec::input::read_input(
+            droid_exec::input::Input::Path(path),
+            &format!("the token file {}", path.display()),
+            TOKEN_FILE_LIMIT,
+            "a token file holds one token",
+        )
+        .map_err(|e| BridgeError::TokenFile {
             path: path.to_path_buf(),
-            reason,
+            reason: match e {
+                droid_exec::EngineError::Input { source, .. } => source,
+                other => std::io::Error::other(other.to_string()),
+            },
         })?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| BridgeError::BadToken("the token file is not UTF-8 text".into()))?;
         Self::new(&text)
     }
 

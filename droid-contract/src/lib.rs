@@ -35,5 +35,7 @@ pub use result::{
 pub use schema::{request_schema, result_schema, task_record_schema};
 pub use status::{ReportedStatus, RunEnd, Status, StatusFacts, Verdict, decide};
 pub use task::{TaskRecord, TaskState};
-pub use text::{Instructions, ListItem, Objective, Runtime, ShellCommand, TaskId};
+pub use text::{
+    INSTRUCTIONS_MAX, Instructions, ListItem, Objective, Runtime, ShellCommand, TaskId,
+};
 pub use violation::{Violation, Violations};

@@ -3,7 +3,7 @@
 //! Parsing walks the JSON document by hand (rather than `#[derive(Deserialize)]`) so that it can
 //! report every violation at once, each with its JSON path; serde's derive stops at the first.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -598,47 +598,50 @@ impl Parser {
     }
 
     fn host_root(&mut self, root: &RepoRoot, host: HostCheck<'_>) {
-        let path = "$.context.repo_root";
-        match host.facts.kind(root.as_path()) {
+        if let Some(problem) = host.repo_root_problem(root.as_path()) {
+            self.bad("$.context.repo_root", problem);
+        }
+    }
+}
+
+impl HostCheck<'_> {
+    /// Why `root` cannot be a repo_root on this host, `None` when it can: it must exist, be a
+    /// directory and (symlinks resolved) lie under one of `allowed_roots`. The engine asks
+    /// again, on the resolved path, when a queued run starts.
+    pub fn repo_root_problem(&self, root: &Path) -> Option<String> {
+        match self.facts.kind(root) {
             PathKind::Dir => {}
-            PathKind::Missing => {
-                self.bad(path, format!("{:?} does not exist", root.as_path()));
-                return;
-            }
+            PathKind::Missing => return Some(format!("{root:?} does not exist")),
             PathKind::File | PathKind::Other => {
-                self.bad(path, format!("{:?} is not a directory", root.as_path()));
-                return;
+                return Some(format!("{root:?} is not a directory"));
             }
         }
-        if host.allowed_roots.is_empty() {
-            return;
+        if self.allowed_roots.is_empty() {
+            return None;
         }
-        let real = host
+        let real = self
             .facts
-            .canonical(root.as_path())
-            .unwrap_or_else(|| root.as_path().to_path_buf());
-        let inside = host.allowed_roots.iter().any(|allowed| {
-            let allowed = host
+            .canonical(root)
+            .unwrap_or_else(|| root.to_path_buf());
+        let inside = self.allowed_roots.iter().any(|allowed| {
+            let allowed = self
                 .facts
                 .canonical(allowed)
                 .unwrap_or_else(|| allowed.clone());
             real.starts_with(&allowed)
         });
-        if !inside {
-            let list: Vec<String> = host
-                .allowed_roots
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            self.bad(
-                path,
-                format!(
-                    "{:?} is outside the allowed roots ({}); add it to allowed_roots in the config",
-                    root.as_path(),
-                    list.join(", ")
-                ),
-            );
+        if inside {
+            return None;
         }
+        let list: Vec<String> = self
+            .allowed_roots
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        Some(format!(
+            "{root:?} is outside the allowed roots ({}); add it to allowed_roots in the config",
+            list.join(", ")
+        ))
     }
 }
 

@@ -139,6 +139,24 @@ where
     }
 }
 
+/// The largest config file read (`/dev/zero` or a FIFO as `--config` must not hang or grow).
+pub const CONFIG_LIMIT: usize = 1024 * 1024;
+
+/// The config file's text, bounded by [`CONFIG_LIMIT`] (see [`crate::input`]).
+fn read_config(path: &Path) -> Result<String, EngineError> {
+    let what = format!("the config file {}", path.display());
+    let bytes = crate::input::read_input(
+        crate::input::Input::Path(path),
+        &what,
+        CONFIG_LIMIT,
+        "a config file holds at most 1 MiB",
+    )?;
+    String::from_utf8(bytes).map_err(|e| EngineError::Config {
+        path: path.to_path_buf(),
+        message: format!("it is not UTF-8 text ({e})"),
+    })
+}
+
 /// A comma-separated list, items trimmed, empty ones dropped.
 fn split_list(v: &str) -> Vec<String> {
     v.split(',')
@@ -156,19 +174,24 @@ impl Settings {
     /// [`EngineError::Setting`] for an invalid environment value.
     pub fn load(path: Option<&Path>, env: &EnvMap) -> Result<Self, EngineError> {
         let mut s = match path {
-            Some(p) => match std::fs::read_to_string(p) {
+            Some(p) => match read_config(p) {
                 Ok(text) => toml::from_str::<Settings>(&text).map_err(|e| EngineError::Config {
                     path: p.to_path_buf(),
                     message: e.to_string().trim().to_owned(),
                 })?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Settings::default(),
-                Err(source) => {
+                Err(EngineError::Input { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    Settings::default()
+                }
+                Err(EngineError::Input { source, .. }) => {
                     return Err(EngineError::Io {
                         action: "read",
                         path: p.to_path_buf(),
                         source,
                     });
                 }
+                Err(e) => return Err(e),
             },
             None => Settings::default(),
         };

@@ -309,8 +309,16 @@ impl Engine {
         let Some(program) = cfg.droid_bin.clone() else {
             return droid_missing(&cfg.droid_source);
         };
-        let root = req.context.repo_root.as_path();
-        let real_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+        // resolve once, check, and use only the resolved directory from here on: the directory
+        // named at admission may have been replaced (by a symlink out of allowed_roots) while
+        // the run waited in the queue
+        let asked = req.context.repo_root.as_path();
+        let resolved = match self.resolve_root(asked) {
+            Ok(r) => r,
+            Err(result) => return *result,
+        };
+        let root = resolved.path.as_path();
+        let real_root = resolved.path.clone();
         let redact = Redactor::for_child_env(&cfg.env);
         let id = unique_id();
         let scratch = match Scratch::create(&cfg.scratch_root, &id) {
@@ -329,6 +337,11 @@ impl Engine {
         });
         let limits = SnapshotLimits::default();
         let before = Snapshot::take(root, &cfg.env, scratch.path(), &limits).await;
+        let git_fallback = before
+            .as_ref()
+            .ok()
+            .and_then(Snapshot::git_fallback)
+            .map(str::to_owned);
         let prompt_file = match scratch.write("prompt.md", prompt::render(req).as_bytes()) {
             Ok(p) => p,
             Err(e) => {
@@ -360,6 +373,9 @@ impl Engine {
         env.push((MARKER_VAR.into(), marker.clone().into()));
         if cancel.is_cancelled() {
             return cancelled_before_start();
+        }
+        if let Err(result) = resolved.still_there() {
+            return *result;
         }
         let spec = SpawnSpec {
             program: program.clone(),
@@ -446,7 +462,7 @@ impl Engine {
         };
         assemble(&Assembly {
             req,
-            root,
+            root: asked,
             real_root: &real_root,
             runtime,
             sup,
@@ -457,6 +473,82 @@ impl Engine {
             redact: &redact,
             excerpt_bytes: cfg.excerpt_bytes,
             warnings: &cfg.droid_warnings,
+            git_fallback: git_fallback.as_deref(),
+        })
+    }
+}
+
+/// A repo_root resolved when its run starts: the canonical directory and its identity.
+struct ResolvedRoot {
+    /// The canonical path (symlinks resolved).
+    path: PathBuf,
+    /// Device and inode of the directory when it was checked.
+    id: (u64, u64),
+}
+
+impl ResolvedRoot {
+    /// The `error` result when `path` no longer resolves to the directory that was checked
+    /// (a component swapped for a symlink since): droid must not start there.
+    fn still_there(&self) -> Result<(), Box<ExecutionResult>> {
+        use std::os::unix::fs::MetadataExt as _;
+        let now = std::fs::canonicalize(&self.path).ok();
+        let id = std::fs::metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        if now.as_deref() == Some(self.path.as_path()) && id == Some(self.id) {
+            return Ok(());
+        }
+        Err(Box::new(root_refused(format!(
+            "{:?} was replaced while the run was starting; droid was not started",
+            self.path
+        ))))
+    }
+}
+
+/// The `error` result for a repo_root refused when its run starts.
+fn root_refused(message: String) -> ExecutionResult {
+    let v = Violations(vec![droid_contract::Violation::new(
+        "$.context.repo_root",
+        message,
+    )]);
+    ExecutionResult::invalid_request(None, &v)
+}
+
+impl Engine {
+    /// `asked` resolved (symlinks followed) and checked again against `allowed_roots` now that
+    /// its run starts: admission checked it when the request came in, and a queued task may
+    /// wait long enough for the directory to be swapped for a symlink to somewhere else.
+    fn resolve_root(&self, asked: &Path) -> Result<ResolvedRoot, Box<ExecutionResult>> {
+        use std::os::unix::fs::MetadataExt as _;
+        let refused = |why: String| Box::new(root_refused(why));
+        let path = std::fs::canonicalize(asked).map_err(|e| {
+            refused(format!(
+                "{asked:?} cannot be resolved when the run starts ({e}); nothing ran"
+            ))
+        })?;
+        if path.to_str().is_none() {
+            // droid (node) decodes its argv lossily: `--cwd` would name another directory
+            return Err(refused(format!(
+                "{asked:?} resolves to {path:?}, which is not valid UTF-8; droid cannot be given \
+                 it exactly (rename the directory)"
+            )));
+        }
+        let check = HostCheck {
+            facts: &FsFacts,
+            allowed_roots: &self.cfg.allowed_roots,
+        };
+        if let Some(problem) = check.repo_root_problem(&path) {
+            return Err(refused(if path == asked {
+                format!("when the run started: {problem}")
+            } else {
+                format!("when the run started, {asked:?} resolved to {problem}")
+            }));
+        }
+        let meta = std::fs::metadata(&path)
+            .map_err(|e| refused(format!("{path:?} cannot be read when the run starts ({e})")))?;
+        Ok(ResolvedRoot {
+            path,
+            id: (meta.dev(), meta.ino()),
         })
     }
 }
@@ -522,6 +614,8 @@ struct Assembly<'a> {
     redact: &'a Redactor,
     excerpt_bytes: usize,
     warnings: &'a [String],
+    /// Why git could not measure files_changed in a git work tree (the walk did).
+    git_fallback: Option<&'a str>,
 }
 
 fn push_issue(issues: &mut Vec<Issue>, issue: Issue) {
@@ -614,6 +708,23 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
             Vec::new()
         }
     };
+    if let Some(why) = a.git_fallback {
+        // the status stays what the run earned: the files listed did change; what may be
+        // missing is said here (a walk ignores .gitignore and stops at 20,000 files)
+        logs.push(format!(
+            "files_changed was measured without git (a walk of the directory): {why}"
+        ));
+        issues.push(Issue::new(
+            IssueType::EnvIssue,
+            format!(
+                "git could not be used in this git work tree ({why}); files_changed comes from \
+                 walking the directory, which ignores .gitignore and stops at 20,000 files, so \
+                 it may list ignored files or miss changes"
+            ),
+            "install git 2.31 or later (droid-executor doctor checks it), then run the task \
+             again for an exact files_changed",
+        ));
+    }
     let reported: HashMap<PathBuf, &Vec<String>> = report
         .files
         .iter()

@@ -27,6 +27,38 @@ pub enum EngineError {
         #[source]
         source: std::io::Error,
     },
+    /// An input named by the user (a file, a FIFO, stdin) is larger than its limit; nothing
+    /// past the limit was read.
+    #[error("{what} is larger than the limit of {limit} bytes ({why})")]
+    InputTooLarge {
+        /// The input, as the user named it (`--request /dev/zero`).
+        what: String,
+        /// The limit in bytes.
+        limit: usize,
+        /// Where the limit comes from and how to raise it.
+        why: String,
+    },
+    /// An input that is a pipe, FIFO or terminal gave nothing for too long (a FIFO nobody
+    /// writes to).
+    #[error(
+        "{what}: nothing arrived for {secs} s (a pipe or FIFO without a writer?); write the \
+         input to it, or name a regular file"
+    )]
+    InputIdle {
+        /// The input, as the user named it.
+        what: String,
+        /// How long we waited for the next byte.
+        secs: u64,
+    },
+    /// An input named by the user could not be read.
+    #[error("cannot read {what}: {source}")]
+    Input {
+        /// The input, as the user named it.
+        what: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The configuration file is invalid.
     #[error("invalid config {path}: {message}")]
     Config {

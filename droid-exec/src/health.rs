@@ -309,9 +309,40 @@ pub async fn doctor_checks(
         .store_dir
         .clone()
         .or_else(|| crate::config::default_store_dir(env));
+    out.push(git_check(&settings.engine_config(env).env).await);
     out.push(bridge_check(&settings.host, settings.port, store.as_deref()).await);
     out.push(skill_check(skills, skill));
     out
+}
+
+/// Is git there, and new enough for the snapshot ([`crate::snapshot::GIT_MIN`])? Without it
+/// files_changed is measured by walking the directory: `.gitignore` is ignored and the walk
+/// stops at 20,000 files. A WARN, not a FAIL: runs still work.
+pub async fn git_check(child_env: &[(std::ffi::OsString, std::ffi::OsString)]) -> Check {
+    let (major, minor) = crate::snapshot::GIT_MIN;
+    let walk = "files_changed is measured by walking the directory (.gitignore ignored, at most \
+                20,000 files)";
+    let fix = format!("install git {major}.{minor} or later on droid's PATH");
+    match crate::snapshot::git_version(Path::new("/"), child_env).await {
+        Ok((v, text)) if v >= (major, minor) => Check {
+            name: "git",
+            level: Level::Ok,
+            detail: text,
+            fix: String::new(),
+        },
+        Ok((_, text)) => Check {
+            name: "git",
+            level: Level::Warn,
+            detail: format!("{text} is older than {major}.{minor}: {walk}"),
+            fix,
+        },
+        Err(why) => Check {
+            name: "git",
+            level: Level::Warn,
+            detail: format!("git cannot be used ({why}): {walk}"),
+            fix,
+        },
+    }
 }
 
 /// How long `doctor` waits for the bridge's address to resolve and for a connection.

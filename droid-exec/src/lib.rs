@@ -28,6 +28,7 @@ pub mod excerpt;
 mod fnv;
 pub mod health;
 pub mod host;
+pub mod input;
 pub mod lines;
 pub mod locate;
 pub mod lock;

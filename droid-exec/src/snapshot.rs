@@ -101,6 +101,9 @@ pub(crate) struct Snapshot {
     kind: Kind,
     /// Things the snapshot could not see, for the result's issues.
     warnings: Vec<String>,
+    /// Why git could not be used although `root` is in a git work tree (so the walk, which
+    /// ignores `.gitignore` and stops at the file limit, measured it instead).
+    fallback: Option<String>,
 }
 
 /// How a snapshot was recorded.
@@ -192,6 +195,7 @@ impl Snapshot {
             Err(source) => return Err(io_error("read", &mode_file, source)),
         };
         let mut warnings = Vec::new();
+        let mut fallback = None;
         if !walked_before {
             match locate(root, env).await {
                 Located::Repo(repo) => {
@@ -200,12 +204,18 @@ impl Snapshot {
                         root: root.to_path_buf(),
                         kind: Kind::Git(tree),
                         warnings,
+                        fallback: None,
                     });
                 }
                 Located::NotARepo => {}
-                Located::Unusable(why) => warnings.push(format!(
-                    "{why}; files were compared by walking the directory (no line counts)"
-                )),
+                Located::Unusable(why) => {
+                    warnings.push(format!(
+                        "{why}; files were compared by walking the directory (no line counts)"
+                    ));
+                    if in_git_work_tree(root) {
+                        fallback = Some(why);
+                    }
+                }
             }
             tokio::fs::write(&mode_file, WALK_MODE)
                 .await
@@ -217,7 +227,16 @@ impl Snapshot {
             root: root.to_path_buf(),
             kind: Kind::Walk(walk),
             warnings,
+            fallback,
         })
+    }
+
+    /// Why this snapshot walked the directory although it lies in a git work tree (git
+    /// missing, too old, or refusing the repository), `None` when git was used or the
+    /// directory is not in a repository. A walk ignores `.gitignore` and stops at
+    /// [`SnapshotLimits`], so `node_modules` can hide real changes: the result says so.
+    pub(crate) fn git_fallback(&self) -> Option<&str> {
+        self.fallback.as_deref()
     }
 
     /// Files that differ between `self` (before) and `after`, paths relative to `root`, sorted
@@ -395,6 +414,58 @@ fn os_args(args: &[&str]) -> Vec<OsString> {
     args.iter().map(OsString::from).collect()
 }
 
+/// Whether `dir` or one of its ancestors holds a `.git` entry (a work tree, by the look of it,
+/// without asking git).
+fn in_git_work_tree(dir: &Path) -> bool {
+    dir.ancestors()
+        .any(|a| std::fs::symlink_metadata(a.join(".git")).is_ok())
+}
+
+/// The oldest git the snapshot can use: `git rev-parse --path-format=absolute` came in 2.31.
+pub const GIT_MIN: (u32, u32) = (2, 31);
+
+/// git's version as `(major, minor)` and the text of `git --version` (run in `cwd` with `env`),
+/// or why it could not be had.
+///
+/// # Errors
+/// A message when git cannot be started, fails, or prints no version.
+pub(crate) async fn git_version(
+    cwd: &Path,
+    env: &[(OsString, OsString)],
+) -> Result<((u32, u32), String), String> {
+    let run = git(cwd, env, &os_args(&["--version"]), None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&run.stdout).trim().to_owned();
+    if !run.success {
+        return Err(format!("git --version failed: {}", run.message));
+    }
+    parse_git_version(&text)
+        .map(|v| (v, text.clone()))
+        .ok_or_else(|| format!("git --version printed {text:?}"))
+}
+
+/// `(major, minor)` of `git version 2.30.2` (or `git version 2.39.5.windows.1`).
+fn parse_git_version(text: &str) -> Option<(u32, u32)> {
+    let version = text.strip_prefix("git version ")?;
+    let mut parts = version.split('.');
+    let major = parts.next()?.trim().parse().ok()?;
+    let minor = parts.next()?.trim().parse().ok()?;
+    Some((major, minor))
+}
+
+/// When git in `root` is older than [`GIT_MIN`], why the snapshot cannot use it.
+async fn too_old(root: &Path, env: &[(OsString, OsString)]) -> Option<String> {
+    let ((major, minor), text) = git_version(root, env).await.ok()?;
+    ((major, minor) < GIT_MIN).then(|| {
+        format!(
+            "{text} is older than {}.{}, which the snapshot needs (git rev-parse --path-format); \
+             install git {}.{} or later",
+            GIT_MIN.0, GIT_MIN.1, GIT_MIN.0, GIT_MIN.1
+        )
+    })
+}
+
 /// Ask git whether `root` is inside a work tree, and where its index and objects are.
 async fn locate(root: &Path, env: &[(OsString, OsString)]) -> Located {
     let args = os_args(&[
@@ -415,6 +486,9 @@ async fn locate(root: &Path, env: &[(OsString, OsString)]) -> Located {
         if run.message.contains("not a git repository") {
             return Located::NotARepo;
         }
+        if let Some(why) = too_old(root, env).await {
+            return Located::Unusable(why);
+        }
         return Located::Unusable(format!("git {} failed: {}", run.args, run.message));
     }
     let mut stdout = run.stdout;
@@ -423,6 +497,10 @@ async fn locate(root: &Path, env: &[(OsString, OsString)]) -> Located {
     }
     let lines: Vec<&[u8]> = stdout.split(|b| *b == b'\n').collect();
     let [_toplevel, prefix, index, objects] = lines.as_slice() else {
+        // git before 2.31 prints `--path-format=absolute` back as if it were an argument
+        if let Some(why) = too_old(root, env).await {
+            return Located::Unusable(why);
+        }
         return Located::Unusable(format!(
             "git {} printed something unexpected: {:?}",
             run.args,
@@ -1782,6 +1860,18 @@ mod tests {
                 ],
             }
         );
+    }
+
+    #[test]
+    fn parses_git_versions() {
+        assert_eq!(parse_git_version("git version 2.30.2"), Some((2, 30)));
+        assert_eq!(
+            parse_git_version("git version 2.39.5.windows.1"),
+            Some((2, 39))
+        );
+        assert_eq!(parse_git_version("git version 10.1"), Some((10, 1)));
+        assert_eq!(parse_git_version("hub version 2.14.2"), None);
+        assert!((2, 30) < GIT_MIN && (2, 31) >= GIT_MIN && (3, 0) > GIT_MIN);
     }
 
     #[test]

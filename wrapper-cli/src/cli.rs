@@ -78,6 +78,15 @@ pub(crate) fn say(text: &str) {
     let _ = writeln!(out, "{text}");
 }
 
+/// The command's answer on stdout, flushed; the error when it could not be written (stdout
+/// closed, or a pipe whose reader has gone: Rust ignores SIGPIPE, so this is `EPIPE`).
+pub(crate) fn emit(text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")?;
+    out.flush()
+}
+
 /// Logs go to stderr (stdout carries results); `RUST_LOG` sets the level, default `warn`.
 pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

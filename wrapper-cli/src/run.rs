@@ -7,12 +7,14 @@
 //! (bad `--context` JSON, unreadable `--instructions-file`) is reported like a contract violation,
 //! so `--json` callers always get an ExecutionResult.
 
-use std::io::{IsTerminal, Read, Write};
-use std::path::PathBuf;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
+use droid_contract::INSTRUCTIONS_MAX;
 use droid_contract::{ExecutionResult, Status, Violation, Violations};
+use droid_exec::input::{Input, read_input};
 use droid_exec::{EVENT_CHANNEL_CAPACITY, Engine, RunEvent, Tasks};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
@@ -119,21 +121,29 @@ fn list(obj: &mut Map<String, Value>, key: &str, items: &[String]) {
     }
 }
 
-/// The request as JSON, or the flag problems as violations.
-fn build_request(a: &RunArgs) -> Result<Value, Violations> {
+/// The request as JSON, or the flag problems as violations. `body_limit` bounds `--request`
+/// (the bridge's limit on the same JSON); `--instructions-file` is bounded by the contract's
+/// limit on `instructions`. Neither is ever read past its limit (see [`droid_exec::input`]).
+fn build_request(a: &RunArgs, body_limit: usize) -> Result<Value, Violations> {
     let mut bad = Vec::new();
     let mut obj = match &a.request {
         None => Map::new(),
         Some(src) => {
-            let text = if src == "-" {
-                let mut s = String::new();
-                std::io::stdin()
-                    .read_to_string(&mut s)
-                    .map(|_| s)
-                    .map_err(|e| format!("cannot read the request from stdin: {e}"))
+            let (input, what) = if src == "-" {
+                (Input::Stdin, "--request - (stdin)".to_owned())
             } else {
-                std::fs::read_to_string(src).map_err(|e| format!("cannot read {src}: {e}"))
+                (Input::Path(Path::new(src)), format!("--request {src}"))
             };
+            let text = read_input(
+                input,
+                &what,
+                body_limit,
+                "body_limit; raise it in the config or with DROID_EXECUTOR_BODY_LIMIT",
+            )
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| {
+                String::from_utf8(bytes).map_err(|e| format!("{what} is not UTF-8 text: {e}"))
+            });
             match text.and_then(|t| {
                 serde_json::from_str::<Value>(&t).map_err(|e| format!("not valid JSON: {e}"))
             }) {
@@ -161,12 +171,22 @@ fn build_request(a: &RunArgs) -> Result<Value, Violations> {
             .map(Value::from),
     );
     if let Some(f) = &a.instructions_file {
-        match std::fs::read_to_string(f) {
+        let what = format!("--instructions-file {}", f.display());
+        // UTF-8 takes at most 4 bytes a character: more bytes than this cannot be valid
+        let limit = INSTRUCTIONS_MAX * 4;
+        let read = read_input(
+            Input::Path(f),
+            &what,
+            limit,
+            &format!("instructions hold at most {INSTRUCTIONS_MAX} characters"),
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| {
+            String::from_utf8(bytes).map_err(|e| format!("{what}: not UTF-8 text: {e}"))
+        });
+        match read {
             Ok(s) => set(&mut obj, "instructions", Some(s.into())),
-            Err(e) => bad.push(Violation::new(
-                "$.instructions",
-                format!("--instructions-file {}: {e}", f.display()),
-            )),
+            Err(e) => bad.push(Violation::new("$.instructions", e)),
         }
     }
     set(
@@ -191,13 +211,37 @@ fn build_request(a: &RunArgs) -> Result<Value, Violations> {
         .entry("context")
         .or_insert_with(|| Value::Object(Map::new()));
     if let Value::Object(ctx) = ctx {
+        // a path is carried exactly or refused: a lossy conversion (`\xff` → U+FFFD) would
+        // name another directory
         if let Some(repo) = &a.repo {
             let abs = std::path::absolute(repo).unwrap_or_else(|_| repo.clone());
-            ctx.insert("repo_root".into(), abs.display().to_string().into());
+            match abs.to_str() {
+                Some(p) => {
+                    ctx.insert("repo_root".into(), p.into());
+                }
+                None => bad.push(Violation::new(
+                    "$.context.repo_root",
+                    format!(
+                        "--repo {abs:?} is not valid UTF-8; the request carries paths as UTF-8 \
+                         text, so rename the directory or use a UTF-8 path to it (a symlink)"
+                    ),
+                )),
+            }
         } else if !ctx.contains_key("repo_root")
             && let Ok(cwd) = std::env::current_dir()
         {
-            ctx.insert("repo_root".into(), cwd.display().to_string().into());
+            match cwd.to_str() {
+                Some(p) => {
+                    ctx.insert("repo_root".into(), p.into());
+                }
+                None => bad.push(Violation::new(
+                    "$.context.repo_root",
+                    format!(
+                        "the current directory {cwd:?} is not valid UTF-8; pass --repo with a \
+                         UTF-8 path to it (a symlink)"
+                    ),
+                )),
+            }
         }
         if !a.files.is_empty() {
             let files = ctx
@@ -278,17 +322,29 @@ pub(crate) fn exit_code(status: Status) -> ExitCode {
     }
 }
 
-fn print_result(result: &ExecutionResult, json: bool) {
+/// Print the result on stdout; its exit code, or [`UNDELIVERED`] when stdout is closed or its
+/// reader has gone (the result would be lost: that is not a success, whatever the run did).
+fn print_result(result: &ExecutionResult, json: bool) -> ExitCode {
     let text = if json {
         serde_json::to_string_pretty(result).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     } else {
         render::report(result)
     };
-    let mut out = std::io::stdout().lock();
-    // a closed stdout (`| head`) is not worth a panic
-    let _ = writeln!(out, "{text}");
-    let _ = out.flush();
+    match crate::cli::emit(&text) {
+        Ok(()) => exit_code(result.status),
+        Err(e) => {
+            eprintln!(
+                "droid-executor: the result ({}) could not be written to stdout: {e}; it is lost \
+                 (run with --background to keep results in the task store)",
+                result.status.as_str()
+            );
+            ExitCode::from(UNDELIVERED)
+        }
+    }
 }
+
+/// The exit code when the answer could not be written to stdout (a closed pipe, a full disk).
+pub(crate) const UNDELIVERED: u8 = 4;
 
 pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
     let env = env_map();
@@ -303,12 +359,11 @@ pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
     for w in &cfg.droid_warnings {
         eprintln!("droid-executor: warning: {w}");
     }
-    let request = match build_request(&args) {
+    let request = match build_request(&args, settings.body_limit) {
         Ok(v) => v,
         Err(v) => {
             let result = ExecutionResult::invalid_request(args.task_id.clone(), &v);
-            print_result(&result, args.json);
-            return exit_code(result.status);
+            return print_result(&result, args.json);
         }
     };
     if args.via == Via::Bridge {
@@ -338,8 +393,7 @@ pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
     if let Some(p) = progress {
         let _ = p.await;
     }
-    print_result(&result, args.json);
-    exit_code(result.status)
+    print_result(&result, args.json)
 }
 
 /// `run --via bridge`: make sure the bridge runs (seed 000's socket probe, then `bridge
@@ -378,14 +432,8 @@ async fn via_bridge(
     let client = bridge_http::client::Client::new(t.addr, t.token.clone());
     if args.background {
         return match client.submit(request).await {
-            Ok(Ok(id)) => {
-                print_submitted(&id, args.json);
-                ExitCode::SUCCESS
-            }
-            Ok(Err(result)) => {
-                print_result(&result, args.json);
-                exit_code(result.status)
-            }
+            Ok(Ok(id)) => print_submitted(&id, args.json),
+            Ok(Err(result)) => print_result(&result, args.json),
             Err(e) => {
                 eprintln!("droid-executor: {e}");
                 ExitCode::from(2)
@@ -399,10 +447,7 @@ async fn via_bridge(
         .unwrap_or(u64::from(settings.default_timeout));
     let timeout = std::time::Duration::from_secs(budget.saturating_add(3600));
     match client.execute(request, timeout).await {
-        Ok(result) => {
-            print_result(&result, args.json);
-            exit_code(result.status)
-        }
+        Ok(result) => print_result(&result, args.json),
         Err(e) => {
             eprintln!("droid-executor: {e}");
             ExitCode::from(2)
@@ -411,13 +456,25 @@ async fn via_bridge(
 }
 
 /// A submitted task's id: `{"task_id": …}` with `--json`, else the id and a hint on stderr.
-fn print_submitted(id: &str, json_out: bool) {
-    if json_out {
-        crate::cli::say(&json!({ "task_id": id }).to_string());
+/// Exit 0, or [`UNDELIVERED`] when stdout is closed (the task runs on; its result stays in the
+/// store).
+fn print_submitted(id: &str, json_out: bool) -> ExitCode {
+    let text = if json_out {
+        json!({ "task_id": id }).to_string()
     } else {
-        crate::cli::say(id);
+        id.to_owned()
+    };
+    if let Err(e) = crate::cli::emit(&text) {
+        eprintln!(
+            "droid-executor: the task id {id} could not be written to stdout: {e}; the task runs \
+             on and its result is kept in the task store (droid-executor tasks show {id})"
+        );
+        return ExitCode::from(UNDELIVERED);
+    }
+    if !json_out {
         eprintln!("droid-executor: follow it with: droid-executor tasks wait {id}");
     }
+    ExitCode::SUCCESS
 }
 
 /// `run --background`: admit the request (an invalid one is answered like a sync run's), submit
@@ -431,8 +488,7 @@ async fn submit(engine: &Engine, request: &Value, args: &RunArgs) -> ExitCode {
                 .and_then(Value::as_str)
                 .map(str::to_owned);
             let result = ExecutionResult::invalid_request(task_id, &v);
-            print_result(&result, args.json);
-            return exit_code(result.status);
+            return print_result(&result, args.json);
         }
     };
     let submitted = match Tasks::open(engine.config()) {
@@ -440,15 +496,11 @@ async fn submit(engine: &Engine, request: &Value, args: &RunArgs) -> ExitCode {
         Err(e) => Err(e),
     };
     match submitted {
-        Ok(key) => {
-            print_submitted(key.as_str(), args.json);
-            ExitCode::SUCCESS
-        }
+        Ok(key) => print_submitted(key.as_str(), args.json),
         Err(e) => {
             let task_id = req.task_id.as_ref().map(|t| t.as_str().to_owned());
             let result = submit_failure(task_id, &e);
-            print_result(&result, args.json);
-            exit_code(result.status)
+            print_result(&result, args.json)
         }
     }
 }

@@ -1801,3 +1801,316 @@ async fn a_token_file_other_users_can_read_is_warned_about() {
         assert_eq!(warnings, want, "mode {mode:04o}: {log}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Inputs named on the command line, paths checked when a run starts
+
+/// `run` flags read from the test's HOME with the fake droid; `stdin` feeds `--request -`.
+async fn run_cli(
+    home: &super::binary::FakeHome,
+    args: &[&str],
+    extra_env: &[(&str, &str)],
+    stdin: Option<std::fs::File>,
+) -> Out {
+    let mut cmd = super::binary::command(args, &env_of(home, extra_env), &home.repo());
+    if let Some(f) = stdin {
+        cmd.stdin(f);
+    }
+    finish(cmd.spawn().unwrap()).await
+}
+
+/// The one `validation_error` of an `error` result printed by `run --json` that exited 2.
+fn only_violation(out: &Out) -> String {
+    assert_eq!(out.code, Some(2), "{out:#?}");
+    let r = out.result();
+    assert_eq!(r.status, Status::Error, "{r:#?}");
+    assert_eq!(out.issue_kinds(), ["validation_error"], "{r:#?}");
+    r.issues[0].description.clone()
+}
+
+/// Every input the CLI reads from a file or stdin (`--request FILE|-`, `--instructions-file`,
+/// `--config`, `serve --token-file`) is read only up to its limit (`body_limit` for a request, the
+/// contract's 100 000 characters for instructions, 1 MiB for a config, 64 KiB for a token):
+/// `/dev/zero`, `/dev/urandom` or a file one byte over is refused with an error naming the flag,
+/// the limit and how to raise it, droid never starts, and the same input within the limit runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_named_on_the_command_line_are_read_within_their_limits() {
+    let home = Bridged::home(&json!([{"completion": "Done."}]));
+    let over_body = |what: &str, limit: usize| {
+        format!(
+            "$: --request: {what} is larger than the limit of {limit} bytes (body_limit; raise it \
+             in the config or with DROID_EXECUTOR_BODY_LIMIT)"
+        )
+    };
+    for src in ["/dev/zero", "/dev/urandom"] {
+        let out = run_cli(&home, &["run", "--json", "--request", src], &[], None).await;
+        assert_eq!(
+            only_violation(&out),
+            over_body(&format!("--request {src}"), BODY_LIMIT),
+            "{src}"
+        );
+    }
+    let zero = std::fs::File::open("/dev/zero").unwrap();
+    let out = run_cli(&home, &["run", "--json", "--request", "-"], &[], Some(zero)).await;
+    assert_eq!(
+        only_violation(&out),
+        over_body("--request - (stdin)", BODY_LIMIT)
+    );
+    let out = run_cli(
+        &home,
+        &["run", "--json", "--instructions-file", "/dev/zero", "Do it"],
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(
+        only_violation(&out),
+        "$.instructions: --instructions-file /dev/zero is larger than the limit of 400000 bytes \
+         (instructions hold at most 100000 characters)"
+    );
+    assert_eq!(
+        recorded(&home),
+        None,
+        "droid started for an oversized input"
+    );
+
+    // a file one byte over a lowered body_limit, then exactly at it
+    let request = |len: usize| {
+        let mut text = json!({"objective": "Pad", "context": {"repo_root": home.repo()}})
+            .to_string()
+            .into_bytes();
+        assert!(text.len() <= len);
+        text.resize(len, b' ');
+        text
+    };
+    let file = home.file("padded.json");
+    let shown = file.display().to_string();
+    std::fs::write(&file, request(1001)).unwrap();
+    let limit = [("DROID_EXECUTOR_BODY_LIMIT", "1000")];
+    let out = run_cli(&home, &["run", "--json", "--request", &shown], &limit, None).await;
+    assert_eq!(
+        only_violation(&out),
+        over_body(&format!("--request {shown}"), 1000)
+    );
+    assert_eq!(
+        recorded(&home),
+        None,
+        "droid started for an oversized input"
+    );
+
+    // a config file and a token file that never end
+    let out = run_cli(&home, &["--config", "/dev/zero", "run", "Do it"], &[], None).await;
+    assert_eq!(out.code, Some(2), "{out:#?}");
+    assert_eq!(
+        out.stderr.trim_end(),
+        "droid-executor: the config file /dev/zero is larger than the limit of 1048576 bytes (a \
+         config file holds at most 1 MiB)"
+    );
+    let out = run_cli(&home, &["serve", "--token-file", "/dev/zero"], &[], None).await;
+    assert_eq!(out.code, Some(2), "{out:#?}");
+    assert!(
+        out.stderr.contains(
+            "the token file /dev/zero is larger than the limit of 65536 bytes (a token file \
+             holds one token)"
+        ),
+        "{out:#?}"
+    );
+    assert_eq!(
+        recorded(&home),
+        None,
+        "droid started for an oversized input"
+    );
+
+    std::fs::write(&file, request(1000)).unwrap();
+    let out = run_cli(&home, &["run", "--json", "--request", &shown], &limit, None).await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert_eq!(out.result().status, Status::Success);
+    assert!(recorded(&home).is_some(), "droid did not run");
+}
+
+/// `--request` naming a FIFO that nobody opens for writing ends with an error naming the input
+/// after 30 s of silence, instead of hanging for ever; a FIFO that a writer fills (what
+/// `--request <(…)` gives) is read to its end and runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_fifo_without_a_writer_does_not_hang() {
+    let home = Bridged::home(&json!([{"completion": "Done."}]));
+    let fifo = home.file("request.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let shown = fifo.display().to_string();
+    let out = run_cli(&home, &["run", "--json", "--request", &shown], &[], None).await;
+    assert_eq!(
+        only_violation(&out),
+        format!(
+            "$: --request: --request {shown}: nothing arrived for 30 s (a pipe or FIFO without a \
+             writer?); write the input to it, or name a regular file"
+        )
+    );
+    assert_eq!(recorded(&home), None, "droid started without a request");
+
+    let request = json!({"objective": "From a FIFO", "context": {"repo_root": home.repo()}});
+    let writer_path = fifo.clone();
+    let writer = std::thread::spawn(move || {
+        // opening for writing blocks until droid-executor opens the FIFO for reading
+        std::fs::write(writer_path, request.to_string()).unwrap();
+    });
+    let out = run_cli(&home, &["run", "--json", "--request", &shown], &[], None).await;
+    writer.join().unwrap();
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert_eq!(out.result().status, Status::Success);
+    assert!(recorded(&home).is_some(), "droid did not run");
+}
+
+/// A `--repo` that is not valid UTF-8 is refused with exit 2 and an error naming it, instead of
+/// being converted lossily (`\xff` → U+FFFD) into the name of another directory that droid
+/// would then run in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_utf8_repo_path_is_refused_not_converted() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let home = Bridged::home(&json!([
+        {"write_file": {"path": "droid-was-here.txt", "content": "x\n"}},
+        {"completion": "Done."}
+    ]));
+    // both directories exist: the lossy name is the one droid used to run in
+    let raw_name = std::ffi::OsStr::from_bytes(b"repo-\xff");
+    let raw = home.path().join(raw_name);
+    super::binary::git_repo_at(&raw, &[("a.txt", "a\n")]);
+    let lossy = home.path().join("repo-\u{fffd}");
+    super::binary::git_repo_at(&lossy, &[("a.txt", "a\n")]);
+    let args: Vec<&std::ffi::OsStr> = [
+        std::ffi::OsStr::new("run"),
+        std::ffi::OsStr::new("--json"),
+        std::ffi::OsStr::new("--repo"),
+        raw.as_os_str(),
+        std::ffi::OsStr::new("Do it"),
+    ]
+    .to_vec();
+    let out = finish(
+        super::binary::command(&args, &env_of(&home, &[]), home.path())
+            .spawn()
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        only_violation(&out),
+        format!(
+            "$.context.repo_root: --repo {raw:?} is not valid UTF-8; the request carries paths \
+             as UTF-8 text, so rename the directory or use a UTF-8 path to it (a symlink)"
+        )
+    );
+    assert_eq!(
+        recorded(&home),
+        None,
+        "droid started in a directory it was not given"
+    );
+
+    // nor can a UTF-8 symlink lead droid there: it is refused when the run starts, since droid
+    // (node) would decode a non-UTF-8 `--cwd` lossily too
+    let link = home.path().join("repo-link");
+    std::os::unix::fs::symlink(&raw, &link).unwrap();
+    let shown = link.display().to_string();
+    let out = run_cli(
+        &home,
+        &["run", "--json", "--repo", &shown, "Do it"],
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(
+        only_violation(&out),
+        format!(
+            "$.context.repo_root: {link:?} resolves to {raw:?}, which is not valid UTF-8; droid \
+             cannot be given it exactly (rename the directory)"
+        )
+    );
+    assert_eq!(
+        recorded(&home),
+        None,
+        "droid started in a directory it was not given"
+    );
+
+    let out = run_cli(&home, &["run", "--json", "Do it"], &[], None).await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert!(home.repo().join("droid-was-here.txt").exists(), "{out:#?}");
+    assert!(
+        !lossy.join("droid-was-here.txt").exists(),
+        "droid ran in the lossily named directory"
+    );
+}
+
+/// A background task's repo_root is checked again, symlinks resolved, when it leaves the queue:
+/// a directory swapped for a symlink to a place outside `allowed_roots` while the task waited
+/// ends the task `error` with a `validation_error` naming both paths, and droid never runs
+/// there; a symlink that stays inside the allowed roots runs, in the resolved directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_task_never_runs_in_a_repo_root_swapped_for_a_symlink() {
+    use super::tasks_fake_droid::{Store, assert_task_ended, finish, reach, req, submit};
+    use droid_contract::TaskState;
+
+    let allowed = TempDir::new("security-allowed").unwrap();
+    let outside = TempDir::new("security-outside").unwrap();
+    let (repo_a, repo_b, target) = (
+        allowed.path().join("a"),
+        allowed.path().join("b"),
+        outside.path().join("repo"),
+    );
+    for repo in [&repo_a, &repo_b, &target] {
+        super::binary::git_repo_at(repo, &[("a.txt", "a\n")]);
+    }
+    let store = Store::new();
+    let roots = vec![allowed.path().to_path_buf()];
+    let tasks = store.tasks(
+        "swap",
+        json!([
+            {"write_file": {"path": "droid-was-here.txt", "content": "x\n"}},
+            {"hang": true}
+        ]),
+        |cfg| {
+            cfg.max_concurrent = 1;
+            cfg.allowed_roots.clone_from(&roots);
+        },
+    );
+    let hang = json!({"max_runtime_seconds": 120});
+    let a = submit(&tasks, &req(&repo_a, "Hold the slot", hang.clone())).await;
+    reach(&tasks, &a, TaskState::Running).await;
+    let b = submit(&tasks, &req(&repo_b, "Wait for the slot", hang.clone())).await;
+    reach(&tasks, &b, TaskState::Queued).await;
+    let supervisors = [store.supervisor(&a), store.supervisor(&b)];
+
+    std::fs::rename(&repo_b, allowed.path().join("b-moved")).unwrap();
+    std::os::unix::fs::symlink(&target, &repo_b).unwrap();
+    tasks.cancel(&a).await.unwrap();
+    let rec = finish(&tasks, &b).await;
+    assert_eq!(rec.state, TaskState::Error, "{:#?}", rec.result);
+    let result = rec.result.unwrap();
+    let issues: Vec<(&str, &str)> = result
+        .issues
+        .iter()
+        .map(|i| (i.kind.as_str(), i.description.as_str()))
+        .collect();
+    let want = format!(
+        "$.context.repo_root: when the run started, {repo_b:?} resolved to {target:?} is outside \
+         the allowed roots ({}); add it to allowed_roots in the config",
+        allowed.path().display()
+    );
+    assert_eq!(issues, [("validation_error", want.as_str())]);
+    assert!(
+        !target.join("droid-was-here.txt").exists(),
+        "droid ran outside the allowed roots"
+    );
+    assert_eq!(finish(&tasks, &a).await.state, TaskState::Cancelled);
+    assert_task_ended(&a, supervisors[0]).await;
+    assert_task_ended(&b, supervisors[1]).await;
+
+    // a symlink inside the allowed roots is let through, and droid works in its target
+    let inside = allowed.path().join("c");
+    super::binary::git_repo_at(&inside, &[("a.txt", "a\n")]);
+    let link = allowed.path().join("c-link");
+    std::os::unix::fs::symlink(&inside, &link).unwrap();
+    let c = submit(&tasks, &req(&link, "Through a link", hang)).await;
+    reach(&tasks, &c, TaskState::Running).await;
+    let supervisor = store.supervisor(&c);
+    tasks.cancel(&c).await.unwrap();
+    assert_eq!(finish(&tasks, &c).await.state, TaskState::Cancelled);
+    assert!(inside.join("droid-was-here.txt").exists());
+    assert_task_ended(&c, supervisor).await;
+}

@@ -39,14 +39,14 @@ const REACH: Duration = Duration::from_secs(20);
 /// A task store, a scratch root and a directory for scenario and record files, each a temp dir.
 /// Dropped with unfinished tasks (a test failed half-way), it asks them to cancel and gives them a
 /// few seconds, so no hanging fake droid outlives the test.
-struct Store {
+pub(super) struct Store {
     store: TempDir,
     scratch: TempDir,
     files: TempDir,
 }
 
 impl Store {
-    fn new() -> Store {
+    pub(super) fn new() -> Store {
         Store {
             store: TempDir::new("e2e-store").unwrap(),
             scratch: TempDir::new("e2e-scratch").unwrap(),
@@ -89,12 +89,17 @@ impl Store {
     }
 
     /// The tasks of this store as seen by a front-end configured by [`Store::config`].
-    fn tasks(&self, name: &str, steps: Value, tune: impl FnOnce(&mut EngineConfig)) -> Tasks {
+    pub(super) fn tasks(
+        &self,
+        name: &str,
+        steps: Value,
+        tune: impl FnOnce(&mut EngineConfig),
+    ) -> Tasks {
         Tasks::open(&self.config(name, steps, tune)).unwrap()
     }
 
     /// The pid of the task's supervisor, from `owner.json`.
-    fn supervisor(&self, id: &str) -> i32 {
+    pub(super) fn supervisor(&self, id: &str) -> i32 {
         let path = self.task_dir(id).join("owner.json");
         let owner: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         i32::try_from(owner["pid"].as_u64().expect("owner.json has no pid")).unwrap()
@@ -137,12 +142,12 @@ impl Drop for Store {
 }
 
 /// A request for `repo`, parsed without host checks (the supervisor admits it again).
-fn req(repo: &Path, objective: &str, extra: Value) -> ExecutionRequest {
+pub(super) fn req(repo: &Path, objective: &str, extra: Value) -> ExecutionRequest {
     ExecutionRequest::from_value(&request(repo, objective, extra), None).unwrap()
 }
 
 /// Submit `request`, under a timeout.
-async fn submit(tasks: &Tasks, request: &ExecutionRequest) -> String {
+pub(super) async fn submit(tasks: &Tasks, request: &ExecutionRequest) -> String {
     tokio::time::timeout(SUBMIT, tasks.submit(request))
         .await
         .expect("submit did not return")
@@ -151,7 +156,7 @@ async fn submit(tasks: &Tasks, request: &ExecutionRequest) -> String {
 }
 
 /// Wait for the task to finish; its final record.
-async fn finish(tasks: &Tasks, id: &str) -> TaskRecord {
+pub(super) async fn finish(tasks: &Tasks, id: &str) -> TaskRecord {
     let rec = tokio::time::timeout(FINISH + Duration::from_secs(10), tasks.wait(id, FINISH))
         .await
         .expect("wait did not return within its own timeout")
@@ -164,7 +169,7 @@ async fn finish(tasks: &Tasks, id: &str) -> TaskRecord {
 }
 
 /// Poll the task's status until it is `state`.
-async fn reach(tasks: &Tasks, id: &str, state: TaskState) -> TaskRecord {
+pub(super) async fn reach(tasks: &Tasks, id: &str, state: TaskState) -> TaskRecord {
     let until = tokio::time::Instant::now() + REACH;
     loop {
         let rec = tasks.status(id).await.unwrap();
@@ -181,7 +186,7 @@ async fn reach(tasks: &Tasks, id: &str, state: TaskState) -> TaskRecord {
 }
 
 /// The task's supervisor (pid `supervisor`) exits, and no process carries the task's marker.
-async fn assert_task_ended(id: &str, supervisor: i32) {
+pub(super) async fn assert_task_ended(id: &str, supervisor: i32) {
     assert!(
         wait_gone(supervisor, GONE).await,
         "the supervisor of {id} (pid {supervisor}) is still alive"
