@@ -710,10 +710,8 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     };
     if let Some(why) = a.git_fallback {
         // the status stays what the run earned: the files listed did change; what may be
-        // missing is said here (a walk ignores .gitignore and stops at 20,000 files)
-        logs.push(format!(
-            "files_changed was measured without git (a walk of the directory): {why}"
-        ));
+        // missing is said here (a walk ignores .gitignore and stops at 20,000 files). The
+        // snapshot's own warning is already a line of `logs`.
         issues.push(Issue::new(
             IssueType::EnvIssue,
             format!(

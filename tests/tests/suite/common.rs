@@ -173,3 +173,44 @@ pub async fn read_pid_file(path: &Path, timeout: Duration) -> i32 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A `PATH` whose first directory (made under `dir`) holds a `git` that passes as git 2.30.2:
+/// `--version` says so, and `rev-parse --path-format=absolute …` prints the option back before
+/// the rest of its answer, as git before 2.31 does with an option it does not know; everything
+/// else runs the real git (found on this process's `PATH`, which follows).
+pub fn path_with_old_git(dir: &Path) -> OsString {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let real = std::env::split_paths(&path)
+        .map(|d| d.join("git"))
+        .find(|g| g.is_file())
+        .expect("git is not installed (apt-get install git)");
+    let bin = dir.join("old-git-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        r#"#!/bin/sh
+real='{}'
+for a in "$@"; do
+  if [ "$a" = "--version" ]; then echo "git version 2.30.2"; exit 0; fi
+done
+unknown=no
+for a in "$@"; do
+  shift
+  if [ "$a" = "--path-format=absolute" ]; then unknown=yes; else set -- "$@" "$a"; fi
+done
+if [ "$unknown" = yes ]; then
+  out=$("$real" "$@") || exit $?
+  printf '%s\n%s\n' "--path-format=absolute" "$out"
+  exit 0
+fi
+exec "$real" "$@"
+"#,
+        real.display()
+    );
+    let git = bin.join("git");
+    std::fs::write(&git, script).unwrap();
+    std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut dirs = vec![bin];
+    dirs.extend(std::env::split_paths(&path));
+    std::env::join_paths(dirs).unwrap()
+}

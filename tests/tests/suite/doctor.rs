@@ -247,17 +247,18 @@ async fn the_skill_line_follows_the_installed_skill() {
             "auth",
             "allowed_roots",
             "store",
+            "git",
             "bridge",
             "skill"
         ]
     );
     assert_eq!(
-        checks[6],
+        checks[7],
         json!({"check": "skill", "level": "ok",
                "detail": format!("installed in {} (up to date)", dir.display()), "fix": ""})
     );
-    assert_eq!(checks[5]["check"], "bridge");
-    assert_eq!(checks[5]["level"], "ok");
+    assert_eq!(checks[6]["check"], "bridge");
+    assert_eq!(checks[6]["level"], "ok");
 
     std::fs::write(dir.join("SKILL.md"), "my edits\n").unwrap();
     let out = home.doctor(&[]).await;
@@ -737,4 +738,45 @@ async fn the_skills_dir_flag_looks_in_another_skills_root() {
     );
     // the default root was never touched
     assert!(!home.skill_dir().exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_git_line_warns_about_a_git_older_than_2_31() {
+    let home = Home::new("doctor-git");
+    let out = home.doctor(&[]).await;
+    let lines = check_lines(&out, "git");
+    assert_eq!(lines.len(), 1, "{}", out.stdout);
+    assert!(
+        lines[0].starts_with(&line("OK", "git", "git version ")),
+        "{}",
+        out.stdout
+    );
+
+    let path = super::common::path_with_old_git(home.fake.path());
+    let out = home.doctor(&[("PATH", path.to_str().unwrap())]).await;
+    assert_eq!(
+        check_lines(&out, "git"),
+        [
+            line(
+                "WARN",
+                "git",
+                "git version 2.30.2 is older than 2.31: files_changed is measured by walking the \
+                 directory (.gitignore ignored, at most 20,000 files)"
+            ),
+            fix("install git 2.31 or later on droid's PATH")
+        ]
+    );
+
+    let empty = home.fake.file("no-git-here");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = home
+        .doctor_with(&[], &[("PATH", empty.to_str().unwrap())])
+        .await;
+    let lines = check_lines(&out, "git");
+    assert!(
+        lines[0].starts_with(&line("WARN", "git", "git cannot be used (")),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(lines[1], fix("install git 2.31 or later on droid's PATH"));
 }

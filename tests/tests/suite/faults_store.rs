@@ -2236,3 +2236,108 @@ async fn a_running_task_outlives_the_janitor_under_a_clock_ten_years_either_way(
     rows.push(row("mcp", "running", Vec::new(), left.len(), note));
     record(rows);
 }
+
+// ---------------------------------------------------------------------------------------------
+// A result nobody can read
+
+/// `args` with stdout a pipe whose read end is already closed; exit code and stderr.
+async fn run_into_closed_pipe(fh: &FaultHome, args: &[&str]) -> (Option<i32>, String) {
+    let (read_end, write_end) = nix::unistd::pipe().unwrap();
+    drop(read_end);
+    let mut cmd = command(args, &fh.env(), fh.home.path());
+    cmd.stdout(Stdio::from(write_end));
+    let out = tokio::time::timeout(CLI_LIMIT, cmd.spawn().unwrap().wait_with_output())
+        .await
+        .expect("droid-executor did not finish")
+        .unwrap();
+    (out.status.code(), String::from_utf8(out.stderr).unwrap())
+}
+
+/// `run` whose stdout is a pipe nobody reads any more (its reader gone) cannot deliver its
+/// result: it exits 4 (not 0) and says on stderr which result was lost and why, with `--json`
+/// or the readable report; `run --background` exits 4 naming the task, whose result is kept in
+/// the store and read back with `tasks wait`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_whose_reader_is_gone_is_an_error_exit() {
+    let fh = FaultHome::new("fault-closed-stdout", &json!([{"completion": "Done."}]), "");
+    let repo = fh.home.repo().display().to_string();
+    let lost = "droid-executor: the result (success) could not be written to stdout: Broken pipe \
+                (os error 32); it is lost (run with --background to keep results in the task store)";
+    let mut rows = Vec::new();
+    for json_out in [true, false] {
+        let mut args = vec!["run", "--repo", &repo, "Deliver"];
+        if json_out {
+            args.insert(1, "--json");
+        }
+        let (code, stderr) = run_into_closed_pipe(&fh, &args).await;
+        assert_eq!(
+            (code, stderr.trim_end()),
+            (Some(4), lost),
+            "--json {json_out}"
+        );
+        rows.push(Observed {
+            test: String::new(),
+            front_end: "cli".into(),
+            droid: "fake",
+            status: "success".into(),
+            issues: Vec::new(),
+            results: 0,
+            peak_rss_mib: 0.0,
+            processes_left: fh.processes_left(None).await.len(),
+            note: format!(
+                "stdout a closed pipe{}: exit 4, the loss said on stderr",
+                if json_out { " (--json)" } else { "" }
+            ),
+        });
+    }
+
+    let (code, stderr) = run_into_closed_pipe(
+        &fh,
+        &["run", "--background", "--json", "--repo", &repo, "Keep"],
+    )
+    .await;
+    assert_eq!(code, Some(4), "{stderr}");
+    let id = stderr
+        .strip_prefix("droid-executor: the task id ")
+        .and_then(|rest| rest.split_once(' '))
+        .map(|(id, _)| id.to_owned())
+        .unwrap_or_else(|| panic!("no task id on stderr: {stderr}"));
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "droid-executor: the task id {id} could not be written to stdout: Broken pipe (os \
+             error 32); the task runs on and its result is kept in the task store \
+             (droid-executor tasks show {id})"
+        )
+    );
+    let env = fh.env();
+    let out = cli(
+        &fh,
+        &env,
+        &["tasks", "wait", &id, "--json", "--timeout", "60"],
+    )
+    .await;
+    let rec = record_of(&out);
+    assert_eq!(rec.state, TaskState::Success, "{out:#?}");
+    assert_eq!(
+        rec.result.as_ref().map(|r| r.summary.as_str()),
+        Some("Done.")
+    );
+    let left = fh.processes_left(None).await;
+    assert_eq!(left, Vec::<i32>::new());
+    rows.push(Observed {
+        test: String::new(),
+        front_end: "cli".into(),
+        droid: "fake",
+        status: rec.state.as_str().into(),
+        issues: Vec::new(),
+        results: 1,
+        peak_rss_mib: 0.0,
+        processes_left: left.len(),
+        note: "run --background with stdout a closed pipe: exit 4, the task's result kept in the \
+               store"
+            .into(),
+    });
+    assert!(rows.iter().all(|r| r.processes_left == 0), "{rows:#?}");
+    record(rows);
+}
