@@ -103,11 +103,29 @@ fn home(env: &EnvMap) -> Result<PathBuf, EngineError> {
         })
 }
 
+/// The largest client configuration read (`~/.claude.json` keeps per-project history and can
+/// reach megabytes; a file past this, or `/dev/zero`, is refused rather than read without end).
+const CLIENT_CONFIG_LIMIT: usize = 64 * 1024 * 1024;
+
 fn read_optional(path: &Path) -> Result<Option<String>, EngineError> {
-    match std::fs::read_to_string(path) {
-        Ok(t) => Ok(Some(t)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(EngineError::io("read", path)(e)),
+    let what = format!("the client configuration {}", path.display());
+    match crate::input::read_input(
+        crate::input::Input::Path(path),
+        &what,
+        CLIENT_CONFIG_LIMIT,
+        "64 MiB; edit the file by hand",
+    ) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|e| EngineError::Config {
+                path: path.to_path_buf(),
+                message: format!("it is not UTF-8 text ({e})"),
+            }),
+        Err(EngineError::Input { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        Err(EngineError::Input { source, .. }) => Err(EngineError::io("read", path)(source)),
+        Err(e) => Err(e),
     }
 }
 

@@ -4,7 +4,9 @@
 //! calls the `droid-exec` engine, and encodes the answer; it spawns nothing itself.
 //!
 //! Exit codes: 0 success, 1 the task ran but did not succeed (failed, partial, timeout, cancelled),
-//! 2 usage errors and `error` results (nothing ran).
+//! 2 usage errors and `error` results (nothing ran), 3 `tasks wait` on an unfinished task, 4 the
+//! answer could not be written to stdout (a pipe whose reader has gone: the result is lost, a
+//! background task keeps it in the store).
 
 mod bridge;
 mod cli;
