@@ -16,6 +16,10 @@
 //! | [`secrets_never_reach_results_logs_or_the_store`] | Factory keys and bearer tokens in requests and droid's output | `[REDACTED]` in results (bridge, MCP, CLI), the store, `tasks show`, the bridge's and MCP server's stderr |
 //! | [`store_files_are_private`] | other local users reading tasks, results and logs | every store directory 0700, every file 0600, even under `umask 0` |
 //! | [`a_token_file_other_users_can_read_is_warned_about`] | a bearer token readable by other users | a warning on `serve`'s stderr naming the file and the fix |
+//! | [`inputs_named_on_the_command_line_are_read_within_their_limits`] | `/dev/zero`, `/dev/urandom` or a huge file as `--request`, `--instructions-file`, `--config`, `--token-file` | exit 2 naming the flag, the limit and the setting; constant memory |
+//! | [`a_request_fifo_without_a_writer_does_not_hang`] | a FIFO nobody writes to as `--request` | exit 2 after 30 s of silence; a FIFO with a writer runs |
+//! | [`a_non_utf8_repo_path_is_refused_not_converted`] | a non-UTF-8 `--repo` converted lossily into another directory | exit 2 `validation_error`; also through a UTF-8 symlink, when the run starts |
+//! | [`a_queued_task_never_runs_in_a_repo_root_swapped_for_a_symlink`] | a queued task's directory swapped for a symlink out of `allowed_roots` | the task ends `error` (`validation_error` naming both paths); droid never starts there |
 //!
 //! Raw requests go through `bridge_http`'s raw TCP helpers (exactly these bytes reach the
 //! bridge); processes are the suites' `ServeProc` (the bridge), `mcp_stdio::Server` and
