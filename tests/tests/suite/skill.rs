@@ -41,6 +41,7 @@ const DOCTOR_CHECKS: &[&str] = &[
     "auth",
     "allowed_roots",
     "store",
+    "git",
     "bridge",
     "skill",
 ];
