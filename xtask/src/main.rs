@@ -7,8 +7,12 @@
 //!   (`mcp` 2.3.0 and 1.30.0 from PyPI) under `target/interop/py-mcp{2,1}/`, and the Node clients
 //!   (TypeScript SDK 1.32.2 and 2.4.0, Inspector 2.12.0 and 1.0.3 from npm) under
 //!   `target/interop/node/`.
-//! - `test`: fetch-droid, fetch-interop, then the whole test suite.
-//! - `ci`: fmt check, clippy `-D warnings`, codegen check, test.
+//! - `preflight`: every program outside the workspace that the suite and these commands run
+//!   (git, Node.js and npm, python3 with venv, curl, libfaketime, systemd-analyze, unshare, …),
+//!   OK or missing, with the `apt-get install` line. `test`, `ci`, `demo`, `soak` and
+//!   `reliability` run the same check first and stop before building when something is missing.
+//! - `test`: preflight, fetch-droid, fetch-interop, then the whole test suite.
+//! - `ci`: preflight, fmt check, clippy `-D warnings`, codegen check, test.
 //! - `codegen [--check]`: the JSON Schemas in `schemas/` from the contract types, and the
 //!   bridge's OpenAPI document built from them.
 //! - `demo`: the main job end to end: a scripted model, the real droid, a sample repository.
@@ -36,6 +40,7 @@ mod droid;
 mod figures;
 mod fuzz;
 mod interop;
+mod preflight;
 mod procfs;
 mod protocol_doc;
 mod reliability;
@@ -66,10 +71,11 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R] | reliability [--check] [--observed FILE] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
+const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R] | reliability [--check] [--observed FILE] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
+        ["preflight"] => preflight::report(),
         ["fetch-droid"] => droid::fetch().map(|p| println!("droid 0.225.2: {}", p.display())),
         ["fetch-interop"] => interop::fetch().map(|clients| {
             for (client, place) in clients {
@@ -91,9 +97,10 @@ fn dispatch(args: &[&str]) -> Result<()> {
     }
 }
 
-/// fetch-droid and fetch-interop, then every test of the workspace, with the fetched droid named
-/// explicitly.
+/// The preflight, fetch-droid and fetch-interop, then every test of the workspace, with the
+/// fetched droid named explicitly.
 fn test(extra: &[&str]) -> Result<()> {
+    preflight::require("test", preflight::TEST)?;
     let droid = droid::fetch()?;
     interop::fetch()?;
     // the CLI suites run the real binaries; build them first so they are never stale
@@ -106,6 +113,7 @@ fn test(extra: &[&str]) -> Result<()> {
 }
 
 fn ci() -> Result<()> {
+    preflight::require("ci", preflight::TEST)?;
     run(cargo().args(["fmt", "--all", "--", "--check"]))
         .context("cargo fmt --check: run `cargo fmt --all`")?;
     run(cargo().args([
