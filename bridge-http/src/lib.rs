@@ -1,4 +1,4 @@
-//! bridge-http: the HTTP bridge of DESIGN §5, on hyper 1 (no web framework), served by
+//! bridge-http: the HTTP bridge (docs/architecture.md#http-bridge), on hyper 1 (no framework), by
 //! `droid-executor serve`, in front of the droid-exec engine; and the small client that
 //! `droid-executor run --via bridge` and `bridge status` use. It decodes HTTP, calls the engine or
 //! the task store, and encodes the answer; it spawns no process itself.
@@ -6,7 +6,8 @@
 //! It must not depend on clap, on an MCP or ACP crate, or on another front-end.
 //!
 //! Key choices:
-//! - safe by default (DESIGN §8): loopback bind unless a token is configured, the `Host` header
+//! - safe by default (docs/architecture.md#security): loopback bind unless a token is configured,
+//!   the `Host` header
 //!   must name a loopback host (or a configured name) and a browser `Origin` is refused unless
 //!   allow-listed — a web page can otherwise POST to a local agent runner (DNS rebinding,
 //!   drive-by requests); the token is compared in constant time;

@@ -1,7 +1,7 @@
 //! Configuration: defaults < config file (`$XDG_CONFIG_HOME/droid-executor/config.toml`) <
-//! environment (`DROID_EXECUTOR_<KEY>`, plus the seed's `PORT`, `DROID_TIMEOUT`, `DROID_CLI_CMD`)
-//! < command-line flags (applied by the front-end). The environment is passed in as a map, never
-//! read here, so tests and front-ends decide what the engine sees.
+//! environment (`DROID_EXECUTOR_<KEY>`, plus seed 000's `PORT`, `DROID_TIMEOUT`, `DROID_CLI_CMD`,
+//! docs/architecture.md#origin) < command-line flags (applied by the front-end). The environment is
+//! passed in as a map, never read here, so tests and front-ends decide what the engine sees.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -17,7 +17,7 @@ use crate::locate::{Located, locate_droid};
 /// A snapshot of environment variables (name → value).
 pub type EnvMap = BTreeMap<String, String>;
 
-/// The settings file and environment, merged (DESIGN §7).
+/// The settings file and environment, merged (docs/architecture.md#configuration).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
@@ -307,7 +307,8 @@ impl Settings {
     }
 }
 
-/// Variables passed to droid and to verification commands (DESIGN §4.1: a minimal environment).
+/// Variables passed to droid and to verification commands (a minimal environment:
+/// docs/architecture.md#security).
 /// Toolchain homes are included so that droid's commands and our verification find the same
 /// `cargo`, `npm` or `python` the user has.
 const PASS_EXACT: &[&str] = &[

@@ -282,7 +282,8 @@ impl Engine {
             ));
         }
         // every field, whatever reached it (verify commands, droid's report, the caller's notes):
-        // the masking the store applies, for the front-ends' results too (DESIGN §8)
+        // the masking the store applies, for the front-ends' results too
+        // (docs/architecture.md#security)
         let result = redact.apply_to(result);
         publish.send(RunEvent::Completed {
             status: result.status,

@@ -1,4 +1,5 @@
-//! Secret redaction (DESIGN §8): Factory keys (`fk-…`), bearer tokens (the scheme in any case),
+//! Secret redaction (docs/architecture.md#security): Factory keys (`fk-…`), bearer tokens (the
+//! scheme in any case),
 //! `FACTORY_API_KEY` assignments whatever the value looks like, and the exact values of
 //! secret-looking variables in droid's environment are replaced before anything reaches a result,
 //! a log or the store.

@@ -1,4 +1,4 @@
-//! The one place the workspace starts processes (STYLE.md: one spawn site).
+//! The one place the workspace starts processes (docs/architecture.md#house-rules: one spawn site).
 //!
 //! Every child gets its own process group (`process_group(0)`), an explicit environment (cleared,
 //! then exactly what the caller passes), null or piped stdin, piped stdout and stderr,

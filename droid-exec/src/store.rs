@@ -40,7 +40,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
 
-/// A background task's id: `droid-<unix seconds>-<4 hex digits>` (seed 002). Only ids of this
+/// A background task's id: `droid-<unix seconds>-<4 hex digits>` (seed 002,
+/// docs/architecture.md#origin). Only ids of this
 /// shape name a directory, so an id can never point outside the store.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TaskKey(String);

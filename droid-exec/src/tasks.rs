@@ -1,4 +1,5 @@
-//! Background tasks (DESIGN §4.6): submit a request, get an id back at once, and look at the task
+//! Background tasks (docs/architecture.md#task-store): submit a request, get an id back at once,
+//! and look at the task
 //! from any process later — its state, its events, its result — or cancel it.
 //!
 //! A task runs in its own supervisor process ([`crate::worker`]), started detached, so it survives

@@ -1,8 +1,8 @@
 //! A scripted OpenAI-compatible chat-completions server on 127.0.0.1 that the **real** droid talks
 //! to as a BYOK custom model (`provider: "generic-chat-completion-api"`, see [`crate::droid_home`]).
 //!
-//! It is a port of the chat-completions half of the recorded fixtures' mock
-//! (`shared/fixtures/droid-0.225.2/mock-server/mock.py`), so a script that produced a recorded
+//! It is a port of the chat-completions half of the mock server the recordings in
+//! `tests/fixtures/droid/` were made with (`mock.py`), so a script that produced a recorded
 //! fixture produces the same droid behaviour here. The Responses API half is not ported:
 //! `POST …/responses` answers 404.
 //!

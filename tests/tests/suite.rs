@@ -31,3 +31,4 @@ mod support_selftest;
 mod tasks_cli;
 mod tasks_fake_droid;
 mod tasks_real_droid;
+mod tidy;

@@ -17,7 +17,8 @@
 //!   bridge's OpenAPI document built from them.
 //! - `demo`: the main job end to end: a scripted model, the real droid, a sample repository.
 //! - `bench engine`: median ratio of a `droid-executor run` to a bare `droid exec` of one task.
-//! - `bench bridge`: the HTTP bridge against seed 000's Python bridge (`bench/seed_bridge.py`):
+//! - `bench bridge`: the HTTP bridge against seed 000's Python bridge (`bench/seed_bridge.py`;
+//!   docs/architecture.md#origin):
 //!   requests/s and p50/p99 at 1, 8 and 32 clients, and resident memory.
 //! - `bench mcp`: MCP `tools/call` round trips (p50/p99) and server start-up, against the fake
 //!   droid, as ratios to bare fake-droid spawns and `droid-executor --version`.

@@ -2,7 +2,7 @@
 //! `bridge start|status|stop` (pid file, lock, log in the task store), a foreground `serve`
 //! refused while the daemon holds the port's lock, `run --via bridge` starting a stopped bridge
 //! and leaving it running, the bridge's 400 coming back as the CLI's `error` result, `--via
-//! bridge --background` followed by `tasks wait`, the seed's names (`PORT`, `DROID_TIMEOUT`,
+//! bridge --background` followed by `tasks wait`, seed 000's names (`PORT`, `DROID_TIMEOUT`,
 //! `DROID_CLI_CMD`), a token-protected daemon, a start that cannot succeed reported at once in
 //! `serve`'s words (before starting anything when it can be known, else as soon as `serve`
 //! exits), and starts at the same moment making one bridge.

@@ -4,7 +4,8 @@
 //! (a body announced and never sent, half a request head, a forged `Host`, a request without one)
 //! through a raw `TcpStream`.
 //!
-//! Covered: every route and every status code of DESIGN §5 (200, 202, 400, 401, 403, 404, 405,
+//! Covered: every route and every status code of the bridge (docs/architecture.md#http-bridge: 200,
+//! 202, 400, 401, 403, 404, 405,
 //! 408, 413, 415, 429, 503, and 431 and 500), each route's statuses checked against the OpenAPI
 //! document it serves, SSE replay, live delivery and resume, cancel on disconnect (droid and its
 //! grandchild gone), the refusals of §8 (Host, Origin, `Sec-Fetch-Site`, token, non-loopback

@@ -1,4 +1,5 @@
-//! Security probes (issue 7, DESIGN §8): every way the issue lists of making droid-executor do a
+//! Security probes (issue 7, docs/architecture.md#security): every way the issue lists of making
+//! droid-executor do a
 //! stranger's bidding, each refused with its exact answer. One test per threat, each a table of
 //! probes; a refused request must never start droid (the fake droid's `FAKE_DROID_RECORD` file
 //! stays absent), and each table ends with the same request let through, so the refusal is what
