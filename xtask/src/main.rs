@@ -102,6 +102,11 @@ fn dispatch(args: &[&str]) -> Result<()> {
 /// fetched droid named explicitly.
 fn test(extra: &[&str]) -> Result<()> {
     preflight::require("test", preflight::TEST)?;
+    test_checked(extra)
+}
+
+/// [`test`] once the preflight passed.
+fn test_checked(extra: &[&str]) -> Result<()> {
     let droid = droid::fetch()?;
     interop::fetch()?;
     // the CLI suites run the real binaries; build them first so they are never stale
@@ -127,7 +132,7 @@ fn ci() -> Result<()> {
     ]))
     .context("clippy found problems")?;
     codegen(true)?;
-    test(&[])
+    test_checked(&[])
 }
 
 fn codegen(check: bool) -> Result<()> {

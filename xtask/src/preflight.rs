@@ -248,11 +248,11 @@ impl Host {
             })
     }
 
-    /// Runs `program ARGS` with only this host's PATH; its stdout when it exits 0.
+    /// Runs `program ARGS` with this host's PATH (the rest of the environment as the suite will
+    /// have it: a pyenv shim, say, needs HOME); its stdout when it exits 0.
     fn run(&self, program: &Path, args: &[&str]) -> Option<String> {
         let out = Command::new(program)
             .args(args)
-            .env_clear()
             .env("PATH", &self.path)
             .stdin(Stdio::null())
             .stderr(Stdio::null())
@@ -401,10 +401,12 @@ pub(crate) fn message(what: &str, missing: &[Missing]) -> String {
     let mut packages: Vec<&str> = Vec::new();
     let mut notes: Vec<&str> = Vec::new();
     for m in missing {
-        let too_old_node = m.need == Need::Node && m.problem.contains("too old");
-        if too_old_node {
+        if m.need == Need::Node {
+            // a distribution's nodejs may be older than 20: say how to get a newer one either way
             notes.push(NODE_UPGRADE);
-            continue;
+            if m.problem.contains("too old") {
+                continue;
+            }
         }
         match m.need.package() {
             Some(p) if !packages.contains(&p) => packages.push(p),
@@ -677,9 +679,15 @@ mod tests {
                 "sleep",
             ]
         );
-        assert!(message("test", &found).contains(
-            "sudo apt-get install -y git nodejs npm tar python3 python3-venv curl faketime \
-             systemd util-linux mount dash coreutils\n"
-        ));
+        let text = message("test", &found);
+        assert!(
+            text.contains(
+                "sudo apt-get install -y git nodejs npm tar python3 python3-venv curl faketime \
+                 systemd util-linux mount dash coreutils\n"
+            ),
+            "{text}"
+        );
+        // the distribution's nodejs may be too old: the way to a newer one is said at once
+        assert!(text.contains("`npm install -g node@22`"), "{text}");
     }
 }
