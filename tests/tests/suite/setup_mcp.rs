@@ -132,12 +132,29 @@ async fn registers_with_claude_and_codex_keeping_their_settings() {
     let out = droid_executor(&["setup", "mcp", "--client", "codex"], &env, home.path()).await;
     assert_eq!(out.code, Some(0), "{out:#?}");
     let text = std::fs::read_to_string(&codex).unwrap();
+    let table: toml::Table = toml::from_str(&text).unwrap();
+    let entry = &table["mcp_servers"]["droid-executor"];
     assert_eq!(
-        text,
-        format!(
-            "[mcp_servers.droid-executor]\ncommand = \"{}\"\nargs = [\"mcp\"]\n",
-            droid_executor_bin().display()
-        )
+        entry["command"],
+        toml::Value::String(droid_executor_bin().display().to_string())
+    );
+    assert_eq!(entry["args"], toml::Value::Array(vec!["mcp".into()]));
+    assert_eq!(entry["tool_timeout_sec"], toml::Value::Integer(660));
+    let approved: Vec<(&str, &str)> = entry["tools"]
+        .as_table()
+        .unwrap()
+        .iter()
+        .map(|(tool, t)| (tool.as_str(), t["approval_mode"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        approved,
+        [
+            ("droid_cancel", "approve"),
+            ("droid_pend", "approve"),
+            ("droid_ping", "approve"),
+            ("droid_submit", "approve"),
+            ("execute_droid_task", "approve"),
+        ]
     );
     let again = droid_executor(&["setup", "mcp", "--client", "codex"], &env, home.path()).await;
     assert_eq!(again.code, Some(0), "{again:#?}");
