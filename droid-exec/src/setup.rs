@@ -13,7 +13,9 @@
 //!   `HOME`, `PATH` and `LC_CTYPE`, and abandons a tool call after 300 s; so the entry approves
 //!   each of our tools (`[mcp_servers.droid-executor.tools.<tool>] approval_mode = "approve"`),
 //!   names the variables to pass (`env_vars`, only those that are set are passed) and sets
-//!   `tool_timeout_sec` above the run budget. An older entry of ours is replaced in place.
+//!   `tool_timeout_sec` above the run budget. An older entry of ours is replaced in place; one
+//!   the user added settings to is left alone when it already says what we write, and refused
+//!   otherwise (replacing it would lose them).
 //!
 //! A [`Plan`] says what would be done (`--dry-run` prints it); [`apply`] does it. Registering
 //! twice is not an error when the existing entry already says the same.
@@ -329,6 +331,29 @@ fn without_ours(mut table: toml::Table) -> toml::Table {
     table
 }
 
+/// Whether `current` says everything `wanted` says (tables: each key of `wanted` is in
+/// `current` and covered; other values: equal).
+fn covers(current: &toml::Value, wanted: &toml::Value) -> bool {
+    match (current, wanted) {
+        (toml::Value::Table(c), toml::Value::Table(w)) => w
+            .iter()
+            .all(|(k, wv)| c.get(k).is_some_and(|cv| covers(cv, wv))),
+        _ => current == wanted,
+    }
+}
+
+/// The dotted paths of `current` that `wanted` does not have, under `prefix`.
+fn extras(current: &toml::Value, wanted: &toml::Value, prefix: &str, out: &mut Vec<String>) {
+    if let (toml::Value::Table(c), toml::Value::Table(w)) = (current, wanted) {
+        for (k, cv) in c {
+            match w.get(k) {
+                None => out.push(format!("{prefix}{k}")),
+                Some(wv) => extras(cv, wv, &format!("{prefix}{k}."), out),
+            }
+        }
+    }
+}
+
 /// Whether `line` is a table header (`[a.b]` or `[[a.b]]`, maybe with a comment) for our server
 /// or one of its sub-tables.
 fn is_header(line: &str) -> Option<bool> {
@@ -356,13 +381,29 @@ fn codex_plan(path: PathBuf, existing: &str, entry: &str) -> Result<Plan, Engine
         .and_then(|s| s.get(SERVER_NAME))
         .cloned();
     let current_server = table.get("mcp_servers").and_then(|s| s.get(SERVER_NAME));
-    if current_server.is_some() && current_server == wanted_server.as_ref() {
-        return Ok(Plan::Toml {
-            path,
-            content: existing.to_owned(),
-            entry: entry.to_owned(),
-            unchanged: true,
-        });
+    if let (Some(current), Some(wanted)) = (current_server, wanted_server.as_ref()) {
+        // what the user added to our entry stays: it is ours when it says what we would write
+        if covers(current, wanted) {
+            return Ok(Plan::Toml {
+                path,
+                content: existing.to_owned(),
+                entry: entry.to_owned(),
+                unchanged: true,
+            });
+        }
+        let mut added = Vec::new();
+        extras(current, wanted, "", &mut added);
+        if !added.is_empty() {
+            return Err(EngineError::Config {
+                path,
+                message: format!(
+                    "[mcp_servers.{SERVER_NAME}] has settings setup does not write ({}), which \
+                     replacing it would lose; edit it by hand (`setup mcp --client codex \
+                     --dry-run` shows the entry) or remove it and run setup again",
+                    added.join(", ")
+                ),
+            });
+        }
     }
     let content = if current_server.is_none() {
         let sep = if existing.is_empty() || existing.ends_with("\n\n") {
@@ -586,7 +627,7 @@ mod tests {
     /// user's tables before and after it stay.
     #[test]
     fn an_older_codex_entry_is_replaced() {
-        let old = "model = \"o3\"\n\n[mcp_servers.droid-executor]\ncommand = \"/old/droid-executor\"\nargs = [\"mcp\"]\n\n[mcp_servers.droid-executor.tools.droid_cancel]\napproval_mode = \"prompt\"\n\n[profiles.fast]\nmodel = \"gpt-5.5\"\n";
+        let old = "model = \"o3\"\n\n[mcp_servers.droid-executor]\ncommand = \"/old/droid-executor\"\nargs = [\"mcp\"]\n\n[mcp_servers.droid-executor.tools.droid_ping]\napproval_mode = \"prompt\"\n\n[profiles.fast]\nmodel = \"gpt-5.5\"\n";
         let Plan::Toml {
             content, unchanged, ..
         } = codex_plan(PathBuf::from("config.toml"), old, ENTRY).unwrap()
@@ -597,6 +638,23 @@ mod tests {
         assert_eq!(
             content,
             format!("model = \"o3\"\n\n[profiles.fast]\nmodel = \"gpt-5.5\"\n\n{ENTRY}")
+        );
+        // keys the user added to our entry are kept when ours say the same, never dropped
+        let Plan::Toml { unchanged, .. } = codex_plan(
+            PathBuf::from("config.toml"),
+            &format!("{ENTRY}startup_timeout_sec = 20\n"),
+            ENTRY,
+        )
+        .unwrap() else {
+            panic!("a TOML plan")
+        };
+        assert!(unchanged);
+        let custom = "[mcp_servers.droid-executor]\ncommand = \"/old\"\nstartup_timeout_sec = 20\n\n[mcp_servers.droid-executor.env]\nA = \"1\"\n";
+        let err = codex_plan(PathBuf::from("config.toml"), custom, ENTRY).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("has settings setup does not write (env, startup_timeout_sec)"),
+            "{err}"
         );
         // an inline table cannot be cut out line by line: refused, nothing written
         let inline = "[mcp_servers]\ndroid-executor = { command = \"x\" }\n";
