@@ -357,6 +357,41 @@ pub fn child_env(env: &EnvMap, extra: &[String]) -> Vec<(OsString, OsString)> {
         .collect()
 }
 
+/// Droid's own variables worth passing on by name where a prefix cannot be given (a client's
+/// pass-through list, e.g. Codex's `env_vars`); droid gets every `FACTORY_*` variable it is given.
+const FACTORY_NAMES: &[&str] = &[
+    "FACTORY_API_KEY",
+    "FACTORY_API_BASE_URL",
+    "FACTORY_HOME",
+    "FACTORY_AIRGAP_ENABLED",
+    "FACTORY_DISABLE_SETTINGS_PERSISTENCE",
+    "FACTORY_TELEMETRY_INGEST_BASE_URL",
+];
+
+/// Every variable a front-end started with a bare environment needs to behave as it does from
+/// the user's shell: the settings' variables, `DROID_CLI_CMD`, `TMPDIR`, what droid is given
+/// ([`child_env`]'s list, droid's `FACTORY_*` names) and the settings' `env_passthrough`. In
+/// order, each once.
+pub fn server_env_names(settings: &Settings) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let setting_names = crate::provenance::ENV_NAMES
+        .iter()
+        .flat_map(|(_, names)| names.iter());
+    let all = ["DROID_CLI_CMD", "TMPDIR", "LC_ALL"]
+        .iter()
+        .chain(setting_names)
+        .chain(FACTORY_NAMES)
+        .chain(PASS_EXACT)
+        .map(|n| (*n).to_owned())
+        .chain(settings.env_passthrough.iter().cloned());
+    for name in all {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
 /// What the engine needs to run. Serializable so that a background task's supervisor process runs
 /// with exactly the configuration of the front-end that submitted it (sent over its stdin, never
 /// written to disk: it holds droid's environment).

@@ -16,6 +16,7 @@ mod fault_matrix;
 mod faults_droid;
 mod faults_model;
 mod faults_store;
+mod mcp_agents;
 mod mcp_node;
 mod mcp_python;
 mod mcp_real_world;

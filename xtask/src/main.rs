@@ -6,7 +6,8 @@
 //! - `fetch-interop`: the real MCP clients the interop suites drive: venvs with the Python SDK
 //!   (`mcp` 2.3.0 and 1.30.0 from PyPI) under `target/interop/py-mcp{2,1}/`, and the Node clients
 //!   (TypeScript SDK 1.32.2 and 2.4.0, Inspector 2.12.0 and 1.0.3 from npm) under
-//!   `target/interop/node/`.
+//!   `target/interop/node/`; the agent CLIs `setup mcp` writes entries for (Codex 0.169.0, Claude
+//!   Code 2.1.330 from npm) under `target/agents/node/`.
 //! - `preflight`: every program outside the workspace that the suite and these commands run
 //!   (git, Node.js and npm, python3 with venv, curl, libfaketime, systemd-analyze, unshare, …),
 //!   OK or missing, with the `apt-get install` line. `test`, `ci`, `demo`, `soak` and
