@@ -26,6 +26,7 @@ pub mod event;
 mod event_log;
 pub mod excerpt;
 mod fnv;
+pub mod guard;
 pub mod health;
 pub mod host;
 pub mod lines;
