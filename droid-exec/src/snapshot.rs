@@ -10,7 +10,8 @@
 //! Key choice: nothing is ever written to the user's repository, not its index, not its object
 //! store, and HEAD is irrelevant: we diff working trees, so droid committing during the run hides
 //! nothing. Both snapshots of one run share `scratch/objects`, so `git diff-tree` sees both trees
-//! and gives renames and line counts for free.
+//! and gives renames and line counts for free. No code the repository controls runs: hooks,
+//! fsmonitor, filter drivers, textconv and external diffs are all off ([`GIT_CONFIG`]).
 //!
 //! Files that `.gitignore` excludes are not staged and so never reported: build output and caches
 //! are not "files changed" (a file that is already tracked is reported even when ignored, as git
