@@ -1997,7 +1997,8 @@ mod tests {
 
     #[test]
     fn filter_names_are_read_once_each_dotted_ones_whole() {
-        let out = b"filter.lfs.clean\0filter.lfs.process\0filter.a.b.clean\0filter.x\0filter.Evil=1.smudge\0";
+        let out = b"filter.lfs.clean\0filter.lfs.process\0filter.a.b.clean\0\
+                    filter.x\0filter.Evil=1.smudge\0";
         assert_eq!(
             parse_filter_names(out),
             vec![b"lfs".to_vec(), b"a.b".to_vec(), b"Evil=1".to_vec()]

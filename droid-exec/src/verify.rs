@@ -73,8 +73,9 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
             r = capture(&spec, None, left, plan.keep, &marker) => Some(r),
             () = cancel.cancelled() => None,
         };
-        // whatever the outcome, nothing the command started outlives it (`server &`, a `setsid`
-        // child that closed its output): its group is gone already, this finds the rest
+        // whatever the outcome, nothing the command started outlives it: its group was killed
+        // when its shell exited (`server &`); this finds the rest (a `setsid` child that closed
+        // its output) and, after a cancel, the whole tree
         crate::sweep::sweep(&marker, Duration::from_secs(3)).await;
         let Some(result) = outcome else {
             cancelled = true;
