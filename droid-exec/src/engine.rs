@@ -22,6 +22,7 @@ use crate::droid::Droid;
 use crate::error::EngineError;
 use crate::event::{Phase, RunEvent};
 use crate::excerpt::head_str;
+use crate::guard;
 use crate::host::FsFacts;
 use crate::prompt;
 use crate::provider::{AgentEvent, Invocation, Provider};
@@ -362,6 +363,13 @@ impl Engine {
         if cancel.is_cancelled() {
             return cancelled_before_start();
         }
+        // ends what the run leaves behind if this process dies before the run does, SIGKILL
+        // included (see `crate::guard`); held to the end of the run, verification included
+        let _guardian = cfg.supervisor.as_deref().and_then(|supervisor| {
+            guard::start(supervisor, &marker)
+                .inspect_err(|e| tracing::warn!("this run has no guardian: {e}"))
+                .ok()
+        });
         let spec = SpawnSpec {
             program: program.clone(),
             args,

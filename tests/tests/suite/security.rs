@@ -17,6 +17,7 @@
 //! | [`secrets_never_reach_results_logs_or_the_store`] | Factory keys and bearer tokens in requests and droid's output | `[REDACTED]` in results (bridge, MCP, CLI), the store, `tasks show`, the bridge's and MCP server's stderr |
 //! | [`store_files_are_private`] | other local users reading tasks, results and logs | every store directory 0700, every file 0600, even under `umask 0` |
 //! | [`a_token_file_other_users_can_read_is_warned_about`] | a bearer token readable by other users | a warning on `serve`'s stderr naming the file and the fix |
+//! | [`snapshots_run_no_repository_code`] | hooks, filters, textconv and fsmonitor planted in the repository, run by git on droid-executor's behalf | every snapshot's git call runs with hooks off and every configured filter emptied; nothing planted runs |
 //!
 //! Raw requests go through `bridge_http`'s raw TCP helpers (exactly these bytes reach the
 //! bridge); processes are the suites' `ServeProc` (the bridge), `mcp_stdio::Server` and
@@ -1801,4 +1802,139 @@ async fn a_token_file_other_users_can_read_is_warned_about() {
         };
         assert_eq!(warnings, want, "mode {mode:04o}: {log}");
     }
+}
+
+/// Every hook name git knows, each planted by [`snapshots_run_no_repository_code`].
+const GIT_HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "post-index-change",
+];
+
+/// Code the repository controls never runs when droid-executor records its working tree: with
+/// every git hook planted (in `.git/hooks` and in a `core.hooksPath` directory), clean, smudge
+/// and long-running process filters (one under a dotted name) and a textconv driver configured in
+/// `.git/config` and named by `.gitattributes`, and an fsmonitor hook, a run whose snapshots
+/// stage files those filters apply to (present before the run and written during it) leaves the
+/// planted programs' marker file absent, and files_changed still lists exactly what droid wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_run_no_repository_code() {
+    use super::binary::FakeHome;
+    let home = FakeHome::new("repo-code", &[]);
+    let repo = home.repo();
+    let ran = home.file("repository-code-ran");
+    let program = repo.join(".git/planted");
+    std::fs::write(
+        &program,
+        format!(
+            "#!/bin/sh\necho \"$0 $*\" >> '{}'\nexec cat\n",
+            ran.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let planted = program.display().to_string();
+    let hooks_path = repo.join(".git/other-hooks");
+    std::fs::create_dir_all(&hooks_path).unwrap();
+    for dir in [repo.join(".git/hooks"), hooks_path.clone()] {
+        std::fs::create_dir_all(&dir).unwrap();
+        for hook in GIT_HOOKS {
+            let file = dir.join(hook);
+            std::fs::write(
+                &file,
+                format!("#!/bin/sh\necho \"hook {hook}\" >> '{}'\n", ran.display()),
+            )
+            .unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+    for (key, value) in [
+        ("core.hooksPath", hooks_path.display().to_string()),
+        ("core.fsmonitor", format!("{planted} fsmonitor")),
+        ("filter.evil.clean", format!("{planted} clean")),
+        ("filter.evil.smudge", format!("{planted} smudge")),
+        ("filter.evil.required", "true".into()),
+        ("filter.proc.process", format!("{planted} process")),
+        ("filter.proc.required", "true".into()),
+        ("filter.a.b.clean", format!("{planted} dotted-clean")),
+        ("diff.evil.textconv", format!("{planted} textconv")),
+    ] {
+        super::common::git(&repo, &["config", key, &value]);
+    }
+    std::fs::write(
+        repo.join(".gitattributes"),
+        "*.dat filter=evil\n*.proc filter=proc\n*.dot filter=a.b\n*.txt diff=evil\n",
+    )
+    .unwrap();
+    for name in ["before.dat", "before.proc", "before.dot"] {
+        std::fs::write(repo.join(name), "present before the run\n").unwrap();
+    }
+    home.play(&json!([
+        {"write_file": {"path": "a.txt", "content": "a\nb\n"}},
+        {"write_file": {"path": "during.dat", "content": "one\ntwo\n"}},
+        {"write_file": {"path": "during.proc", "content": "one\n"}},
+        {"write_file": {"path": "during.dot", "content": "one\n"}},
+        {"completion": "Done."},
+    ]));
+    let request_file = home.file("request.json");
+    std::fs::write(
+        &request_file,
+        json!({
+            "objective": "Change some files",
+            "context": {"repo_root": repo.display().to_string()},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let out = droid_executor(
+        &[
+            "run".as_ref(),
+            "--json".as_ref(),
+            "--request".as_ref(),
+            request_file.as_os_str(),
+        ],
+        &home.env(),
+        home.path(),
+    )
+    .await;
+    let result = out.result();
+    let ran_text = std::fs::read_to_string(&ran).unwrap_or_default();
+    assert_eq!(ran_text, "", "repository code ran: {out:#?}");
+    assert_eq!(result.status, Status::Success, "{out:#?}");
+    let changed: Vec<Value> = result
+        .files_changed
+        .iter()
+        .map(|f| json!([f.path, f.change_type, f.lines_added, f.lines_removed]))
+        .collect();
+    assert_eq!(
+        changed,
+        vec![
+            json!(["a.txt", "modified", 1, 0]),
+            json!(["during.dat", "added", 2, 0]),
+            json!(["during.dot", "added", 1, 0]),
+            json!(["during.proc", "added", 1, 0]),
+        ],
+        "{out:#?}"
+    );
 }
