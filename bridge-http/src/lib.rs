@@ -29,6 +29,7 @@
 mod admit;
 pub mod client;
 mod config;
+mod conns;
 mod error;
 mod events;
 mod execute;
