@@ -339,7 +339,10 @@ mod tests {
         assert_eq!(resume_after(&h, Some("after=7")), Ok(12));
         let r = resume(5);
         let text = std::str::from_utf8(&r).unwrap();
-        assert!(text.starts_with("id: 5\nevent: resume\ndata: {\"after\":5,"), "{text}");
+        assert!(
+            text.starts_with("id: 5\nevent: resume\ndata: {\"after\":5,"),
+            "{text}"
+        );
         assert!(text.ends_with("\n\n"), "{text}");
     }
 

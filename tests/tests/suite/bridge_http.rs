@@ -2026,11 +2026,18 @@ const EXERCISED: &[(&str, &[u16])] = &[
 ];
 
 /// Documented statuses that other tests drive an operation to.
-const ELSEWHERE: &[(&str, u16, &str)] = &[(
-    "DELETE /tasks/{id}",
-    202,
-    "delete_answers_202_while_droid_is_still_stopping",
-)];
+const ELSEWHERE: &[(&str, u16, &str)] = &[
+    (
+        "DELETE /tasks/{id}",
+        202,
+        "delete_answers_202_while_droid_is_still_stopping",
+    ),
+    (
+        "GET /tasks/{id}/events",
+        429,
+        "open_streams_leave_room_for_short_requests_and_one_more_is_refused",
+    ),
+];
 
 /// `METHOD path` as the token holder sends it (`Authorization` first, then `headers`).
 async fn authed(
@@ -2395,8 +2402,17 @@ async fn idle_connections_past_the_limit_shed_the_oldest_and_health_still_answer
             .unwrap_or(0);
         assert_eq!(n, 0, "connection {i} got an answer to nothing");
     }
-    let newest_open = idle.iter().rev().take(HELD - 24).filter(|s| still_open(s)).count();
-    assert_eq!(newest_open, HELD - 24, "the newest idle connections are still held");
+    let newest_open = idle
+        .iter()
+        .rev()
+        .take(HELD - 24)
+        .filter(|s| still_open(s))
+        .count();
+    assert_eq!(
+        newest_open,
+        HELD - 24,
+        "the newest idle connections are still held"
+    );
     let text = b.metrics().await;
     let held = metric(&text, "droid_executor_connections");
     let shed_total = metric(&text, "droid_executor_connections_shed_total");
@@ -2421,12 +2437,20 @@ async fn open_stream(addr: SocketAddr, id: &str) -> (TcpStream, Answer) {
             .await
             .expect("no answer head within the limit")
             .unwrap();
-        assert!(n > 0, "closed before an answer: {:?}", String::from_utf8_lossy(&got));
+        assert!(
+            n > 0,
+            "closed before an answer: {:?}",
+            String::from_utf8_lossy(&got)
+        );
         got.extend_from_slice(&buf[..n]);
     };
     let head = parse_answer(&got[..head_end + 4]);
     if head.status == 200 {
-        assert_eq!(head.header("content-type"), Some("text/event-stream"), "{head:#?}");
+        assert_eq!(
+            head.header("content-type"),
+            Some("text/event-stream"),
+            "{head:#?}"
+        );
         return (s, head);
     }
     // a refusal: the whole answer (its length is announced)
@@ -2436,7 +2460,11 @@ async fn open_stream(addr: SocketAddr, id: &str) -> (TcpStream, Answer) {
             .await
             .expect("no answer body within the limit")
             .unwrap();
-        assert!(n > 0, "closed in the answer: {:?}", String::from_utf8_lossy(&got));
+        assert!(
+            n > 0,
+            "closed in the answer: {:?}",
+            String::from_utf8_lossy(&got)
+        );
         got.extend_from_slice(&buf[..n]);
     }
     (s, parse_answer(&got))
@@ -2483,7 +2511,10 @@ async fn open_streams_leave_room_for_short_requests_and_one_more_is_refused() {
     let (_, refused) = open_stream(b.addr(), &a).await;
     assert_eq!(refused.refusal(429), "too_many_streams");
     assert_eq!(refused.header("retry-after"), Some(RETRY_AFTER));
-    let message = refused.json()["error"]["message"].as_str().unwrap().to_owned();
+    let message = refused.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(message.contains("max_streams_per_task"), "{message}");
     for _ in 0..2 {
         let (s, head) = open_stream(b.addr(), &c).await;
@@ -2521,7 +2552,10 @@ async fn open_streams_leave_room_for_short_requests_and_one_more_is_refused() {
             break s;
         }
         assert_eq!(head.refusal(503), "connections_reserved");
-        assert!(Instant::now() < until, "the closed stream's place was never freed");
+        assert!(
+            Instant::now() < until,
+            "the closed stream's place was never freed"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     drop(reopened);
@@ -2586,7 +2620,10 @@ async fn streams_keep_alive_and_end_at_their_max_life_with_a_resume_point() {
         .iter()
         .filter_map(|l| l.strip_prefix("id: ")?.parse().ok())
         .collect();
-    let events: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("event: ")).collect();
+    let events: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
     assert_eq!(events.last(), Some(&"resume"), "{lines:#?}");
     assert!(events.contains(&"message"), "{lines:#?}");
     let last = *ids.last().unwrap();
@@ -2609,7 +2646,10 @@ async fn streams_keep_alive_and_end_at_their_max_life_with_a_resume_point() {
     // resumed: nothing new happened, so only keep-alives and the same resume point
     let header = format!("Last-Event-ID: {last}");
     let again = stream_lines(&url, &[&header]).await;
-    let events: Vec<&str> = again.iter().filter_map(|l| l.strip_prefix("event: ")).collect();
+    let events: Vec<&str> = again
+        .iter()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
     assert_eq!(events, ["resume"], "{again:#?}");
     assert!(again.contains(&format!("id: {last}")), "{again:#?}");
 
