@@ -10,8 +10,10 @@
 //! grandchild gone), the refusals of §8 (Host, Origin, `Sec-Fetch-Site`, token, non-loopback
 //! bind, allowed_roots, max_autonomy), a task store that cannot be used (503 naming why),
 //! background tasks counted in `/metrics` when they end, graceful shutdown (a run finishing
-//! within the grace, a run cancelled after it, a background task outliving the bridge) and a
-//! load test (200 requests, 32 at a time). The slow-client tests shorten the read timeouts with
+//! within the grace, a run cancelled after it, a background task outliving the bridge), a
+//! load test (200 requests, 32 at a time), and idle and streaming load (1,300 idle connections,
+//! the stream caps and the connection reserve, a full table of busy connections, stream
+//! keep-alives and the maximum life ending with a resume point). The slow-client tests shorten the read timeouts with
 //! `serve`'s hidden `--header-timeout` and `--body-timeout` rather than wait the defaults (10 s,
 //! 30 s) out. No assertion bounds how fast anything is (speed is for `cargo xtask bench`):
 //! waits have generous limits, and what happened is shown by what the bridge answered.
@@ -2655,4 +2657,81 @@ async fn streams_keep_alive_and_end_at_their_max_life_with_a_resume_point() {
 
     let cancelled = b.raw("DELETE", &format!("/tasks/{id}"), &[], b"").await;
     assert!([200, 202].contains(&cancelled.status), "{cancelled:#?}");
+}
+
+/// When every connection the bridge holds is busy (here: requests whose bodies stall) and none
+/// is idle to be closed, a new connection gets a clear answer — 503 `connection_limit` with
+/// `Retry-After` — instead of waiting unanswered; once a busy connection ends, `/health` is
+/// served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_connection_while_every_held_one_is_busy_gets_503_connection_limit() {
+    let b = Bridged::start(
+        &json!([{"completion": "Done."}]),
+        &[
+            "--max-connections",
+            "3",
+            "--reserved-connections",
+            "1",
+            "--body-timeout",
+            "600",
+        ],
+        &[],
+    )
+    .await;
+    // `Expect: 100-continue`: the bridge says `100 Continue` once the request's handler reads
+    // the body, so the connection is known to be busy
+    let head = raw(
+        b.addr(),
+        "POST",
+        "/tasks",
+        &[JSON, ("Content-Length", "100"), ("Expect", "100-continue")],
+        b"",
+    );
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(b.addr()).await.unwrap();
+        s.write_all(&head).await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 256];
+        while find(&got, b"\r\n\r\n").is_none() {
+            let n = tokio::time::timeout(HTTP_LIMIT, s.read(&mut buf))
+                .await
+                .expect("no 100 Continue within the limit")
+                .unwrap();
+            assert!(n > 0, "closed: {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(
+            got.starts_with(b"HTTP/1.1 100 Continue"),
+            "{:?}",
+            String::from_utf8_lossy(&got)
+        );
+        stalled.push(s);
+    }
+    let refused = b.raw("GET", "/health", &[], b"").await;
+    assert_eq!(refused.refusal(503), "connection_limit");
+    assert_eq!(refused.header("retry-after"), Some(RETRY_AFTER));
+    assert!(
+        stalled.iter().all(still_open),
+        "a busy connection was closed"
+    );
+
+    drop(stalled.pop());
+    let until = Instant::now() + HTTP_LIMIT;
+    loop {
+        let a = b.raw("GET", "/health", &[], b"").await;
+        if a.status == 200 {
+            break;
+        }
+        assert_eq!(a.refusal(503), "connection_limit");
+        assert!(
+            Instant::now() < until,
+            "the closed connection's place was never freed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        stalled.iter().all(still_open),
+        "a busy connection was closed"
+    );
 }
