@@ -21,6 +21,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::time::Instant;
@@ -112,6 +113,7 @@ impl Conns {
             conns: Arc::clone(self),
             id,
             shed,
+            answered: AtomicBool::new(false),
         })
     }
 
@@ -168,6 +170,9 @@ pub(crate) struct Held {
     conns: Arc<Conns>,
     id: u64,
     shed: CancellationToken,
+    /// Whether a request of it was ever answered (the end of an answer may then still be on
+    /// its way out when it is shed).
+    answered: AtomicBool,
 }
 
 impl Held {
@@ -176,8 +181,14 @@ impl Held {
         &self.shed
     }
 
+    /// Whether a request of this connection was ever answered.
+    pub(crate) fn answered(&self) -> bool {
+        self.answered.load(Ordering::SeqCst)
+    }
+
     /// A request of this connection is being answered until the returned guard is dropped.
     pub(crate) fn busy(&self) -> Busy {
+        self.answered.store(true, Ordering::SeqCst);
         if let Some(c) = self.conns.lock().held.get_mut(&self.id) {
             c.busy += 1;
         }

@@ -43,6 +43,8 @@ use crate::{events, guard, health, openapi, task_routes};
 /// limit alone is not exact: a head that arrives in one large read can exceed it, up to about
 /// twice the size, so the head's own limit is set as well.)
 const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Longest a shed connection gets to write the end of its last answer (a slow reader).
+const SHED_FLUSH: Duration = Duration::from_secs(2);
 /// Time cancelled runs get to stop (droid's kill grace plus clean-up) before the bridge gives
 /// up waiting for them.
 pub const CANCEL_BUDGET: Duration = Duration::from_secs(15);
@@ -127,8 +129,16 @@ pub async fn serve(listener: TcpListener, bridge: Arc<Bridge>, shutdown: Cancell
             let mut conn = std::pin::pin!(conn);
             let ended = tokio::select! {
                 r = conn.as_mut() => r,
-                // shed to make room: it was idle, nothing is lost
-                () = held.shed().cancelled() => return,
+                // shed to make room: it was idle. One that never had a request is closed at
+                // once; after an exchange, the end of the last answer may still be in hyper's
+                // buffer: it closes once that is written, or after SHED_FLUSH
+                () = held.shed().cancelled() => {
+                    if held.answered() {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = tokio::time::timeout(SHED_FLUSH, conn).await;
+                    }
+                    return;
+                }
                 () = closing.cancelled() => {
                     conn.as_mut().graceful_shutdown();
                     conn.await
