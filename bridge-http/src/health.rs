@@ -90,6 +90,9 @@ pub(crate) async fn metrics(bridge: &Bridge) -> Response<Body> {
         sync_in_flight: bridge.sync_in_flight(),
         sync_waiting: bridge.sync_waiting(),
         tasks: task_counts(bridge).await,
+        connections: bridge.conns().held(),
+        connections_shed: bridge.conns().shed_total(),
+        streams: bridge.streams().open_count(),
     };
     let mut res = Response::new(full(bridge.metrics().render(&gauges)));
     res.headers_mut().insert(
