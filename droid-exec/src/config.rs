@@ -303,6 +303,7 @@ impl Settings {
             max_concurrent: self.max_concurrent,
             task_ttl: Duration::from_secs(self.task_ttl),
             supervisor: None,
+            redact: Vec::new(),
         }
     }
 }
@@ -397,6 +398,10 @@ pub struct EngineConfig {
     /// The program that supervises a background task, started as `<program> worker <id> --store
     /// <dir>` (the front-end sets it to its own executable). `None`: no background tasks.
     pub supervisor: Option<PathBuf>,
+    /// Values hidden wherever they would be stored or logged, besides the credentials of `env`
+    /// (the bridge sets its own token here). Never passed to droid.
+    #[serde(default)]
+    pub redact: Vec<String>,
 }
 
 #[cfg(test)]
