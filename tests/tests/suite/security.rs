@@ -1801,3 +1801,161 @@ async fn a_token_file_other_users_can_read_is_warned_about() {
         assert_eq!(warnings, want, "mode {mode:04o}: {log}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Secret shapes and every credential droid is given (issue 16)
+
+/// Secrets of the shapes other services use, each with a marker that must appear nowhere.
+const SHAPED: [&str; 7] = [
+    "sk-proj-SKSECRET0123456789abcdef",
+    "sk-ant-api03-ANTSECRET0123456789abcdef",
+    "ghp_GHPSECRET0123456789abcdefghijklmn",
+    "github_pat_11GHPATSECRET0123456789_abcdefghijkl",
+    "AKIAAKIDSECRET123456",
+    "xoxb-1234567890-XOXSECRET0123",
+    "https://deploy:URLSECRETpw99@git.example.com/repo.git",
+];
+/// A `FACTORY_*` variable droid gets that is not `FACTORY_API_KEY`, and a proxy with a password.
+const FACTORY_SESSION: &str = "factory-FSESSIONSECRET-42";
+const PROXY: &str = "http://proxyuser:PROXYSECRETpw77@127.0.0.1:9";
+const SHAPE_MARKERS: [&str; 10] = [
+    "SKSECRET",
+    "ANTSECRET",
+    "GHPSECRET",
+    "GHPATSECRET",
+    "AKIDSECRET",
+    "XOXSECRET",
+    "URLSECRET",
+    "FSESSIONSECRET",
+    "PROXYSECRET",
+    // the bridge's own token (`TOKEN`)
+    "bridge-test-token-0123456789",
+];
+
+/// OpenAI and Anthropic keys (`sk-…`), GitHub tokens (`ghp_…`, `github_pat_…`), AWS access key
+/// ids (`AKIA…`), Slack tokens (`xoxb-…`), a URL's password, the bridge's own token, and the values
+/// of the credentials droid-executor passes to droid (a `FACTORY_*` variable other than the API
+/// key, a proxy's password), written into a request or printed by a verification command, are
+/// masked in everything the store keeps (`request.json`, `events.ndjson`, `result.json`,
+/// `worker.log`), in the results and records the bridge answers and in its log, while droid
+/// itself still gets the request exactly as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_shapes_and_child_credentials_are_masked_in_the_store_and_logs() {
+    use bridge_http::client::{Client, Method};
+    use bridge_http::Token;
+    let extra = [
+        ("DROID_EXECUTOR_TOKEN", TOKEN),
+        ("FACTORY_SESSION", FACTORY_SESSION),
+        ("HTTPS_PROXY", PROXY),
+        ("RUST_LOG", "debug"),
+    ];
+    let steps = json!([
+        {"emit": super::mcp_stdio::assistant(&format!("I will use {}", SHAPED.join(" ")))},
+        {"completion": "Done."},
+    ]);
+    let b = Bridged::start(&steps, &[], &extra).await;
+    let client = Client::new(b.addr(), Some(Token::new(TOKEN).unwrap()));
+    let written = format!("Deploy with {} and call back with {TOKEN}", SHAPED.join(", "));
+    let request = b.request(
+        &format!("Use {}", SHAPED[0]),
+        json!({
+            "instructions": written,
+            "constraints": [SHAPED[2], SHAPED[4]],
+            "suggested_commands": ["echo \"$FACTORY_SESSION $HTTPS_PROXY\""],
+        }),
+    );
+    let no_secret = |text: &str, what: &str| {
+        for m in SHAPE_MARKERS {
+            assert!(!text.contains(m), "{m} leaked into {what}:\n{text}");
+        }
+    };
+
+    let (status, bytes) = client
+        .send(Method::POST, "/execute", Some(&request), HTTP_LIMIT)
+        .await
+        .unwrap();
+    let sync = String::from_utf8_lossy(&bytes).into_owned();
+    assert_eq!(status, 200, "{sync}");
+    assert!(sync.contains("\"status\":\"success\""), "{sync}");
+    no_secret(&sync, "the /execute result");
+    // droid got the request as written: the instructions reach it unmasked
+    let prompt = b.record().unwrap()["prompt"].as_str().unwrap().to_owned();
+    for s in SHAPED.iter().chain([&TOKEN]) {
+        assert!(prompt.contains(s), "droid's prompt lost {s}:\n{prompt}");
+    }
+
+    let (status, bytes) = client
+        .send(Method::POST, "/tasks", Some(&request), HTTP_LIMIT)
+        .await
+        .unwrap();
+    assert_eq!(status, 202, "{}", String::from_utf8_lossy(&bytes));
+    let id = serde_json::from_slice::<Value>(&bytes).unwrap()["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let until = Instant::now() + HTTP_LIMIT;
+    let record = loop {
+        let (status, bytes) = client
+            .send(Method::GET, &format!("/tasks/{id}"), None, HTTP_LIMIT)
+            .await
+            .unwrap();
+        assert_eq!(status, 200);
+        let rec: Value = serde_json::from_slice(&bytes).unwrap();
+        if !rec["result"].is_null() {
+            break rec;
+        }
+        assert!(Instant::now() < until, "{id} never finished: {rec:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(record["state"], json!("success"), "{record:#}");
+    no_secret(&record.to_string(), "the task's record");
+    let verified = record["result"]["commands_run"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["source"] == json!("verify"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no verification command: {record:#}"));
+    assert_eq!(
+        verified["stdout_excerpt"],
+        json!("[REDACTED] http://proxyuser:[REDACTED]@127.0.0.1:9\n"),
+        "{verified:#}"
+    );
+    let (_, bytes) = client
+        .send(Method::GET, "/tasks", None, HTTP_LIMIT)
+        .await
+        .unwrap();
+    no_secret(&String::from_utf8_lossy(&bytes), "GET /tasks");
+
+    let store = b.home.file(".local/state/droid-executor/tasks").join(&id);
+    for name in ["request.json", "events.ndjson", "result.json", "worker.log"] {
+        let text = std::fs::read_to_string(store.join(name)).unwrap();
+        no_secret(&text, name);
+    }
+    let stored: Value =
+        serde_json::from_slice(&std::fs::read(store.join("request.json")).unwrap()).unwrap();
+    assert_eq!(
+        (&stored["objective"], &stored["constraints"]),
+        (
+            &json!("Use sk-[REDACTED]"),
+            &json!(["ghp_[REDACTED]", "AKIA[REDACTED]"])
+        ),
+        "{stored:#}"
+    );
+    assert_eq!(
+        stored["instructions"],
+        json!(
+            "Deploy with sk-[REDACTED], sk-[REDACTED], ghp_[REDACTED], github_pat_[REDACTED], \
+             AKIA[REDACTED], xoxb-[REDACTED], https://deploy:[REDACTED]@git.example.com/repo.git \
+             and call back with [REDACTED]"
+        ),
+        "{stored:#}"
+    );
+    for (path, bytes) in files_under(&b.home.file(".local/state/droid-executor")) {
+        no_secret(&String::from_utf8_lossy(&bytes), &path.display().to_string());
+    }
+    let Bridged { serve, home: _home } = b;
+    let (code, log) = serve.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+    no_secret(&log, "the bridge's stderr");
+}
