@@ -2298,6 +2298,15 @@ async fn a_damaged_task_record_keeps_its_committed_result_until_the_ttl() {
     assert_eq!(cleaned.code, Some(0), "{cleaned:#?}");
     let listed = cli(&fh, &env, &["tasks", "list", "--json"]).await;
     assert_eq!(listed.code, Some(0), "{listed:#?}");
+    let kept = |when: &str| {
+        for ((id, (what, _)), before) in ids.iter().zip(&damage).zip(&results) {
+            let after = std::fs::read(tasks.join(id).join("result.json")).unwrap_or_else(|e| {
+                panic!("task.json {what}: the result of {id} is gone after {when} ({e})")
+            });
+            assert_eq!(&after, before, "task.json {what}, after {when}");
+        }
+    };
+    kept("tasks clean and tasks list");
     let records: Vec<TaskRecord> = serde_json::from_str(&listed.stdout).unwrap();
     let shown: Vec<&str> = records.iter().map(|r| r.task_id.as_str()).collect();
     assert_eq!(shown, [intact.as_str()], "{listed:#?}");
@@ -2322,11 +2331,9 @@ async fn a_damaged_task_record_keeps_its_committed_result_until_the_ttl() {
     want.sort_unstable();
     assert_eq!(named, want, "{damaged:#}");
     bridge.stop().await;
+    kept("the bridge's janitor");
     let mut rows = Vec::new();
-    for ((id, (what, _)), before) in ids.iter().zip(&damage).zip(&results) {
-        let after = std::fs::read(tasks.join(id).join("result.json"))
-            .unwrap_or_else(|e| panic!("task.json {what}: the result of {id} is gone ({e})"));
-        assert_eq!(&after, before, "task.json {what}");
+    for (what, _) in &damage {
         rows.push(row(
             "cli",
             "kept",
