@@ -21,7 +21,10 @@ async fn task_counts(bridge: &Bridge) -> (Vec<(TaskState, usize)>, Option<usize>
     };
     match tasks.counts().await {
         Ok(c) => (
-            vec![(TaskState::Queued, c.queued), (TaskState::Running, c.running)],
+            vec![
+                (TaskState::Queued, c.queued),
+                (TaskState::Running, c.running),
+            ],
             Some(c.damaged),
         ),
         Err(e) => {

@@ -207,7 +207,8 @@ fn mask_runs(text: &str, prefixes: &[(&str, usize)]) -> String {
         }
     }
     let bytes = text.as_bytes();
-    let word_start = |i: usize| i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+    let word_start =
+        |i: usize| i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
     for (prefix, min) in WORD_PREFIXES {
         for (i, _) in lower.match_indices(prefix) {
             let start = i + prefix.len();
@@ -236,7 +237,8 @@ fn mask_runs(text: &str, prefixes: &[(&str, usize)]) -> String {
         let authority = bytes[start..]
             .iter()
             .take_while(|b| {
-                !(b.is_ascii_whitespace() || matches!(b, b'/' | b'?' | b'#' | b'"' | b'\'' | b'<' | b'>'))
+                !(b.is_ascii_whitespace()
+                    || matches!(b, b'/' | b'?' | b'#' | b'"' | b'\'' | b'<' | b'>'))
             })
             .count();
         let auth = &bytes[start..start + authority];

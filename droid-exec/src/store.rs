@@ -22,6 +22,14 @@
 //! the first writer wins and a second (a supervisor finishing just as someone declares it dead)
 //! cannot replace it: every task ends with exactly one result.
 //!
+//! What a submission answers for is durable before the id is given: the task directory's files
+//! and the directory are fsynced, and then `tasks/`, which holds the directory's own entry.
+//!
+//! Every read of a store file is [`read_regular`]: opened without following a link and without
+//! blocking on a FIFO, checked to be a regular file on the opened descriptor, and bounded by the
+//! file's limit. An entry of `tasks/` that is not a task directory is reported
+//! ([`Store::entries`]), never followed.
+//!
 //! A full disk must not lose a result either: a task is created only if its `reserve` can be
 //! written, and a commit that meets a full disk gives the reserve back and tries again (then once
 //! more with the logs and command excerpts dropped). A cancel request on a full disk is an empty
@@ -236,8 +244,8 @@ pub(crate) enum ReadError {
 /// without blocking on a FIFO: the check is made on the opened descriptor), and read it whole if
 /// it holds at most `limit` bytes.
 pub(crate) fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
-    use std::io::Read as _;
     use nix::fcntl::OFlag;
+    use std::io::Read as _;
     let file = OpenOptions::new()
         .read(true)
         .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC).bits())
@@ -246,7 +254,9 @@ pub(crate) fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::Missing),
         Err(e) if e.raw_os_error() == Some(Errno::ELOOP as i32) => {
-            return Err(ReadError::Unreadable("a symbolic link, not a regular file".into()));
+            return Err(ReadError::Unreadable(
+                "a symbolic link, not a regular file".into(),
+            ));
         }
         Err(e) if e.raw_os_error() == Some(Errno::ENOTDIR as i32) => {
             return Err(ReadError::Unreadable(

@@ -2269,7 +2269,11 @@ async fn listed_by_bridge(bridge: &Bridge) -> (Vec<String>, Value) {
 /// and `GET /tasks`; once the result is older than the TTL it goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_task_record_keeps_its_committed_result_until_the_ttl() {
-    let fh = FaultHome::new("store-damaged-record", &json!([{"completion": "Done."}]), "");
+    let fh = FaultHome::new(
+        "store-damaged-record",
+        &json!([{"completion": "Done."}]),
+        "",
+    );
     let mut ids = finished_tasks(&fh, 5).await;
     let intact = ids.pop().unwrap();
     let tasks = default_store(&fh).join("tasks");
@@ -2319,7 +2323,7 @@ async fn a_damaged_task_record_keeps_its_committed_result_until_the_ttl() {
     }
     let bridge = Bridge::start(&fh, &env).await;
     let (listed_ids, damaged) = listed_by_bridge(&bridge).await;
-    assert_eq!(listed_ids, [intact.clone()], "{damaged:#}");
+    assert_eq!(listed_ids, std::slice::from_ref(&intact), "{damaged:#}");
     let mut named: Vec<&str> = damaged
         .as_array()
         .unwrap()
@@ -2574,19 +2578,26 @@ async fn a_submitted_task_is_durable_before_its_id_is_given() {
     let task_dir = tasks_dir.join(&id).display().to_string();
     let made = lines
         .iter()
-        .position(|l| l.contains("mkdir") && l.contains(&format!("{task_dir}\"")) && l.ends_with("= 0"))
+        .position(|l| {
+            l.contains("mkdir") && l.contains(&format!("{task_dir}\"")) && l.ends_with("= 0")
+        })
         .unwrap_or_else(|| panic!("no mkdir of {task_dir}:\n{text}"));
     let synced = lines
         .iter()
         .position(|l| {
-            l.contains("fsync(") && l.contains(&format!("<{}>)", tasks_dir.display())) && l.ends_with("= 0")
+            l.contains("fsync(")
+                && l.contains(&format!("<{}>)", tasks_dir.display()))
+                && l.ends_with("= 0")
         })
         .unwrap_or_else(|| panic!("no fsync of {}:\n{text}", tasks_dir.display()));
     let answered = lines
         .iter()
         .position(|l| l.contains("write(1<") && l.contains(&id))
         .unwrap_or_else(|| panic!("the task id was never written to stdout:\n{text}"));
-    assert!(made < synced && synced < answered, "{made} {synced} {answered}:\n{text}");
+    assert!(
+        made < synced && synced < answered,
+        "{made} {synced} {answered}:\n{text}"
+    );
 
     let bridge = Bridge::start(&fh, &env).await;
     let request = fh.request(json!({"objective": "Accepted"}));
@@ -2596,12 +2607,18 @@ async fn a_submitted_task_is_durable_before_its_id_is_given() {
     bridge.stop().await;
     let fresh = show(&fh, &env, &accepted).await;
     assert_eq!(fresh.task_id, accepted);
-    let stored: Value =
-        serde_json::from_slice(&std::fs::read(store.join("tasks").join(&accepted).join("request.json")).unwrap())
-            .unwrap();
+    let stored: Value = serde_json::from_slice(
+        &std::fs::read(store.join("tasks").join(&accepted).join("request.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(stored["objective"], json!("Accepted"), "{stored:#}");
     for id in [&id, &accepted] {
-        let out = cli(&fh, &env, &["tasks", "wait", id, "--json", "--timeout", "60"]).await;
+        let out = cli(
+            &fh,
+            &env,
+            &["tasks", "wait", id, "--json", "--timeout", "60"],
+        )
+        .await;
         assert_eq!(record_of(&out).state, TaskState::Success, "{out:#?}");
     }
     let left = fh.processes_left(None).await;

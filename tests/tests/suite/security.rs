@@ -14,6 +14,7 @@
 //! | [`oversized_and_deeply_nested_json_is_refused`] | bodies and lines built to exhaust memory or the stack | 413, 400 (`recursion limit exceeded`, contract lengths), MCP -32700/-32600, and the server keeps answering |
 //! | [`request_smuggling_framings_run_nothing`] | ambiguous HTTP/1.1 framing hiding a second request | 400 (hyper's, empty body) or the first framing only, connection closed, the hidden request never runs |
 //! | [`secrets_never_reach_results_logs_or_the_store`] | Factory keys and bearer tokens in requests and droid's output | `[REDACTED]` in results (bridge, MCP, CLI), the store, `tasks show`, the bridge's and MCP server's stderr |
+//! | [`secret_shapes_and_child_credentials_are_masked_in_the_store_and_logs`] | `sk-…`, `ghp_…`, `github_pat_…`, `AKIA…`, `xoxb-…` keys, URL passwords, the bridge token and every credential droid is given, in requests and verification output | `[REDACTED]` in the store, the bridge's results, records and log; droid still gets the request as written |
 //! | [`store_files_are_private`] | other local users reading tasks, results and logs | every store directory 0700, every file 0600, even under `umask 0` |
 //! | [`a_token_file_other_users_can_read_is_warned_about`] | a bearer token readable by other users | a warning on `serve`'s stderr naming the file and the fix |
 //!
@@ -428,7 +429,10 @@ async fn web_pages_cannot_drive_the_bridge() {
         assert_eq!(a.status, 200, "{headers:?}: {a:#?}");
         assert_no_cors(&a, "health");
     }
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     runs_when_allowed(&b, &[("Sec-Fetch-Site", "none")], &request).await;
 }
 
@@ -793,7 +797,10 @@ async fn paths_cannot_escape_the_allowed_roots_or_the_repository() {
     mcp.close_stdin();
     let (status, _) = mcp.exit_within(Duration::from_secs(10)).await;
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     // files inside the repository run; `escape/../a.txt` is normalised lexically to `a.txt`
     // (what droid is told), never followed through the symlink
     runs_when_allowed(
@@ -1052,7 +1059,10 @@ async fn oversized_and_deeply_nested_json_is_refused() {
 
     assert_eq!(b.get("/health").await.0, 200);
     assert_eq!(b.serve.pid(), pid);
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     runs_when_allowed(&b, &[], &b.request("small", json!({}))).await;
 }
 
@@ -1243,7 +1253,10 @@ async fn request_smuggling_framings_run_nothing() {
             ),
         }
     }
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     assert_eq!(b.record(), None, "a smuggled request started droid");
 
     // a chunk size past u64: the body cannot be read
@@ -1314,7 +1327,10 @@ async fn request_smuggling_framings_run_nothing() {
         description.starts_with("$: the body is not valid JSON: trailing characters"),
         "{description}"
     );
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     let text = b.metrics().await;
     assert_eq!(
         super::bridge_http::metric(&text, "droid_executor_run_duration_seconds_count"),
@@ -1841,8 +1857,8 @@ const SHAPE_MARKERS: [&str; 10] = [
 /// itself still gets the request exactly as written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secret_shapes_and_child_credentials_are_masked_in_the_store_and_logs() {
-    use bridge_http::client::{Client, Method};
     use bridge_http::Token;
+    use bridge_http::client::{Client, Method};
     let extra = [
         ("DROID_EXECUTOR_TOKEN", TOKEN),
         ("FACTORY_SESSION", FACTORY_SESSION),
@@ -1855,7 +1871,10 @@ async fn secret_shapes_and_child_credentials_are_masked_in_the_store_and_logs() 
     ]);
     let b = Bridged::start(&steps, &[], &extra).await;
     let client = Client::new(b.addr(), Some(Token::new(TOKEN).unwrap()));
-    let written = format!("Deploy with {} and call back with {TOKEN}", SHAPED.join(", "));
+    let written = format!(
+        "Deploy with {} and call back with {TOKEN}",
+        SHAPED.join(", ")
+    );
     let request = b.request(
         &format!("Use {}", SHAPED[0]),
         json!({
@@ -1952,7 +1971,10 @@ async fn secret_shapes_and_child_credentials_are_masked_in_the_store_and_logs() 
         "{stored:#}"
     );
     for (path, bytes) in files_under(&b.home.file(".local/state/droid-executor")) {
-        no_secret(&String::from_utf8_lossy(&bytes), &path.display().to_string());
+        no_secret(
+            &String::from_utf8_lossy(&bytes),
+            &path.display().to_string(),
+        );
     }
     let Bridged { serve, home: _home } = b;
     let (code, log) = serve.stop().await;
