@@ -2369,7 +2369,7 @@ async fn a_damaged_task_record_keeps_its_committed_result_until_the_ttl() {
 
 /// Stray entries in the store's `tasks/` directory (a regular file and a symbolic link where a
 /// task directory belongs, a file whose name is no task id, a `task.json` that is a directory or
-/// a FIFO, a FIFO `result.json` and `events.ndjson`, a 10 GiB `result.json`) never make a reader
+/// a FIFO, a FIFO `result.json`, `events.ndjson` or `lock`, a 10 GiB `result.json`) never make a reader
 /// fail, hang or read without bound: `tasks list`, `GET /tasks`, `/health`, `/metrics` and MCP
 /// `droid_pend` of the latest task answer at once, every readable task is listed, and each bad
 /// entry is skipped and named (a warning line, a `damaged` field, a count).
@@ -2400,6 +2400,12 @@ async fn stray_entries_in_the_store_are_skipped_and_named_by_every_reader() {
     std::fs::write(fifo_result.join("request.json"), &request).unwrap();
     fifo(&fifo_result.join("result.json"));
     fifo(&fifo_result.join("events.ndjson"));
+    // an unfinished task whose supervisor lock is a FIFO
+    let fifo_lock = tasks.join("droid-1700000007-10c0");
+    std::fs::create_dir_all(&fifo_lock).unwrap();
+    write_task_json(&fifo_lock, "droid-1700000007-10c0", hour_ago, None);
+    std::fs::write(fifo_lock.join("request.json"), &request).unwrap();
+    fifo(&fifo_lock.join("lock"));
     // a finished task whose result.json is 10 GiB (sparse)
     let huge = tasks.join("droid-1700000005-b16f");
     std::fs::create_dir_all(&huge).unwrap();
@@ -2422,6 +2428,9 @@ async fn stray_entries_in_the_store_are_skipped_and_named_by_every_reader() {
                             file_in(&fifo_meta, "task.json"))},
         {"entry": "droid-1700000006-5111",
          "problem": "a symbolic link where a task directory belongs"},
+        {"entry": "droid-1700000007-10c0",
+         "problem": format!("corrupt task store file {}: a FIFO, not a regular file",
+                            file_in(&fifo_lock, "lock"))},
         {"entry": "stray.txt",
          "problem": "a regular file whose name is not a task id (task ids look like droid-1795349045-3fa2)"},
     ]);
@@ -2495,7 +2504,7 @@ async fn stray_entries_in_the_store_are_skipped_and_named_by_every_reader() {
             &health["tasks"]["queued"],
             &health["tasks"]["damaged"]
         ),
-        (&json!(0), &json!(0), &json!(5)),
+        (&json!(0), &json!(0), &json!(6)),
         "{health:#}"
     );
     let (status, bytes) = bridge
@@ -2511,7 +2520,7 @@ async fn stray_entries_in_the_store_are_skipped_and_named_by_every_reader() {
         Vec::new(),
         0,
         "GET /tasks lists every readable task and names each stray entry in `damaged`; /health \
-         counts 0 running, 0 queued, 5 damaged; /metrics 200"
+         counts 0 running, 0 queued, 6 damaged; /metrics 200"
             .into(),
     ));
 
