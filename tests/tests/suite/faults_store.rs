@@ -1,7 +1,9 @@
 //! Fault matrix, the task store's faults: a full disk (before a submission, before a sync run,
 //! and filling up while a task runs), a read-only store, damaged store files (`result.json`,
-//! `task.json`, `request.json`, `events.ndjson`, `owner.json`, the `seq` counter), front-ends
-//! racing on one task, and wall-clock jumps.
+//! `task.json`, `request.json`, `events.ndjson`, `owner.json`, the `seq` counter; a damaged
+//! `task.json` beside a committed result), stray entries in `tasks/` (files, links, FIFOs, a
+//! 10 GiB result), the durability of a submission, front-ends racing on one task, and wall-clock
+//! jumps.
 //!
 //! Every front-end is a real `droid-executor` process (CLI, `serve`, `mcp`) on one store, with
 //! the fake droid. A full or read-only store is a real file system: a tmpfs, or a read-only bind
