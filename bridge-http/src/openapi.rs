@@ -84,8 +84,22 @@ pub fn document() -> Value {
         "TaskList".into(),
         json!({
             "type": "object",
-            "required": ["tasks"],
-            "properties": {"tasks": {"type": "array", "items": reference("TaskRecord")}},
+            "required": ["tasks", "damaged"],
+            "properties": {
+                "tasks": {"type": "array", "items": reference("TaskRecord")},
+                "damaged": {
+                    "type": "array",
+                    "description": "entries of the task store skipped because they are not readable tasks (a file or FIFO where a task directory belongs, a damaged task.json); every other task is listed",
+                    "items": {
+                        "type": "object",
+                        "required": ["entry", "problem"],
+                        "properties": {
+                            "entry": {"type": "string", "description": "the entry's name in the store's tasks/ directory"},
+                            "problem": {"type": "string", "description": "what is wrong with it"},
+                        },
+                    },
+                },
+            },
         }),
     );
     schemas.insert(
@@ -123,7 +137,8 @@ pub fn document() -> Value {
                 "tasks": {"type": "object", "properties": {
                     "store": {"type": ["string", "null"]},
                     "running": {"type": ["integer", "null"]},
-                    "queued": {"type": ["integer", "null"]}}},
+                    "queued": {"type": ["integer", "null"]},
+                    "damaged": {"type": ["integer", "null"], "description": "store entries skipped as damaged (GET /tasks names them)"}}},
                 "limits": {"type": "object"},
             },
         }),

@@ -303,6 +303,7 @@ impl Settings {
             max_concurrent: self.max_concurrent,
             task_ttl: Duration::from_secs(self.task_ttl),
             supervisor: None,
+            redact: Vec::new(),
         }
     }
 }
@@ -435,6 +436,10 @@ pub struct EngineConfig {
     /// the front-end sets it to its own executable. `None`: no background tasks, and no guardian
     /// (what a run leaves behind is still swept, unless the process running it dies first).
     pub supervisor: Option<PathBuf>,
+    /// Values hidden wherever they would be stored or logged, besides the credentials of `env`
+    /// (the bridge sets its own token here). Never passed to droid.
+    #[serde(default)]
+    pub redact: Vec<String>,
 }
 
 #[cfg(test)]

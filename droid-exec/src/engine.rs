@@ -220,7 +220,7 @@ impl Engine {
         cancel: CancellationToken,
         publish: Publisher,
     ) -> ExecutionResult {
-        let redact = Redactor::for_child_env(&self.cfg.env);
+        let redact = Redactor::for_config(&self.cfg);
         let publish = publish.redacting(redact.clone());
         let queued_at = Instant::now();
         let permit = match &self.scheduler {
@@ -313,7 +313,7 @@ impl Engine {
         };
         let root = req.context.repo_root.as_path();
         let real_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-        let redact = Redactor::for_child_env(&cfg.env);
+        let redact = Redactor::for_config(cfg);
         let id = unique_id();
         let scratch = match Scratch::create(&cfg.scratch_root, &id) {
             Ok(s) => s,

@@ -57,5 +57,5 @@ pub use engine::Engine;
 pub use error::EngineError;
 pub use event::{EVENT_CHANNEL_CAPACITY, Phase, RunEvent};
 pub use provider::{AgentEvent, Invocation, Provider};
-pub use store::TaskKey;
-pub use tasks::{EventCursor, TaskFilter, Tasks};
+pub use store::{DamagedEntry, TaskKey};
+pub use tasks::{EventCursor, TaskCounts, TaskFilter, TaskListing, Tasks};

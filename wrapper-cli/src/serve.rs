@@ -181,7 +181,11 @@ async fn serve_inner(args: ServeArgs, config: Option<&PathBuf>) -> anyhow::Resul
     let token = token(args.token_file.as_ref(), &settings, &env)?;
     let addr = address(&host, port).await?;
     check_bind(addr, token.as_ref())?;
-    let cfg = engine_config(&settings, &env);
+    let mut cfg = engine_config(&settings, &env);
+    // the bridge's own token never reaches the store, a result or a log, even when a caller
+    // writes it into a request
+    cfg.redact
+        .extend(token.as_ref().map(|t| t.expose().to_owned()));
     for w in &cfg.droid_warnings {
         eprintln!("droid-executor serve: warning: {w}");
     }

@@ -262,7 +262,7 @@ async fn start_status_stop_cycle() {
             "version": "0.225.2",
         },
         "runs": {"running": 0, "queued": 0},
-        "tasks": {"store": h.store().display().to_string(), "running": 0, "queued": 0},
+        "tasks": {"store": h.store().display().to_string(), "running": 0, "queued": 0, "damaged": 0},
         "limits": {"max_concurrent": 4, "max_queue": 64, "body_limit": 1_048_576},
     });
     assert_eq!(

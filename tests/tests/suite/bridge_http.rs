@@ -553,7 +553,7 @@ async fn plain_routes_answer_curl() {
                 "version": "0.225.2",
             },
             "runs": {"running": 0, "queued": 0},
-            "tasks": {"store": store, "running": 0, "queued": 0},
+            "tasks": {"store": store, "running": 0, "queued": 0, "damaged": 0},
             "limits": {"max_concurrent": 4, "max_queue": 64, "body_limit": 1_048_576},
         })
     );
@@ -719,14 +719,17 @@ async fn background_tasks_are_submitted_listed_shown_and_replayed() {
     assert_eq!(rec["result"]["status"], "success", "{rec:#}");
     assert_eq!(rec["result"]["task_id"], json!(id), "{rec:#}");
 
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": [rec]})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [rec], "damaged": []}))
+    );
     assert_eq!(
         b.get("/tasks?state=success&limit=1").await,
-        (200, json!({"tasks": [rec]}))
+        (200, json!({"tasks": [rec], "damaged": []}))
     );
     assert_eq!(
         b.get("/tasks?state=running").await,
-        (200, json!({"tasks": []}))
+        (200, json!({"tasks": [], "damaged": []}))
     );
     for bad in ["state=done", "limit=0", "limit=x", "sort=asc"] {
         let a = b.raw("GET", &format!("/tasks?{bad}"), &[], b"").await;
@@ -1021,7 +1024,10 @@ async fn bad_requests_get_clear_answers_and_run_nothing() {
     assert_eq!(no_host.refusal(400), "host_required");
 
     assert_eq!(b.record(), None, "droid never started");
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     let text = b.metrics().await;
     assert_eq!(
         metric(&text, "droid_executor_run_duration_seconds_count"),
@@ -1086,7 +1092,10 @@ async fn bodies_over_the_limit_are_refused_before_they_are_read() {
     let a = b.raw("POST", "/execute", &[JSON], &almost).await;
     assert_eq!(a.status, 400, "{a:#?}");
     assert_eq!(b.record(), None, "droid never started");
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1320,7 +1329,10 @@ async fn requests_through_other_names_and_from_web_pages_are_refused() {
         .await;
     assert_eq!(a.refusal(415), "unsupported_media_type");
     assert_eq!(b.record(), None, "nothing refused reached droid");
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
 
     // an allow-listed origin, and a browser's own same-origin fetch
     let a = b
@@ -1868,7 +1880,7 @@ async fn an_unusable_task_store_is_named_in_every_503_of_the_task_routes() {
     assert_eq!(status, 200, "{health:#}");
     assert_eq!(
         health["tasks"],
-        json!({"store": null, "running": null, "queued": null})
+        json!({"store": null, "running": null, "queued": null, "damaged": null})
     );
     assert!(!store.exists());
 }

@@ -15,6 +15,7 @@
 //! | [`oversized_and_deeply_nested_json_is_refused`] | bodies and lines built to exhaust memory or the stack | 413, 400 (`recursion limit exceeded`, contract lengths), MCP -32700/-32600, and the server keeps answering |
 //! | [`request_smuggling_framings_run_nothing`] | ambiguous HTTP/1.1 framing hiding a second request | 400 (hyper's, empty body) or the first framing only, connection closed, the hidden request never runs |
 //! | [`secrets_never_reach_results_logs_or_the_store`] | Factory keys and bearer tokens in requests and droid's output | `[REDACTED]` in results (bridge, MCP, CLI), the store, `tasks show`, the bridge's and MCP server's stderr |
+//! | [`secret_shapes_and_child_credentials_are_masked_in_the_store_and_logs`] | `sk-…`, `ghp_…`, `github_pat_…`, `AKIA…`, `xoxb-…` keys, URL passwords, the bridge token and every credential droid is given, in requests and verification output | `[REDACTED]` in the store, the bridge's results, records and log; droid still gets the request as written |
 //! | [`store_files_are_private`] | other local users reading tasks, results and logs | every store directory 0700, every file 0600, even under `umask 0` |
 //! | [`a_token_file_other_users_can_read_is_warned_about`] | a bearer token readable by other users | a warning on `serve`'s stderr naming the file and the fix |
 //! | [`snapshots_run_no_repository_code`] | hooks, filters, textconv and fsmonitor planted in the repository, run by git on droid-executor's behalf | every snapshot's git call runs with hooks off and every configured filter emptied; nothing planted runs |
@@ -430,7 +431,10 @@ async fn web_pages_cannot_drive_the_bridge() {
         assert_eq!(a.status, 200, "{headers:?}: {a:#?}");
         assert_no_cors(&a, "health");
     }
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     runs_when_allowed(&b, &[("Sec-Fetch-Site", "none")], &request).await;
 }
 
@@ -521,7 +525,7 @@ async fn requests_without_the_right_token_are_refused() {
         )
         .await
         .json(),
-        json!({"tasks": []})
+        json!({"tasks": [], "damaged": []})
     );
     runs_when_allowed(
         &b,
@@ -795,7 +799,10 @@ async fn paths_cannot_escape_the_allowed_roots_or_the_repository() {
     mcp.close_stdin();
     let (status, _) = mcp.exit_within(Duration::from_secs(10)).await;
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     // files inside the repository run; `escape/../a.txt` is normalised lexically to `a.txt`
     // (what droid is told), never followed through the symlink
     runs_when_allowed(
@@ -1054,7 +1061,10 @@ async fn oversized_and_deeply_nested_json_is_refused() {
 
     assert_eq!(b.get("/health").await.0, 200);
     assert_eq!(b.serve.pid(), pid);
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     runs_when_allowed(&b, &[], &b.request("small", json!({}))).await;
 }
 
@@ -1245,7 +1255,10 @@ async fn request_smuggling_framings_run_nothing() {
             ),
         }
     }
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     assert_eq!(b.record(), None, "a smuggled request started droid");
 
     // a chunk size past u64: the body cannot be read
@@ -1293,7 +1306,7 @@ async fn request_smuggling_framings_run_nothing() {
         "{got:#?}"
     );
     assert_eq!(got[0].result().status, Status::Success, "{got:#?}");
-    assert_eq!(got[1].json(), json!({"tasks": []}));
+    assert_eq!(got[1].json(), json!({"tasks": [], "damaged": []}));
     // a body shorter than announced swallows what follows: still one request
     let short = [
         post(
@@ -1316,7 +1329,10 @@ async fn request_smuggling_framings_run_nothing() {
         description.starts_with("$: the body is not valid JSON: trailing characters"),
         "{description}"
     );
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     let text = b.metrics().await;
     assert_eq!(
         super::bridge_http::metric(&text, "droid_executor_run_duration_seconds_count"),
@@ -1937,4 +1953,168 @@ async fn snapshots_run_no_repository_code() {
         ],
         "{out:#?}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secret shapes and every credential droid is given (issue 16)
+
+/// Secrets of the shapes other services use, each with a marker that must appear nowhere.
+const SHAPED: [&str; 7] = [
+    "sk-proj-SKSECRET0123456789abcdef",
+    "sk-ant-api03-ANTSECRET0123456789abcdef",
+    "ghp_GHPSECRET0123456789abcdefghijklmn",
+    "github_pat_11GHPATSECRET0123456789_abcdefghijkl",
+    "AKIAAKIDSECRET123456",
+    "xoxb-1234567890-XOXSECRET0123",
+    "https://deploy:URLSECRETpw99@git.example.com/repo.git",
+];
+/// A `FACTORY_*` variable droid gets that is not `FACTORY_API_KEY`, and a proxy with a password.
+const FACTORY_SESSION: &str = "factory-FSESSIONSECRET-42";
+const PROXY: &str = "http://proxyuser:PROXYSECRETpw77@127.0.0.1:9";
+const SHAPE_MARKERS: [&str; 10] = [
+    "SKSECRET",
+    "ANTSECRET",
+    "GHPSECRET",
+    "GHPATSECRET",
+    "AKIDSECRET",
+    "XOXSECRET",
+    "URLSECRET",
+    "FSESSIONSECRET",
+    "PROXYSECRET",
+    // the bridge's own token (`TOKEN`)
+    "bridge-test-token-0123456789",
+];
+
+/// OpenAI and Anthropic keys (`sk-…`), GitHub tokens (`ghp_…`, `github_pat_…`), AWS access key
+/// ids (`AKIA…`), Slack tokens (`xoxb-…`), a URL's password, the bridge's own token, and the values
+/// of the credentials droid-executor passes to droid (a `FACTORY_*` variable other than the API
+/// key, a proxy's password), written into a request or printed by a verification command, are
+/// masked in everything the store keeps (`request.json`, `events.ndjson`, `result.json`,
+/// `worker.log`), in the results and records the bridge answers and in its log, while droid
+/// itself still gets the request exactly as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_shapes_and_child_credentials_are_masked_in_the_store_and_logs() {
+    use bridge_http::Token;
+    use bridge_http::client::{Client, Method};
+    let extra = [
+        ("DROID_EXECUTOR_TOKEN", TOKEN),
+        ("FACTORY_SESSION", FACTORY_SESSION),
+        ("HTTPS_PROXY", PROXY),
+        ("RUST_LOG", "debug"),
+    ];
+    let steps = json!([
+        {"emit": super::mcp_stdio::assistant(&format!("I will use {}", SHAPED.join(" ")))},
+        {"completion": "Done."},
+    ]);
+    let b = Bridged::start(&steps, &[], &extra).await;
+    let client = Client::new(b.addr(), Some(Token::new(TOKEN).unwrap()));
+    let written = format!(
+        "Deploy with {} and call back with {TOKEN}",
+        SHAPED.join(", ")
+    );
+    let request = b.request(
+        &format!("Use {}", SHAPED[0]),
+        json!({
+            "instructions": written,
+            "constraints": [SHAPED[2], SHAPED[4]],
+            "suggested_commands": ["echo \"$FACTORY_SESSION $HTTPS_PROXY\""],
+        }),
+    );
+    let no_secret = |text: &str, what: &str| {
+        for m in SHAPE_MARKERS {
+            assert!(!text.contains(m), "{m} leaked into {what}:\n{text}");
+        }
+    };
+
+    let (status, bytes) = client
+        .send(Method::POST, "/execute", Some(&request), HTTP_LIMIT)
+        .await
+        .unwrap();
+    let sync = String::from_utf8_lossy(&bytes).into_owned();
+    assert_eq!(status, 200, "{sync}");
+    assert!(sync.contains("\"status\":\"success\""), "{sync}");
+    no_secret(&sync, "the /execute result");
+    // droid got the request as written: the instructions reach it unmasked
+    let prompt = b.record().unwrap()["prompt"].as_str().unwrap().to_owned();
+    for s in SHAPED.iter().chain([&TOKEN]) {
+        assert!(prompt.contains(s), "droid's prompt lost {s}:\n{prompt}");
+    }
+
+    let (status, bytes) = client
+        .send(Method::POST, "/tasks", Some(&request), HTTP_LIMIT)
+        .await
+        .unwrap();
+    assert_eq!(status, 202, "{}", String::from_utf8_lossy(&bytes));
+    let id = serde_json::from_slice::<Value>(&bytes).unwrap()["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let until = Instant::now() + HTTP_LIMIT;
+    let record = loop {
+        let (status, bytes) = client
+            .send(Method::GET, &format!("/tasks/{id}"), None, HTTP_LIMIT)
+            .await
+            .unwrap();
+        assert_eq!(status, 200);
+        let rec: Value = serde_json::from_slice(&bytes).unwrap();
+        if !rec["result"].is_null() {
+            break rec;
+        }
+        assert!(Instant::now() < until, "{id} never finished: {rec:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(record["state"], json!("success"), "{record:#}");
+    no_secret(&record.to_string(), "the task's record");
+    let verified = record["result"]["commands_run"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["source"] == json!("verify"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no verification command: {record:#}"));
+    assert_eq!(
+        verified["stdout_excerpt"],
+        json!("[REDACTED] http://proxyuser:[REDACTED]@127.0.0.1:9\n"),
+        "{verified:#}"
+    );
+    let (_, bytes) = client
+        .send(Method::GET, "/tasks", None, HTTP_LIMIT)
+        .await
+        .unwrap();
+    no_secret(&String::from_utf8_lossy(&bytes), "GET /tasks");
+
+    let store = b.home.file(".local/state/droid-executor/tasks").join(&id);
+    for name in ["request.json", "events.ndjson", "result.json", "worker.log"] {
+        let text = std::fs::read_to_string(store.join(name)).unwrap();
+        no_secret(&text, name);
+    }
+    let stored: Value =
+        serde_json::from_slice(&std::fs::read(store.join("request.json")).unwrap()).unwrap();
+    assert_eq!(
+        (&stored["objective"], &stored["constraints"]),
+        (
+            &json!("Use sk-[REDACTED]"),
+            &json!(["ghp_[REDACTED]", "AKIA[REDACTED]"])
+        ),
+        "{stored:#}"
+    );
+    assert_eq!(
+        stored["instructions"],
+        json!(
+            "Deploy with sk-[REDACTED], sk-[REDACTED], ghp_[REDACTED], github_pat_[REDACTED], \
+             AKIA[REDACTED], xoxb-[REDACTED], https://deploy:[REDACTED]@git.example.com/repo.git \
+             and call back with [REDACTED]"
+        ),
+        "{stored:#}"
+    );
+    for (path, bytes) in files_under(&b.home.file(".local/state/droid-executor")) {
+        no_secret(
+            &String::from_utf8_lossy(&bytes),
+            &path.display().to_string(),
+        );
+    }
+    let Bridged { serve, home: _home } = b;
+    let (code, log) = serve.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+    no_secret(&log, "the bridge's stderr");
 }
