@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The baseline of `cargo xtask bench bridge`: a minimal HTTP bridge in the design of seed 000.
+"""The baseline of `cargo xtask bench bridge`: a minimal HTTP bridge in the design of seed 000
+(docs/architecture.md#origin).
 
 Seed 000 (the original droid-executor skill) put a Python HTTP bridge, `droid_bridge.py`, between
 the skill wrapper and the droid CLI: `POST /execute` on 127.0.0.1:53002 (env `PORT`), the request

@@ -1,5 +1,6 @@
 // pm2 process file for the droid-executor HTTP bridge, for users who keep pm2 (seed 000 kept its
-// Python bridge alive this way). pm2 is optional: `droid-executor bridge start` runs the same
+// Python bridge alive this way: docs/architecture.md#origin). pm2 is optional: `droid-executor
+// bridge start` runs the same
 // bridge as a daemon on its own, and `droid-executor-bridge.service` beside this file is a
 // systemd user unit.
 //

@@ -21,7 +21,8 @@ use crate::token::Token;
 /// Time to connect: the bridge is local.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Whether something accepts connections on `addr` (seed 000's socket check).
+/// Whether something accepts connections on `addr` (seed 000's socket check,
+/// docs/architecture.md#origin).
 pub async fn probe(addr: SocketAddr) -> bool {
     matches!(
         tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(addr)).await,

@@ -35,8 +35,33 @@ pub struct BridgeConfig {
     pub allowed_origins: Vec<String>,
     /// Seconds told to a client refused with 429 or 503 (`Retry-After`).
     pub retry_after: u64,
-    /// Most connections served at once; further ones wait in the kernel's accept queue.
+    /// Most connections held at once (`--max-connections`, default 1024). A connection beyond
+    /// it closes the oldest idle one (waiting for a request head, or between requests); when
+    /// none is idle it is answered 503 `connection_limit` and closed.
     pub max_connections: usize,
+    /// Most connections one remote address may hold (`--max-connections-per-client`, default
+    /// 128): beyond it that client's own oldest idle connection is closed, or the new one gets
+    /// 503. Loopback clients are exempt: every local process shares 127.0.0.1 (a per-port count
+    /// would be per connection), so the total, the idle shedding and the reserve guard them.
+    pub max_connections_per_client: usize,
+    /// Connections long requests (event streams, `POST /execute`) may never take
+    /// (`--reserved-connections`, default 64): at most `max_connections` minus this many long
+    /// requests go at once, so `/health`, `/metrics` and other short requests always find a
+    /// connection; one more long request is answered 503 `connections_reserved`.
+    pub reserved_connections: usize,
+    /// Most event streams open at once (`--max-streams`, default 256); one more is answered
+    /// 429 `too_many_streams`.
+    pub max_streams: usize,
+    /// Most event streams of one task (`--max-streams-per-task`, default 16); one more is
+    /// answered 429 `too_many_streams`.
+    pub max_streams_per_task: usize,
+    /// Quiet time after which an event stream sends a `: keep-alive` comment
+    /// (`--stream-keep-alive`, default 15 s).
+    pub stream_keep_alive: Duration,
+    /// Longest life of one event stream (`--stream-max-life`, default 1 h): it then ends with
+    /// `event: resume` naming the last event sent, and the client reconnects with
+    /// `Last-Event-ID` (which EventSource does by itself).
+    pub stream_max_life: Duration,
 }
 
 impl Default for BridgeConfig {
@@ -52,6 +77,12 @@ impl Default for BridgeConfig {
             allowed_origins: Vec::new(),
             retry_after: 5,
             max_connections: 1024,
+            max_connections_per_client: 128,
+            reserved_connections: 64,
+            max_streams: 256,
+            max_streams_per_task: 16,
+            stream_keep_alive: Duration::from_secs(15),
+            stream_max_life: Duration::from_secs(3600),
         }
     }
 }

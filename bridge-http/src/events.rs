@@ -1,14 +1,24 @@
 //! `GET /tasks/{id}/events`: server-sent events. What the store holds is replayed first (each
 //! event with `id: <seq>`, so a client that reconnects with `Last-Event-ID` — or `?after=N` —
 //! gets only what it missed), then new events as the supervisor records them, and the stream
-//! ends with `event: result` carrying the ExecutionResult. A comment line every 15 s keeps
-//! proxies and clients from timing out a quiet run.
+//! ends with `event: result` carrying the ExecutionResult. A `: keep-alive` comment after
+//! `stream_keep_alive` of quiet (15 s by default) keeps proxies and clients from timing out a
+//! quiet run. A stream lives at most `stream_max_life` (1 h by default): it then ends with
+//! `id: N` and `event: resume` (data `{"after": N, "message": …}`, N the last event sent), and
+//! the client reconnects with `Last-Event-ID: N` (EventSource does so by itself) — so a client
+//! that never goes away does not hold its connection forever.
+//!
+//! Streams are bounded: at most `max_streams` in all and `max_streams_per_task` per task; one
+//! more is answered 429 `too_many_streams` with `Retry-After`. A stream is also a long request
+//! (see `conns`): past the connection reserve it is answered 503 `connections_reserved`.
 //!
 //! The supervisor is another process, so new events are found by reading the task's event log
 //! every 200 ms (a few hundred bytes per look).
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -22,14 +32,96 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::reply::{Body, error};
+use crate::config::BridgeConfig;
+use crate::conns::Long;
+use crate::reply::{Body, connections_reserved, error, retry_later};
 use crate::state::Bridge;
 use crate::task_routes::{engine_error, store};
 
 /// How often the event log is looked at.
 const POLL: Duration = Duration::from_millis(200);
-/// Longest quiet time before a keep-alive comment.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The event streams open, in all and by task.
+#[derive(Debug)]
+pub(crate) struct Streams {
+    by_task: Mutex<HashMap<String, usize>>,
+    max: usize,
+    per_task: usize,
+}
+
+/// Why a stream was refused: the limit reached, for the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TooMany {
+    /// `max_streams` are open.
+    Total(usize),
+    /// `max_streams_per_task` of this task are open.
+    Task(usize),
+}
+
+impl Streams {
+    pub(crate) fn new(cfg: &BridgeConfig) -> Arc<Self> {
+        Arc::new(Self {
+            by_task: Mutex::new(HashMap::new()),
+            max: cfg.max_streams.max(1),
+            per_task: cfg.max_streams_per_task.max(1),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, usize>> {
+        // each change is one step: the counts stay consistent whatever a panicking holder did
+        self.by_task.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Streams open now.
+    pub(crate) fn open_count(&self) -> usize {
+        self.lock().values().sum()
+    }
+
+    /// A place for one more stream of `task`.
+    pub(crate) fn open(self: &Arc<Self>, task: &str) -> Result<StreamPlace, TooMany> {
+        let mut by_task = self.lock();
+        let total: usize = by_task.values().sum();
+        if total >= self.max {
+            return Err(TooMany::Total(self.max));
+        }
+        let n = by_task.entry(task.to_owned()).or_insert(0);
+        if *n >= self.per_task {
+            return Err(TooMany::Task(self.per_task));
+        }
+        *n += 1;
+        Ok(StreamPlace {
+            streams: Arc::clone(self),
+            task: task.to_owned(),
+        })
+    }
+}
+
+/// One open stream; dropping it frees its place.
+#[derive(Debug)]
+pub(crate) struct StreamPlace {
+    streams: Arc<Streams>,
+    task: String,
+}
+
+impl Drop for StreamPlace {
+    fn drop(&mut self) {
+        let mut by_task = self.streams.lock();
+        if let Some(n) = by_task.get_mut(&self.task) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                by_task.remove(&self.task);
+            }
+        }
+    }
+}
+
+/// What a stream holds while it is open, and its timing.
+struct Life {
+    _place: StreamPlace,
+    _long: Long,
+    keep_alive: Duration,
+    max_life: Duration,
+}
 
 /// A body fed by a channel: each message is one frame; the body ends when the sender is gone.
 struct ChannelBody(mpsc::Receiver<Bytes>);
@@ -99,6 +191,37 @@ pub(crate) async fn events(
         Ok(n) => n,
         Err(msg) => return error(StatusCode::BAD_REQUEST, "bad_query", msg),
     };
+    let cfg = bridge.config();
+    let place = match bridge.streams().open(id) {
+        Ok(p) => p,
+        Err(too_many) => {
+            let message = match too_many {
+                TooMany::Total(n) => format!(
+                    "{n} event streams are open, as many as this bridge serves \
+                     (max_streams); retry later"
+                ),
+                TooMany::Task(n) => format!(
+                    "{n} event streams of task {id} are open, as many as one task gets \
+                     (max_streams_per_task); close one or retry later"
+                ),
+            };
+            return retry_later(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_streams",
+                message,
+                cfg.retry_after,
+            );
+        }
+    };
+    let Some(long) = bridge.conns().long() else {
+        return connections_reserved(bridge.conns().long_cap(), cfg.retry_after);
+    };
+    let life = Life {
+        _place: place,
+        _long: long,
+        keep_alive: cfg.stream_keep_alive,
+        max_life: cfg.stream_max_life,
+    };
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(feed(
         tasks,
@@ -106,6 +229,7 @@ pub(crate) async fn events(
         after,
         tx,
         bridge.closing().clone(),
+        life,
     ));
     let mut res = Response::new(ChannelBody(rx).boxed());
     *res.status_mut() = StatusCode::OK;
@@ -115,15 +239,30 @@ pub(crate) async fn events(
     res
 }
 
-/// Send the task's events after `after`, then the new ones, then the result.
+/// The frame that ends a stream at its maximum life: where to resume.
+fn resume(after: u64) -> Bytes {
+    let data = serde_json::json!({
+        "after": after,
+        "message": format!(
+            "this stream reached its maximum life; reconnect with Last-Event-ID: {after} \
+             for the events after it"
+        ),
+    });
+    frame(Some(after), "resume", &data)
+}
+
+/// Send the task's events after `after`, then the new ones, then the result; or, once
+/// `life.max_life` is over, [`resume`].
 async fn feed(
     tasks: Tasks,
     id: String,
     mut after: u64,
     tx: mpsc::Sender<Bytes>,
     closing: CancellationToken,
+    life: Life,
 ) {
-    let mut quiet = tokio::time::Instant::now();
+    let born = tokio::time::Instant::now();
+    let mut quiet = born;
     let mut cursor = droid_exec::EventCursor::after(after);
     loop {
         // the state first: events recorded before a finish are all read below
@@ -159,7 +298,7 @@ async fn feed(
             let _ = tx.send(frame(None, "result", &v)).await;
             return;
         }
-        if quiet.elapsed() >= KEEP_ALIVE {
+        if quiet.elapsed() >= life.keep_alive {
             if tx
                 .send(Bytes::from_static(b": keep-alive\n\n"))
                 .await
@@ -169,8 +308,14 @@ async fn feed(
             }
             quiet = tokio::time::Instant::now();
         }
+        // after the keep-alive: a stream that reaches its end while quiet has sent one
+        if born.elapsed() >= life.max_life {
+            let _ = tx.send(resume(after)).await;
+            return;
+        }
+        let wake = POLL.min(life.keep_alive);
         tokio::select! {
-            () = tokio::time::sleep(POLL) => {}
+            () = tokio::time::sleep(wake) => {}
             () = closing.cancelled() => return,
             () = tx.closed() => return,
         }
@@ -192,5 +337,30 @@ mod tests {
         assert!(resume_after(&h, Some("from=1")).is_err());
         h.insert("last-event-id", HeaderValue::from_static("12"));
         assert_eq!(resume_after(&h, Some("after=7")), Ok(12));
+        let r = resume(5);
+        let text = std::str::from_utf8(&r).unwrap();
+        assert!(
+            text.starts_with("id: 5\nevent: resume\ndata: {\"after\":5,"),
+            "{text}"
+        );
+        assert!(text.ends_with("\n\n"), "{text}");
+    }
+
+    #[test]
+    fn streams_are_bounded_in_all_and_per_task() {
+        let s = Streams::new(&BridgeConfig {
+            max_streams: 3,
+            max_streams_per_task: 2,
+            ..BridgeConfig::default()
+        });
+        let a1 = s.open("a").unwrap();
+        let a2 = s.open("a").unwrap();
+        assert_eq!(s.open("a").unwrap_err(), TooMany::Task(2));
+        let b1 = s.open("b").unwrap();
+        assert_eq!(s.open("c").unwrap_err(), TooMany::Total(3));
+        drop(a1);
+        let a3 = s.open("a").unwrap();
+        drop((a2, a3, b1));
+        assert!(s.lock().is_empty());
     }
 }

@@ -1,6 +1,7 @@
 //! `POST /execute`: one sync run. The answer is 200 with the ExecutionResult whatever its status
 //! (the outcome is data), 400 for an invalid request, 429 when the queue of sync requests is
-//! full.
+//! full, 503 `connections_reserved` when as many long requests go as the connection reserve
+//! allows (see `conns`).
 //!
 //! The run is spawned on its own task; this handler holds a drop guard of its cancel token.
 //! When the client disconnects hyper drops the handler, the guard cancels the run, and the
@@ -18,7 +19,7 @@ use http::{Request, Response, StatusCode};
 use tokio::sync::mpsc;
 
 use crate::admit::admit;
-use crate::reply::{Body, json, retry_later, shutting_down};
+use crate::reply::{Body, connections_reserved, json, retry_later, shutting_down};
 use crate::state::{Bridge, Refused};
 
 pub(crate) async fn execute<B>(bridge: &Arc<Bridge>, req: Request<B>) -> Response<Body>
@@ -46,6 +47,10 @@ where
                 bridge.config().retry_after,
             );
         }
+    };
+    // held until the answer is built: a sync run keeps its connection for its whole length
+    let Some(_long) = bridge.conns().long() else {
+        return connections_reserved(bridge.conns().long_cap(), bridge.config().retry_after);
     };
     let cancel = bridge.run_token();
     let guard = cancel.clone().drop_guard();

@@ -1,4 +1,5 @@
-//! The checks every request passes before any route sees it (DESIGN §8), in this order:
+//! The checks every request passes before any route sees it (docs/architecture.md#security), in
+//! this order:
 //! `Host` (403; 400 when missing or repeated), browser origin (403), bearer token (401). A
 //! request in absolute form (`POST http://name/execute`) names its host in the target too
 //! (RFC 9112 §3.2.2), and that name must pass the same check. A local agent

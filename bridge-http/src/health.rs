@@ -13,15 +13,25 @@ use crate::reply::{Body, full, json};
 use crate::state::Bridge;
 
 /// Background tasks by unfinished state (finished ones are not counted: they are history, and
-/// their results are not even read, so a scrape costs the same with 10 or 10 000 stored tasks).
-async fn task_counts(bridge: &Bridge) -> Vec<(TaskState, usize)> {
+/// their results are not even read, so a scrape costs the same with 10 or 10 000 stored tasks),
+/// and how many entries of the store were skipped as damaged.
+async fn task_counts(bridge: &Bridge) -> (Vec<(TaskState, usize)>, Option<usize>) {
     let Some(tasks) = bridge.tasks() else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
-    let Ok((queued, running)) = tasks.unfinished().await else {
-        return Vec::new();
-    };
-    vec![(TaskState::Queued, queued), (TaskState::Running, running)]
+    match tasks.counts().await {
+        Ok(c) => (
+            vec![
+                (TaskState::Queued, c.queued),
+                (TaskState::Running, c.running),
+            ],
+            Some(c.damaged),
+        ),
+        Err(e) => {
+            tracing::warn!("counting the stored tasks: {e}");
+            (Vec::new(), None)
+        }
+    }
 }
 
 /// `{status, version, droid{found, path, version}, runs{running, queued}, tasks{running,
@@ -30,7 +40,7 @@ async fn task_counts(bridge: &Bridge) -> Vec<(TaskState, usize)> {
 pub(crate) async fn health(bridge: &Bridge) -> Response<Body> {
     let cfg = bridge.engine().config();
     let version = bridge.engine().droid_version().await;
-    let counts = task_counts(bridge).await;
+    let (counts, damaged) = task_counts(bridge).await;
     let count = |s: TaskState| counts.iter().find(|(t, _)| *t == s).map(|(_, n)| *n);
     let in_flight = bridge.sync_in_flight();
     let waiting = bridge.sync_waiting();
@@ -50,6 +60,7 @@ pub(crate) async fn health(bridge: &Bridge) -> Response<Body> {
                 "store": bridge.tasks().map(|t| t.store_dir().display().to_string()),
                 "running": count(TaskState::Running),
                 "queued": count(TaskState::Queued),
+                "damaged": damaged,
             },
             "limits": {
                 "max_concurrent": cfg.max_concurrent,
@@ -89,7 +100,10 @@ pub(crate) async fn metrics(bridge: &Bridge) -> Response<Body> {
     let gauges = Gauges {
         sync_in_flight: bridge.sync_in_flight(),
         sync_waiting: bridge.sync_waiting(),
-        tasks: task_counts(bridge).await,
+        tasks: task_counts(bridge).await.0,
+        connections: bridge.conns().held(),
+        connections_shed: bridge.conns().shed_total(),
+        streams: bridge.streams().open_count(),
     };
     let mut res = Response::new(full(bridge.metrics().render(&gauges)));
     res.headers_mut().insert(

@@ -1,4 +1,4 @@
-//! bridge-http: the HTTP bridge of DESIGN §5, on hyper 1 (no web framework), served by
+//! bridge-http: the HTTP bridge (docs/architecture.md#http-bridge), on hyper 1 (no framework), by
 //! `droid-executor serve`, in front of the droid-exec engine; and the small client that
 //! `droid-executor run --via bridge` and `bridge status` use. It decodes HTTP, calls the engine or
 //! the task store, and encodes the answer; it spawns no process itself.
@@ -6,7 +6,8 @@
 //! It must not depend on clap, on an MCP or ACP crate, or on another front-end.
 //!
 //! Key choices:
-//! - safe by default (DESIGN §8): loopback bind unless a token is configured, the `Host` header
+//! - safe by default (docs/architecture.md#security): loopback bind unless a token is configured,
+//!   the `Host` header
 //!   must name a loopback host (or a configured name) and a browser `Origin` is refused unless
 //!   allow-listed — a web page can otherwise POST to a local agent runner (DNS rebinding,
 //!   drive-by requests); the token is compared in constant time;
@@ -14,6 +15,12 @@
 //!   violation, 413 from `Content-Length` before reading the body, 415, 404/405, 429 +
 //!   `Retry-After` only when the bounded queue of sync requests is full, 503 while shutting
 //!   down, and header/body read timeouts for slow or stalled clients;
+//! - the bridge stays reachable under idle and streaming load (`conns`, `events`): a new
+//!   connection closes the oldest idle one rather than wait for a place (per remote address too;
+//!   loopback clients, who all share 127.0.0.1, only count in the total), long requests (event
+//!   streams, sync runs) leave a reserve of connections to short ones such as `/health`, and
+//!   event streams are capped in all and per task (429), keep alive with comments and end at a
+//!   maximum life with `event: resume` so the client reconnects with `Last-Event-ID`;
 //! - a sync run is spawned on its own task and cancelled through a token whose drop guard lives
 //!   in the request's future: hyper drops that future when the client disconnects, which cancels
 //!   the run (droid and everything it started are killed) — the run is never dropped mid-flight;
@@ -29,6 +36,7 @@
 mod admit;
 pub mod client;
 mod config;
+mod conns;
 mod error;
 mod events;
 mod execute;

@@ -134,6 +134,12 @@ pub(crate) struct Gauges {
     pub(crate) sync_in_flight: usize,
     pub(crate) sync_waiting: usize,
     pub(crate) tasks: Vec<(TaskState, usize)>,
+    /// Connections held now.
+    pub(crate) connections: usize,
+    /// Idle connections closed to make room since start.
+    pub(crate) connections_shed: u64,
+    /// Event streams open now.
+    pub(crate) streams: usize,
 }
 
 impl Metrics {
@@ -247,6 +253,20 @@ impl Metrics {
         );
         let _ = writeln!(
             w,
+            "# HELP droid_executor_connections Connections held.\n\
+             # TYPE droid_executor_connections gauge\n\
+             droid_executor_connections {}\n\
+             # HELP droid_executor_connections_shed_total Idle connections closed to make room \
+             for new ones.\n\
+             # TYPE droid_executor_connections_shed_total counter\n\
+             droid_executor_connections_shed_total {}\n\
+             # HELP droid_executor_event_streams Event streams open.\n\
+             # TYPE droid_executor_event_streams gauge\n\
+             droid_executor_event_streams {}",
+            g.connections, g.connections_shed, g.streams
+        );
+        let _ = writeln!(
+            w,
             "# HELP droid_executor_tasks Background tasks of the task store not finished yet, by \
              state.\n\
              # TYPE droid_executor_tasks gauge"
@@ -279,8 +299,14 @@ mod tests {
             sync_in_flight: 3,
             sync_waiting: 1,
             tasks: vec![(TaskState::Running, 2)],
+            connections: 7,
+            connections_shed: 4,
+            streams: 2,
         });
         for line in [
+            "droid_executor_connections 7",
+            "droid_executor_connections_shed_total 4",
+            "droid_executor_event_streams 2",
             "droid_executor_http_responses_total{code=\"200\"} 2",
             "droid_executor_http_responses_total{code=\"429\"} 1",
             "droid_executor_runs_total{status=\"success\"} 1",

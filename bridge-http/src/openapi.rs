@@ -84,8 +84,22 @@ pub fn document() -> Value {
         "TaskList".into(),
         json!({
             "type": "object",
-            "required": ["tasks"],
-            "properties": {"tasks": {"type": "array", "items": reference("TaskRecord")}},
+            "required": ["tasks", "damaged"],
+            "properties": {
+                "tasks": {"type": "array", "items": reference("TaskRecord")},
+                "damaged": {
+                    "type": "array",
+                    "description": "entries of the task store skipped because they are not readable tasks (a file or FIFO where a task directory belongs, a damaged task.json); every other task is listed",
+                    "items": {
+                        "type": "object",
+                        "required": ["entry", "problem"],
+                        "properties": {
+                            "entry": {"type": "string", "description": "the entry's name in the store's tasks/ directory"},
+                            "problem": {"type": "string", "description": "what is wrong with it"},
+                        },
+                    },
+                },
+            },
         }),
     );
     schemas.insert(
@@ -123,7 +137,8 @@ pub fn document() -> Value {
                 "tasks": {"type": "object", "properties": {
                     "store": {"type": ["string", "null"]},
                     "running": {"type": ["integer", "null"]},
-                    "queued": {"type": ["integer", "null"]}}},
+                    "queued": {"type": ["integer", "null"]},
+                    "damaged": {"type": ["integer", "null"], "description": "store entries skipped as damaged (GET /tasks names them)"}}},
                 "limits": {"type": "object"},
             },
         }),
@@ -133,7 +148,7 @@ pub fn document() -> Value {
         "info": {
             "title": "droid-executor HTTP bridge",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Hand a decided, well-specified coding task to Factory's droid CLI and get back a verified, structured result. Every route answers 400 without exactly one Host header, 401 without the configured bearer token, 403 for a non-loopback Host or a browser Origin, 431 for a request head over 64 KiB or with more than 100 header lines (from the HTTP layer, without a body), and 503 while the bridge shuts down. Every GET route answers HEAD too. An unknown path is answered 404, a known path with another method 405 with Allow.",
+            "description": "Hand a decided, well-specified coding task to Factory's droid CLI and get back a verified, structured result. Every route answers 400 without exactly one Host header, 401 without the configured bearer token, 403 for a non-loopback Host or a browser Origin, 431 for a request head over 64 KiB or with more than 100 header lines (from the HTTP layer, without a body), and 503 while the bridge shuts down. A connection arriving while every connection the bridge holds is busy (max_connections; idle ones are closed to make room) is answered 503 `connection_limit` before its request is read. Every GET route answers HEAD too. An unknown path is answered 404, a known path with another method 405 with Allow.",
         },
         "servers": [{"url": "http://127.0.0.1:53002"}],
         "paths": {
@@ -147,6 +162,7 @@ pub fn document() -> Value {
                     "413": refusal("The body is larger than body_limit"),
                     "415": refusal("The body is not declared application/json"),
                     "429": refusal("The queue of sync requests is full (see Retry-After)"),
+                    "503": refusal("Shutting down, or `connections_reserved`: as many long requests (event streams and sync runs) go as the connections outside the reserve of short requests allow (see Retry-After)"),
                 },
             }},
             "/tasks": {
@@ -195,11 +211,13 @@ pub fn document() -> Value {
                     {"name": "Last-Event-ID", "in": "header", "schema": {"type": "integer", "minimum": 0}},
                 ],
                 "get": {
-                    "summary": "Server-sent events: the recorded events, then live ones, then `event: result`",
+                    "summary": "Server-sent events: the recorded events, then live ones, then `event: result`; a `: keep-alive` comment after stream_keep_alive of quiet; at stream_max_life the stream ends with `event: resume` (data `{after, message}`): reconnect with Last-Event-ID",
                     "responses": {
                         "200": {"description": "An event stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
                         "400": refusal("Last-Event-ID or after is not an event number, or the query has another parameter"),
                         "404": refusal("No such task"),
+                        "429": refusal("`too_many_streams`: max_streams event streams are open, or max_streams_per_task of this task (see Retry-After)"),
+                        "503": refusal("Shutting down, background tasks are unavailable, or `connections_reserved`: as many long requests (event streams and sync runs) go as the connections outside the reserve of short requests allow (see Retry-After)"),
                     },
                 },
             },

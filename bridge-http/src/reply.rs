@@ -68,6 +68,21 @@ pub(crate) fn shutting_down(retry_after: u64) -> Response<Body> {
     )
 }
 
+/// 503 for a long request (an event stream, a sync run) when the connections left are the
+/// reserve of short requests.
+pub(crate) fn connections_reserved(long_cap: usize, retry_after: u64) -> Response<Body> {
+    retry_later(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "connections_reserved",
+        format!(
+            "{long_cap} long requests (event streams and sync runs) are going, as many as this \
+             bridge takes: the connections left are kept for short requests (/health, /metrics, \
+             task status); retry later"
+        ),
+        retry_after,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

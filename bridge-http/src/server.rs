@@ -7,26 +7,32 @@
 //! `drain_grace` to finish and are then cancelled (their clients get the `cancelled` result),
 //! and once the last one has answered the connections are closed and [`serve`] returns.
 //! Background tasks are not touched: each lives in its own supervisor process.
+//!
+//! Connections are admitted by `conns` (idle ones shed when the table is full, a reserve left to
+//! short requests); a connection counts as busy from its request head to the end of its answer.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONNECTION, HeaderValue, X_CONTENT_TYPE_OPTIONS};
 use http::{Request, Response};
+use http_body::Frame;
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::DRAIN_GRACE;
+use crate::conns::{Busy, Full};
 use crate::execute::execute;
 use crate::reply::{Body, full, shutting_down};
 use crate::routes::Route;
@@ -37,6 +43,8 @@ use crate::{events, guard, health, openapi, task_routes};
 /// limit alone is not exact: a head that arrives in one large read can exceed it, up to about
 /// twice the size, so the head's own limit is set as well.)
 const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Longest a shed connection gets to write the end of its last answer (a slow reader).
+const SHED_FLUSH: Duration = Duration::from_secs(2);
 /// Time cancelled runs get to stop (droid's kill grace plus clean-up) before the bridge gives
 /// up waiting for them.
 pub const CANCEL_BUDGET: Duration = Duration::from_secs(15);
@@ -67,26 +75,20 @@ pub async fn serve(listener: TcpListener, bridge: Arc<Bridge>, shutdown: Cancell
         .header_read_timeout(bridge.config().header_timeout)
         .max_header_size(MAX_HEAD_BYTES)
         .max_buf_size(MAX_HEAD_BYTES);
-    let graceful = GracefulShutdown::new();
-    let slots = Arc::new(Semaphore::new(bridge.config().max_connections.max(1)));
-    let drained = CancellationToken::new();
+    // cancelled once the drain is over: every connection finishes its exchange and closes
+    let closing = CancellationToken::new();
     {
         let bridge = Arc::clone(&bridge);
-        let drained = drained.clone();
+        let closing = closing.clone();
         tokio::spawn(async move {
             shutdown.cancelled().await;
             drain(&bridge).await;
-            drained.cancel();
+            closing.cancel();
         });
     }
     loop {
-        let permit = tokio::select! {
-            p = Arc::clone(&slots).acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            () = drained.cancelled() => break,
-        };
+        // never waits for a free slot: a full table sheds its oldest idle connection instead
+        // (see `conns`), so a new client is answered even while every slot is held
         let (stream, peer) = tokio::select! {
             a = listener.accept() => match a {
                 Ok(a) => a,
@@ -97,29 +99,119 @@ pub async fn serve(listener: TcpListener, bridge: Arc<Bridge>, shutdown: Cancell
                     continue;
                 }
             },
-            () = drained.cancelled() => break,
+            () = closing.cancelled() => break,
+        };
+        let held = match bridge.conns().admit(peer.ip()) {
+            Ok(h) => h,
+            Err(full) => {
+                refuse_connection(&bridge, &stream, full);
+                continue;
+            }
         };
         let local = stream.local_addr().unwrap_or(peer);
         let _ = stream.set_nodelay(true);
         let b = Arc::clone(&bridge);
+        let held = Arc::new(held);
+        let h = Arc::clone(&held);
         let service = service_fn(move |req: Request<Incoming>| {
             let b = Arc::clone(&b);
-            async move { Ok::<_, Infallible>(handle(&b, req, local).await) }
+            let busy = h.busy();
+            async move {
+                let res = handle(&b, req, local).await;
+                // the connection stays busy until the answer's body (an event stream: its whole
+                // life) has been sent
+                Ok::<_, Infallible>(res.map(|body| BusyBody { body, _busy: busy }.boxed()))
+            }
         });
-        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let conn = builder.serve_connection(TokioIo::new(stream), service);
+        let closing = closing.clone();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            let mut conn = std::pin::pin!(conn);
+            let ended = tokio::select! {
+                r = conn.as_mut() => r,
+                // shed to make room: it was idle. One that never had a request is closed at
+                // once; after an exchange, the end of the last answer may still be in hyper's
+                // buffer: it closes once that is written, or after SHED_FLUSH
+                () = held.shed().cancelled() => {
+                    if held.answered() {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = tokio::time::timeout(SHED_FLUSH, conn).await;
+                    }
+                    return;
+                }
+                () = closing.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!("connection from {peer}: {e}");
             }
-            drop(permit);
+            drop(held);
         });
     }
     drop(listener);
-    if tokio::time::timeout(FLUSH_BUDGET, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    let flushed = async {
+        while bridge.conns().held() > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    if tokio::time::timeout(FLUSH_BUDGET, flushed).await.is_err() {
         tracing::warn!("some connections were still open after the drain; closing them");
+    }
+}
+
+/// The raw answer to a connection no place was found for, written without waiting (it fits
+/// in a fresh socket's buffer); the connection is then closed.
+fn refuse_connection(bridge: &Bridge, stream: &TcpStream, full: Full) {
+    let (code, message) = match full {
+        Full::Total => (
+            "connection_limit",
+            "every connection this bridge holds is busy (max_connections); retry later",
+        ),
+        Full::Client => (
+            "client_connection_limit",
+            "every connection of this client is busy (max_connections_per_client); retry \
+             later",
+        ),
+    };
+    let body = serde_json::json!({"error": {"status": 503, "code": code, "message": message}});
+    let body = format!("{body}\n");
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         retry-after: {}\r\ncache-control: no-store\r\nconnection: close\r\n\
+         content-length: {}\r\n\r\n",
+        bridge.config().retry_after,
+        body.len()
+    );
+    let _ = stream.try_write(format!("{head}{body}").as_bytes());
+    bridge.metrics().response(503);
+}
+
+/// An answer's body holding its connection busy until hyper drops it (sent, or the client
+/// gone).
+struct BusyBody {
+    body: Body,
+    _busy: Busy,
+}
+
+impl http_body::Body for BusyBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 

@@ -8,6 +8,8 @@ use droid_exec::{Engine, EngineError, Tasks};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::BridgeConfig;
+use crate::conns::Conns;
+use crate::events::Streams;
 use crate::metrics::Metrics;
 
 /// The bridge's state, shared by every connection.
@@ -29,6 +31,10 @@ pub struct Bridge {
     in_flight: Arc<AtomicUsize>,
     /// Of those, the ones still waiting for a run slot.
     waiting: Arc<AtomicUsize>,
+    /// The connections held, and the places of long requests.
+    conns: Arc<Conns>,
+    /// The event streams open, by task.
+    streams: Arc<Streams>,
 }
 
 impl Bridge {
@@ -48,7 +54,11 @@ impl Bridge {
         if let Ok(Ok(scan)) = tasks.as_ref().map(Tasks::scan) {
             metrics.task_ends_baseline(&scan);
         }
+        let conns = Conns::new(&cfg);
+        let streams = Streams::new(&cfg);
         Arc::new(Self {
+            conns,
+            streams,
             engine,
             tasks,
             cfg,
@@ -113,6 +123,14 @@ impl Bridge {
 
     pub(crate) fn run_token(&self) -> CancellationToken {
         self.runs.child_token()
+    }
+
+    pub(crate) fn conns(&self) -> &Arc<Conns> {
+        &self.conns
+    }
+
+    pub(crate) fn streams(&self) -> &Arc<Streams> {
+        &self.streams
     }
 
     pub(crate) fn closing(&self) -> &CancellationToken {

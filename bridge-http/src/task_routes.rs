@@ -131,8 +131,12 @@ pub(crate) async fn list(bridge: &Bridge, query: Option<&str>) -> Response<Body>
         Ok(f) => f,
         Err(msg) => return error(StatusCode::BAD_REQUEST, "bad_query", msg),
     };
-    match tasks.list(&f).await {
-        Ok(records) => json(StatusCode::OK, &json!({ "tasks": records })),
+    // an entry of the store that is not a readable task is skipped and named, never a 500
+    match tasks.survey(&f).await {
+        Ok(listing) => json(
+            StatusCode::OK,
+            &json!({ "tasks": listing.tasks, "damaged": listing.damaged }),
+        ),
         Err(e) => engine_error(&e),
     }
 }

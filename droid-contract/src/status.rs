@@ -108,7 +108,7 @@ fn verify_failed(codes: &[Option<i32>]) -> Option<Issue> {
     })
 }
 
-/// Decide the status from the facts (DESIGN §4.5).
+/// Decide the status from the facts (docs/architecture.md#engine-phases).
 pub fn decide(f: &StatusFacts) -> Verdict {
     let mut reasons = Vec::new();
     let status = match f.end {

@@ -1,7 +1,7 @@
 //! Configuration: defaults < config file (`$XDG_CONFIG_HOME/droid-executor/config.toml`) <
-//! environment (`DROID_EXECUTOR_<KEY>`, plus the seed's `PORT`, `DROID_TIMEOUT`, `DROID_CLI_CMD`)
-//! < command-line flags (applied by the front-end). The environment is passed in as a map, never
-//! read here, so tests and front-ends decide what the engine sees.
+//! environment (`DROID_EXECUTOR_<KEY>`, plus seed 000's `PORT`, `DROID_TIMEOUT`, `DROID_CLI_CMD`,
+//! docs/architecture.md#origin) < command-line flags (applied by the front-end). The environment is
+//! passed in as a map, never read here, so tests and front-ends decide what the engine sees.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -17,7 +17,7 @@ use crate::locate::{Located, locate_droid};
 /// A snapshot of environment variables (name → value).
 pub type EnvMap = BTreeMap<String, String>;
 
-/// The settings file and environment, merged (DESIGN §7).
+/// The settings file and environment, merged (docs/architecture.md#configuration).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
@@ -326,11 +326,13 @@ impl Settings {
             max_concurrent: self.max_concurrent,
             task_ttl: Duration::from_secs(self.task_ttl),
             supervisor: None,
+            redact: Vec::new(),
         }
     }
 }
 
-/// Variables passed to droid and to verification commands (DESIGN §4.1: a minimal environment).
+/// Variables passed to droid and to verification commands (a minimal environment:
+/// docs/architecture.md#security).
 /// Toolchain homes are included so that droid's commands and our verification find the same
 /// `cargo`, `npm` or `python` the user has.
 const PASS_EXACT: &[&str] = &[
@@ -379,6 +381,41 @@ pub fn child_env(env: &EnvMap, extra: &[String]) -> Vec<(OsString, OsString)> {
         .collect()
 }
 
+/// Droid's own variables worth passing on by name where a prefix cannot be given (a client's
+/// pass-through list, e.g. Codex's `env_vars`); droid gets every `FACTORY_*` variable it is given.
+const FACTORY_NAMES: &[&str] = &[
+    "FACTORY_API_KEY",
+    "FACTORY_API_BASE_URL",
+    "FACTORY_HOME",
+    "FACTORY_AIRGAP_ENABLED",
+    "FACTORY_DISABLE_SETTINGS_PERSISTENCE",
+    "FACTORY_TELEMETRY_INGEST_BASE_URL",
+];
+
+/// Every variable a front-end started with a bare environment needs to behave as it does from
+/// the user's shell: the settings' variables, `DROID_CLI_CMD`, `TMPDIR`, what droid is given
+/// ([`child_env`]'s list, droid's `FACTORY_*` names) and the settings' `env_passthrough`. In
+/// order, each once.
+pub fn server_env_names(settings: &Settings) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let setting_names = crate::provenance::ENV_NAMES
+        .iter()
+        .flat_map(|(_, names)| names.iter());
+    let all = ["DROID_CLI_CMD", "TMPDIR", "LC_ALL"]
+        .iter()
+        .chain(setting_names)
+        .chain(FACTORY_NAMES)
+        .chain(PASS_EXACT)
+        .map(|n| (*n).to_owned())
+        .chain(settings.env_passthrough.iter().cloned());
+    for name in all {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
 /// What the engine needs to run. Serializable so that a background task's supervisor process runs
 /// with exactly the configuration of the front-end that submitted it (sent over its stdin, never
 /// written to disk: it holds droid's environment).
@@ -418,8 +455,14 @@ pub struct EngineConfig {
     /// How long a finished task's result is kept.
     pub task_ttl: Duration,
     /// The program that supervises a background task, started as `<program> worker <id> --store
-    /// <dir>` (the front-end sets it to its own executable). `None`: no background tasks.
+    /// <dir>`, and guards each run, started as `<program> guard <marker>` ([`crate::guard`]);
+    /// the front-end sets it to its own executable. `None`: no background tasks, and no guardian
+    /// (what a run leaves behind is still swept, unless the process running it dies first).
     pub supervisor: Option<PathBuf>,
+    /// Values hidden wherever they would be stored or logged, besides the credentials of `env`
+    /// (the bridge sets its own token here). Never passed to droid.
+    #[serde(default)]
+    pub redact: Vec<String>,
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The droid provider: `droid exec -o stream-json` argv, and its NDJSON events parsed into
-//! [`AgentEvent`]s. Event shapes are those droid 0.225.2 emits (shared/reference/droid-cli.md
-//! §1.3): `system/init`, `message`, `tool_call`, `tool_result` (`value` or `error.message`),
+//! [`AgentEvent`]s. Event shapes are those droid 0.225.2 emits (docs/architecture.md#droid-facts):
+//! `system/init`, `message`, `tool_call`, `tool_result` (`value` or `error.message`),
 //! `completion`, `error`. Unknown types and non-JSON lines become [`AgentEvent::Unknown`].
 
 use std::ffi::OsString;
@@ -186,8 +186,7 @@ mod tests {
 
     use super::*;
 
-    /// Lines from shared/fixtures/droid-0.225.2/tools-stream-json/stdout.txt (copied in
-    /// tests/fixtures/droid/tools-stream-json.ndjson).
+    /// Lines the real droid 0.225.2 printed (recorded in tests/fixtures/droid/tools-stream-json.ndjson).
     const TOOLS: &str = include_str!("../../tests/fixtures/droid/tools-stream-json.ndjson");
 
     #[test]

@@ -22,6 +22,7 @@ use crate::droid::Droid;
 use crate::error::EngineError;
 use crate::event::{Phase, RunEvent};
 use crate::excerpt::head_str;
+use crate::guard;
 use crate::host::FsFacts;
 use crate::prompt;
 use crate::provider::{AgentEvent, Invocation, Provider};
@@ -219,7 +220,7 @@ impl Engine {
         cancel: CancellationToken,
         publish: Publisher,
     ) -> ExecutionResult {
-        let redact = Redactor::for_child_env(&self.cfg.env);
+        let redact = Redactor::for_config(&self.cfg);
         let publish = publish.redacting(redact.clone());
         let queued_at = Instant::now();
         let permit = match &self.scheduler {
@@ -282,7 +283,8 @@ impl Engine {
             ));
         }
         // every field, whatever reached it (verify commands, droid's report, the caller's notes):
-        // the masking the store applies, for the front-ends' results too (DESIGN §8)
+        // the masking the store applies, for the front-ends' results too
+        // (docs/architecture.md#security)
         let result = redact.apply_to(result);
         publish.send(RunEvent::Completed {
             status: result.status,
@@ -319,7 +321,7 @@ impl Engine {
         };
         let root = resolved.path.as_path();
         let real_root = resolved.path.clone();
-        let redact = Redactor::for_child_env(&cfg.env);
+        let redact = Redactor::for_config(cfg);
         let id = unique_id();
         let scratch = match Scratch::create(&cfg.scratch_root, &id) {
             Ok(s) => s,
@@ -377,6 +379,13 @@ impl Engine {
         if let Err(result) = resolved.still_there() {
             return *result;
         }
+        // ends what the run leaves behind if this process dies before the run does, SIGKILL
+        // included (see `crate::guard`); held to the end of the run, verification included
+        let _guardian = cfg.supervisor.as_deref().and_then(|supervisor| {
+            guard::start(supervisor, &marker)
+                .inspect_err(|e| tracing::warn!("this run has no guardian: {e}"))
+                .ok()
+        });
         let spec = SpawnSpec {
             program: program.clone(),
             args,

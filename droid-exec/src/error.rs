@@ -7,6 +7,9 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EngineError {
+    /// A run marker that would match other runs' processes (a guardian refuses it).
+    #[error("invalid run marker {0:?}: it must be non-empty and hold no '=' or NUL")]
+    InvalidMarker(String),
     /// A process could not be started.
     #[error("could not start {program}: {source}")]
     Spawn {

@@ -12,7 +12,8 @@
 //! - the prompt goes through a private file (`-f`), never argv (Linux caps one argument at 128 KiB);
 //! - every process a run starts carries a marker variable in its environment, so that timeout and
 //!   cancellation can find and kill droid's Execute children even after they left droid's process
-//!   group with `setsid` (see [`sweep`]);
+//!   group with `setsid` (see [`sweep`]), and a run's guardian ([`guard`]) does the same when the
+//!   process running the run dies first (SIGKILL included);
 //! - outcomes (timeout, cancel, droid failing) are data in the result; `Err` means "could not run".
 
 pub mod bind_address;
@@ -26,6 +27,7 @@ pub mod event;
 mod event_log;
 pub mod excerpt;
 mod fnv;
+pub mod guard;
 pub mod health;
 pub mod host;
 pub mod input;
@@ -56,5 +58,5 @@ pub use engine::Engine;
 pub use error::EngineError;
 pub use event::{EVENT_CHANNEL_CAPACITY, Phase, RunEvent};
 pub use provider::{AgentEvent, Invocation, Provider};
-pub use store::TaskKey;
-pub use tasks::{EventCursor, TaskFilter, Tasks};
+pub use store::{DamagedEntry, TaskKey};
+pub use tasks::{EventCursor, TaskCounts, TaskFilter, TaskListing, Tasks};

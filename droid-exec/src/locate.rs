@@ -19,7 +19,8 @@ pub struct Located {
     pub warnings: Vec<String>,
 }
 
-/// Locate droid. `cli_cmd` is the seed's `DROID_CLI_CMD`: its first word is the program; extra
+/// Locate droid. `cli_cmd` is seed 000's `DROID_CLI_CMD` (docs/architecture.md#origin): its first
+/// word is the program; extra
 /// words (the origin's `exec --output-format json --auto high`) are ignored with a warning, since
 /// the engine sets its own flags.
 pub fn locate_droid(

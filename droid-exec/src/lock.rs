@@ -73,11 +73,24 @@ pub fn exclusive(path: &Path) -> Result<Held, EngineError> {
 /// Does some process hold `path`'s lock? A missing file is not held.
 ///
 /// # Errors
-/// [`EngineError::Io`] when the file exists but cannot be opened or tested.
+/// [`EngineError::Io`] when the file exists but cannot be opened or tested;
+/// [`EngineError::Corrupt`] when it is not a regular file (a FIFO is never waited on, a link
+/// never followed: the type is checked on the opened descriptor).
 pub fn is_held(path: &Path) -> Result<bool, EngineError> {
-    let file = match OpenOptions::new().read(true).open(path) {
+    use nix::fcntl::OFlag;
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC).bits())
+        .open(path);
+    let file = match opened {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if e.raw_os_error() == Some(Errno::ELOOP as i32) => {
+            return Err(EngineError::Corrupt {
+                path: path.to_path_buf(),
+                message: "a symbolic link, not a regular file".into(),
+            });
+        }
         Err(source) => {
             return Err(EngineError::Io {
                 action: "open lock",
@@ -86,6 +99,20 @@ pub fn is_held(path: &Path) -> Result<bool, EngineError> {
             });
         }
     };
+    let meta = file.metadata().map_err(|source| EngineError::Io {
+        action: "open lock",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if !meta.is_file() {
+        return Err(EngineError::Corrupt {
+            path: path.to_path_buf(),
+            message: format!(
+                "a {}, not a regular file",
+                crate::store::file_kind(&meta.file_type())
+            ),
+        });
+    }
     // a shared probe conflicts with the holder's exclusive lock and with nothing else
     match Flock::lock(file, FlockArg::LockSharedNonblock) {
         Ok(_probe) => Ok(false),

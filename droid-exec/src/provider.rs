@@ -1,6 +1,7 @@
 //! The seam between the engine and an agent CLI: how to invoke it, and how to read its output as
 //! [`AgentEvent`]s. droid is the first provider; Codex, Claude Code, Gemini and OpenCode come later
-//! (DESIGN §6) without touching supervision, verification or result assembly.
+//! (seed 002, docs/architecture.md#origin) without touching supervision, verification or result
+//! assembly.
 
 use std::ffi::OsString;
 use std::path::Path;

@@ -1,7 +1,20 @@
-//! Secret redaction (DESIGN §8): Factory keys (`fk-…`), bearer tokens (the scheme in any case),
-//! `FACTORY_API_KEY` assignments whatever the value looks like, and the exact values of
-//! secret-looking variables in droid's environment are replaced before anything reaches a result,
-//! a log or the store.
+//! Secret redaction (docs/architecture.md#security): what the store keeps (`request.json`, `events.ndjson`,
+//! `result.json`), results and logs have secrets replaced by `[REDACTED]`; the request droid
+//! itself gets is never changed (it needs the real instructions).
+//!
+//! Replaced are:
+//! - known token shapes, the prefix kept: Factory keys (`fk-…`), bearer tokens (the scheme in any
+//!   case), OpenAI/Anthropic-style keys (`sk-…`), GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`,
+//!   `ghr_`, `github_pat_`), GitLab tokens (`glpat-…`), Slack tokens (`xoxb-`, `xoxp-`, `xoxa-`,
+//!   `xoxr-`, `xoxs-`, `xoxe-`), AWS access key ids (`AKIA`/`ASIA` + 16); the shapes that could
+//!   end a longer word (`sk-` in `task-…`) only at the start of a word;
+//! - `FACTORY_API_KEY` assignments whatever the value looks like;
+//! - the password of a URL's user information (`scheme://user:password@host`, a proxy's);
+//! - the exact values (8 characters or more) of the credentials droid-executor passes to the
+//!   child: every variable whose name holds `KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD`,
+//!   `CREDENTIAL`, `AUTH` or `COOKIE`, every `FACTORY_*` variable but the few known to hold no
+//!   secret, and the password of every proxy variable;
+//! - values the front-end names (the bridge's own token, [`crate::EngineConfig::redact`]).
 
 /// Replaces known secrets in text.
 #[derive(Debug, Clone, Default)]
@@ -25,21 +38,87 @@ pub(crate) const SECRET_PREFIXES: &[(&str, usize)] = &[
     ("factory_api_key\":\"", 4),
 ];
 
+/// Token shapes that count only at the start of a word (the byte before is not a letter, digit
+/// or `_`), with the shortest run of token characters after the prefix that counts as one:
+/// matched without regard to ASCII case.
+pub(crate) const WORD_PREFIXES: &[(&str, usize)] = &[
+    ("sk-", 20),
+    ("ghp_", 20),
+    ("gho_", 20),
+    ("ghu_", 20),
+    ("ghs_", 20),
+    ("ghr_", 20),
+    ("github_pat_", 20),
+    ("glpat-", 20),
+    ("xoxb-", 10),
+    ("xoxp-", 10),
+    ("xoxa-", 10),
+    ("xoxr-", 10),
+    ("xoxs-", 10),
+    ("xoxe-", 10),
+];
+
+/// Words in a variable's name that say its value is a credential (matched in upper case).
+const CREDENTIAL_WORDS: &[&str] = &[
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "AUTH",
+    "COOKIE",
+];
+
+/// `FACTORY_*` variables known to hold no secret (droid's documented switches and endpoints);
+/// every other `FACTORY_*` value is taken for a credential.
+const FACTORY_PLAIN: &[&str] = &[
+    "FACTORY_AIRGAP_ENABLED",
+    "FACTORY_API_BASE_URL",
+    "FACTORY_TELEMETRY_INGEST_BASE_URL",
+    "FACTORY_HOME",
+    "FACTORY_DISABLE_SETTINGS_PERSISTENCE",
+];
+
+/// Shortest value hidden wherever it appears (a shorter one would mask ordinary words).
+const MIN_EXACT: usize = 8;
+
+/// Whether variable `name` holds a credential.
+fn is_credential(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    // `AUTHOR` (git's author variables) is a name, not a credential
+    let words = upper.replace("AUTHOR", "");
+    CREDENTIAL_WORDS.iter().any(|w| words.contains(w))
+        || (upper.starts_with("FACTORY_") && !FACTORY_PLAIN.contains(&upper.as_str()))
+}
+
+/// The password of a URL's user information (`scheme://user:password@host`).
+fn url_password(url: &str) -> Option<&str> {
+    let rest = &url[url.find("://")? + 3..];
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let userinfo = &authority[..authority.rfind('@')?];
+    let (_, password) = userinfo.split_once(':')?;
+    (!password.is_empty()).then_some(password)
+}
+
 impl Redactor {
-    /// A redactor that also hides the values of `env`'s secret-looking variables
-    /// (`*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`) when they are at least 8 characters long.
+    /// A redactor that also hides the values of `env`'s credentials (see the module docs) when
+    /// they are at least 8 characters long, and the password of every URL among them.
     pub fn from_env<'a>(env: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
-        let mut exact: Vec<String> = env
-            .into_iter()
-            .filter(|(k, v)| {
-                let k = k.to_ascii_uppercase();
-                v.len() >= 8
-                    && ["KEY", "TOKEN", "SECRET", "PASSWORD"]
-                        .iter()
-                        .any(|w| k.contains(w))
-            })
-            .map(|(_, v)| v.to_owned())
-            .collect();
+        let mut exact = Vec::new();
+        for (k, v) in env {
+            if is_credential(k) {
+                exact.push(v.to_owned());
+            }
+            if let Some(p) = url_password(v) {
+                exact.push(p.to_owned());
+            }
+        }
+        Self::with_values(exact)
+    }
+
+    fn with_values(mut exact: Vec<String>) -> Self {
+        exact.retain(|v| v.len() >= MIN_EXACT);
         exact.sort_by_key(|s| std::cmp::Reverse(s.len()));
         exact.dedup();
         Self { exact }
@@ -51,6 +130,14 @@ impl Redactor {
             env.iter()
                 .filter_map(|(k, v)| Some((k.to_str()?, v.to_str()?))),
         )
+    }
+
+    /// The redactor for an engine configuration: its child environment, and the values its
+    /// front-end named (the bridge's token).
+    pub fn for_config(cfg: &crate::EngineConfig) -> Self {
+        let mut r = Self::for_child_env(&cfg.env);
+        r.exact.extend(cfg.redact.iter().cloned());
+        Self::with_values(r.exact)
     }
 
     /// `text` with secrets replaced.
@@ -119,6 +206,49 @@ fn mask_runs(text: &str, prefixes: &[(&str, usize)]) -> String {
             }
         }
     }
+    let bytes = text.as_bytes();
+    let word_start =
+        |i: usize| i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+    for (prefix, min) in WORD_PREFIXES {
+        for (i, _) in lower.match_indices(prefix) {
+            let start = i + prefix.len();
+            let len = bytes[start..].iter().take_while(|b| is_tok(**b)).count();
+            if word_start(i) && len >= *min {
+                runs.push((start, start + len));
+            }
+        }
+    }
+    // AWS access key ids: exactly these upper-case prefixes and 16 upper-case letters or digits
+    for prefix in ["AKIA", "ASIA"] {
+        for (i, _) in text.match_indices(prefix) {
+            let start = i + prefix.len();
+            let len = bytes[start..]
+                .iter()
+                .take_while(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+                .count();
+            if word_start(i) && len >= 16 {
+                runs.push((start, start + len));
+            }
+        }
+    }
+    // a URL's password: `://user:password@`
+    for (i, _) in text.match_indices("://") {
+        let start = i + 3;
+        let authority = bytes[start..]
+            .iter()
+            .take_while(|b| {
+                !(b.is_ascii_whitespace()
+                    || matches!(b, b'/' | b'?' | b'#' | b'"' | b'\'' | b'<' | b'>'))
+            })
+            .count();
+        let auth = &bytes[start..start + authority];
+        if let Some(at) = auth.iter().rposition(|b| *b == b'@')
+            && let Some(colon) = auth[..at].iter().position(|b| *b == b':')
+            && colon + 1 < at
+        {
+            runs.push((start + colon + 1, start + at));
+        }
+    }
     runs.sort_unstable();
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
@@ -164,6 +294,60 @@ mod tests {
         assert_eq!(
             v,
             serde_json::json!({"a": ["x [REDACTED]", {"[REDACTED]": 1}], "n": 2})
+        );
+    }
+}
+
+#[cfg(test)]
+mod shapes {
+    use super::*;
+
+    #[test]
+    fn known_token_shapes_are_hidden_at_the_start_of_a_word_only() {
+        let r = Redactor::default();
+        let gh = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+        assert_eq!(
+            r.apply(&format!(
+                "key=sk-proj-0123456789abcdefghij {gh} github_pat_11ABCDEFG0123456789_abcdefghijklmnop \
+                 xoxb-123456789012-abcdefghij AKIAIOSFODNN7EXAMPLE glpat-abcdefghij0123456789"
+            )),
+            "key=sk-[REDACTED] ghp_[REDACTED] github_pat_[REDACTED] xoxb-[REDACTED] \
+             AKIA[REDACTED] glpat-[REDACTED]"
+        );
+        // a word that merely ends like a prefix, and short runs, are left alone
+        for plain in [
+            "task-droid-1795349045-3fa2-and-more-text",
+            "disk-usage-report-for-all-volumes",
+            "sk-short",
+            "AKIAshort",
+            "MAKIAIOSFODNN7EXAMPLEX",
+            "https://example.com/path:x@y",
+        ] {
+            assert_eq!(r.apply(plain), plain);
+        }
+    }
+
+    #[test]
+    fn url_passwords_and_every_credential_the_child_gets_are_hidden() {
+        let r = Redactor::default();
+        assert_eq!(
+            r.apply("proxy http://alice:pa55w0rd@proxy.example:3128/ and https://bob@host/"),
+            "proxy http://alice:[REDACTED]@proxy.example:3128/ and https://bob@host/"
+        );
+        let r = Redactor::from_env([
+            ("FACTORY_SESSION", "session-value-1"),
+            ("FACTORY_API_BASE_URL", "https://api.factory.ai"),
+            ("HTTPS_PROXY", "http://u:proxy-pass-9@proxy:8080"),
+            ("GIT_AUTHOR_NAME", "Jane Developer"),
+            ("AWS_SESSION_TOKEN", "aws-session-token-1"),
+            ("SOME_AUTH", "auth-value-12"),
+        ]);
+        assert_eq!(
+            r.apply(
+                "session-value-1 https://api.factory.ai proxy-pass-9 Jane Developer \
+                 aws-session-token-1 auth-value-12"
+            ),
+            "[REDACTED] https://api.factory.ai [REDACTED] Jane Developer [REDACTED] [REDACTED]"
         );
     }
 }

@@ -3,12 +3,22 @@
 //! - droid: `droid mcp add droid-executor -- <program> mcp` (droid writes `~/.factory/mcp.json`;
 //!   the `--` keeps droid from reading our arguments as its options);
 //! - Claude Code: the user-scope `mcpServers` entry in `~/.claude.json` (what
-//!   `claude mcp add --scope user` writes), other keys of that file kept as they are;
-//! - Codex: a `[mcp_servers.droid-executor]` table appended to `$CODEX_HOME/config.toml` (default
-//!   `~/.codex/config.toml`), the rest of the file left byte for byte.
+//!   `claude mcp add --scope user` writes), other keys of that file kept as they are. Headless
+//!   `claude -p` denies an MCP tool that no permission rule allows, so with
+//!   [`Registration::allow_tools`] the rules `mcp__droid-executor__<tool>` are added to
+//!   `permissions.allow` in `~/.claude/settings.json`; without it the plan says which rules to add;
+//! - Codex: a `[mcp_servers.droid-executor]` table in `$CODEX_HOME/config.toml` (default
+//!   `~/.codex/config.toml`), the rest of the file left as it is. `codex exec` runs with approval
+//!   policy `never` and refuses a tool call that needs approval, starts an MCP server with only
+//!   `HOME`, `PATH` and `LC_CTYPE`, and abandons a tool call after 300 s; so the entry approves
+//!   each of our tools (`[mcp_servers.droid-executor.tools.<tool>] approval_mode = "approve"`),
+//!   names the variables to pass (`env_vars`, only those that are set are passed) and sets
+//!   `tool_timeout_sec` above the run budget. An older entry of ours is replaced in place; one
+//!   the user added settings to is left alone when it already says what we write, and refused
+//!   otherwise (replacing it would lose them).
 //!
 //! A [`Plan`] says what would be done (`--dry-run` prints it); [`apply`] does it. Registering
-//! twice is not an error when the existing entry already runs this program.
+//! twice is not an error when the existing entry already says the same.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -34,7 +44,22 @@ pub enum McpClient {
     Codex,
 }
 
-/// What registering would do.
+/// What the registered entry says: the front-end knows its tools and budget.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Registration<'a> {
+    /// The program started as `<program> mcp`.
+    pub program: &'a Path,
+    /// The server's tool names (Codex approvals, Claude Code permission rules).
+    pub tools: &'a [&'a str],
+    /// Variables the server reads or passes to droid (Codex `env_vars`).
+    pub env_vars: Vec<String>,
+    /// How long the client may wait for one tool call (Codex `tool_timeout_sec`).
+    pub tool_timeout_secs: u64,
+    /// Claude Code: add the permission rules to `~/.claude/settings.json` (else only say them).
+    pub allow_tools: bool,
+}
+
+/// One step of registering.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
     /// Run droid with these arguments.
@@ -50,18 +75,24 @@ pub enum Plan {
         path: PathBuf,
         /// Its new content.
         content: Value,
-        /// It already has exactly this entry: nothing to write.
+        /// What changes, in a line.
+        what: String,
+        /// It already says exactly this: nothing to write.
         unchanged: bool,
     },
-    /// Append this text to a TOML file.
-    TomlAppend {
+    /// Write this TOML file (the whole new content), whose entry for us is `entry`.
+    Toml {
         /// The file.
         path: PathBuf,
-        /// The text appended.
-        text: String,
-        /// The table exists already: nothing to write.
+        /// Its new content.
+        content: String,
+        /// Our tables, as written.
+        entry: String,
+        /// The file already has exactly this entry: nothing to write.
         unchanged: bool,
     },
+    /// Nothing to do but tell the user this.
+    Note(String),
 }
 
 impl std::fmt::Display for Plan {
@@ -71,24 +102,23 @@ impl std::fmt::Display for Plan {
                 write!(f, "run: {} {}", program.display(), args.join(" "))
             }
             Plan::Json {
-                path, unchanged, ..
-            } if *unchanged => write!(f, "{} already registers {SERVER_NAME}", path.display()),
-            Plan::Json { path, content, .. } => write!(
-                f,
-                "write {}: mcpServers.{SERVER_NAME} = {}",
-                path.display(),
-                content["mcpServers"][SERVER_NAME]
-            ),
-            Plan::TomlAppend {
+                path,
+                what,
+                unchanged,
+                ..
+            } if *unchanged => write!(f, "{} already has {what}", path.display()),
+            Plan::Json { path, what, .. } => write!(f, "write {}: {what}", path.display()),
+            Plan::Toml {
                 path, unchanged, ..
             } if *unchanged => write!(
                 f,
-                "{} already has [mcp_servers.{SERVER_NAME}]",
+                "{} already has this [mcp_servers.{SERVER_NAME}]",
                 path.display()
             ),
-            Plan::TomlAppend { path, text, .. } => {
-                write!(f, "append to {}:\n{}", path.display(), text.trim_end())
+            Plan::Toml { path, entry, .. } => {
+                write!(f, "write {}:\n{}", path.display(), entry.trim_end())
             }
+            Plan::Note(text) => f.write_str(text),
         }
     }
 }
@@ -129,25 +159,66 @@ fn read_optional(path: &Path) -> Result<Option<String>, EngineError> {
     }
 }
 
-/// What registering `program mcp` with `client` takes.
+/// A JSON file's object (an absent file is `{}`).
+fn read_json_object(path: &Path) -> Result<serde_json::Map<String, Value>, EngineError> {
+    let value = match read_optional(path)? {
+        None => json!({}),
+        Some(t) => serde_json::from_str::<Value>(&t).map_err(|e| EngineError::Config {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?,
+    };
+    match value {
+        Value::Object(map) => Ok(map),
+        _ => Err(EngineError::Config {
+            path: path.to_path_buf(),
+            message: "expected a JSON object".into(),
+        }),
+    }
+}
+
+/// The object at `key` of `map`, made when absent.
+fn object_at<'m>(
+    map: &'m mut serde_json::Map<String, Value>,
+    key: &str,
+    path: &Path,
+) -> Result<&'m mut serde_json::Map<String, Value>, EngineError> {
+    map.entry(key)
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or_else(|| EngineError::Config {
+            path: path.to_path_buf(),
+            message: format!("{key} is not an object"),
+        })
+}
+
+/// The Claude Code permission rules that allow our tools.
+pub fn claude_allow_rules(tools: &[&str]) -> Vec<String> {
+    tools
+        .iter()
+        .map(|t| format!("mcp__{SERVER_NAME}__{t}"))
+        .collect()
+}
+
+/// What registering with `client` takes, step by step.
 ///
 /// # Errors
 /// [`EngineError::Setting`] without a HOME (or droid, for droid), [`EngineError::Config`] for a
-/// client configuration file that cannot be parsed.
+/// client configuration file that cannot be parsed or whose entry for us cannot be replaced.
 pub fn plan(
     client: McpClient,
-    program: &Path,
+    reg: &Registration<'_>,
     droid: Option<&Path>,
     env: &EnvMap,
-) -> Result<Plan, EngineError> {
-    let exe = program.display().to_string();
+) -> Result<Vec<Plan>, EngineError> {
+    let exe = reg.program.display().to_string();
     match client {
         McpClient::Droid => {
             let droid = droid.ok_or_else(|| EngineError::Setting {
                 name: "droid".into(),
                 message: "droid was not found (droid-executor doctor)".into(),
             })?;
-            Ok(Plan::Command {
+            Ok(vec![Plan::Command {
                 program: droid.to_path_buf(),
                 args: vec![
                     "mcp".into(),
@@ -157,38 +228,36 @@ pub fn plan(
                     exe,
                     "mcp".into(),
                 ],
-            })
+            }])
         }
         McpClient::Claude => {
-            let path = home(env)?.join(".claude.json");
-            let mut content = match read_optional(&path)? {
-                None => json!({}),
-                Some(t) => serde_json::from_str::<Value>(&t).map_err(|e| EngineError::Config {
-                    path: path.clone(),
-                    message: e.to_string(),
-                })?,
-            };
+            let home = home(env)?;
+            let path = home.join(".claude.json");
+            let mut content = read_json_object(&path)?;
             let entry = json!({"type": "stdio", "command": exe, "args": ["mcp"], "env": {}});
-            let Some(root) = content.as_object_mut() else {
-                return Err(EngineError::Config {
-                    path,
-                    message: "expected a JSON object".into(),
-                });
-            };
-            let servers = root.entry("mcpServers").or_insert_with(|| json!({}));
-            let Some(servers) = servers.as_object_mut() else {
-                return Err(EngineError::Config {
-                    path,
-                    message: "mcpServers is not an object".into(),
-                });
-            };
+            let servers = object_at(&mut content, "mcpServers", &path)?;
             let unchanged = servers.get(SERVER_NAME) == Some(&entry);
-            servers.insert(SERVER_NAME.into(), entry);
-            Ok(Plan::Json {
+            servers.insert(SERVER_NAME.into(), entry.clone());
+            let mut steps = vec![Plan::Json {
                 path,
-                content,
+                content: Value::Object(content),
+                what: format!("mcpServers.{SERVER_NAME} = {entry}"),
                 unchanged,
-            })
+            }];
+            let rules = claude_allow_rules(reg.tools);
+            let settings = home.join(".claude/settings.json");
+            if reg.allow_tools {
+                steps.push(claude_allow(&settings, &rules)?);
+            } else {
+                steps.push(Plan::Note(format!(
+                    "note: headless `claude -p` denies these tools until they are allowed: run \
+                     again with --allow-tools to add them to permissions.allow in {}, or pass \
+                     --allowedTools {}",
+                    settings.display(),
+                    rules.join(",")
+                )));
+            }
+            Ok(steps)
         }
         McpClient::Codex => {
             let dir = env
@@ -200,38 +269,214 @@ pub fn plan(
                 )?;
             let path = dir.join("config.toml");
             let existing = read_optional(&path)?.unwrap_or_default();
-            let table: toml::Table =
-                toml::from_str(&existing).map_err(|e| EngineError::Config {
-                    path: path.clone(),
-                    message: e.to_string().trim().to_owned(),
-                })?;
-            let unchanged = table
-                .get("mcp_servers")
-                .and_then(|s| s.get(SERVER_NAME))
-                .is_some();
-            // a JSON string is a valid TOML basic string (same escapes)
-            let quoted = |s: &str| Value::String(s.to_owned()).to_string();
-            let text = format!(
-                "{}[mcp_servers.{SERVER_NAME}]\ncommand = {}\nargs = [\"mcp\"]\n",
-                if existing.is_empty() || existing.ends_with("\n\n") {
-                    ""
-                } else if existing.ends_with('\n') {
-                    "\n"
-                } else {
-                    "\n\n"
-                },
-                quoted(&exe)
-            );
-            Ok(Plan::TomlAppend {
-                path,
-                text,
-                unchanged,
-            })
+            Ok(vec![codex_plan(path, &existing, &codex_entry(reg))?])
         }
     }
 }
 
-/// Carry out `plan`; what happened, in a sentence.
+/// `permissions.allow` of Claude Code's user settings with `rules` added (those already there
+/// are not repeated; everything else is kept).
+fn claude_allow(path: &Path, rules: &[String]) -> Result<Plan, EngineError> {
+    let mut content = read_json_object(path)?;
+    let permissions = object_at(&mut content, "permissions", path)?;
+    let allow = permissions
+        .entry("allow")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+        .ok_or_else(|| EngineError::Config {
+            path: path.to_path_buf(),
+            message: "permissions.allow is not an array".into(),
+        })?;
+    let missing: Vec<&String> = rules
+        .iter()
+        .filter(|r| !allow.iter().any(|a| a.as_str() == Some(r.as_str())))
+        .collect();
+    let unchanged = missing.is_empty();
+    allow.extend(missing.into_iter().map(|r| Value::String(r.clone())));
+    Ok(Plan::Json {
+        path: path.to_path_buf(),
+        content: Value::Object(content),
+        what: format!("permissions.allow with {}", rules.join(", ")),
+        unchanged,
+    })
+}
+
+/// A TOML basic string (a JSON string has the same escapes).
+fn toml_string(s: &str) -> String {
+    Value::String(s.to_owned()).to_string()
+}
+
+/// Our tables in Codex's config.toml.
+fn codex_entry(reg: &Registration<'_>) -> String {
+    let names: Vec<String> = reg.env_vars.iter().map(|v| toml_string(v)).collect();
+    let mut text = format!(
+        "[mcp_servers.{SERVER_NAME}]\n\
+         # written by `droid-executor setup mcp --client codex`; run it again to update\n\
+         command = {}\n\
+         args = [\"mcp\"]\n\
+         # Codex starts an MCP server with only HOME, PATH and LC_CTYPE: these are passed when set\n\
+         env_vars = [{}]\n\
+         # one call may run a whole task: above the run budget (Codex's default is 300 s)\n\
+         tool_timeout_sec = {}\n",
+        toml_string(&reg.program.display().to_string()),
+        names.join(", "),
+        reg.tool_timeout_secs,
+    );
+    for tool in reg.tools {
+        // `codex exec` never asks: a tool that needs approval is refused
+        text.push_str(&format!(
+            "\n[mcp_servers.{SERVER_NAME}.tools.{tool}]\napproval_mode = \"approve\"\n"
+        ));
+    }
+    text
+}
+
+fn parse_toml(path: &Path, text: &str) -> Result<toml::Table, EngineError> {
+    toml::from_str(text).map_err(|e| EngineError::Config {
+        path: path.to_path_buf(),
+        message: e.to_string().trim().to_owned(),
+    })
+}
+
+/// `table` without our server (and without `mcp_servers` when that leaves it empty).
+fn without_ours(mut table: toml::Table) -> toml::Table {
+    if let Some(toml::Value::Table(servers)) = table.get_mut("mcp_servers") {
+        servers.remove(SERVER_NAME);
+        if servers.is_empty() {
+            table.remove("mcp_servers");
+        }
+    }
+    table
+}
+
+/// Whether `current` says everything `wanted` says (tables: each key of `wanted` is in
+/// `current` and covered; other values: equal).
+fn covers(current: &toml::Value, wanted: &toml::Value) -> bool {
+    match (current, wanted) {
+        (toml::Value::Table(c), toml::Value::Table(w)) => w
+            .iter()
+            .all(|(k, wv)| c.get(k).is_some_and(|cv| covers(cv, wv))),
+        _ => current == wanted,
+    }
+}
+
+/// The dotted paths of `current` that `wanted` does not have, under `prefix`.
+fn extras(current: &toml::Value, wanted: &toml::Value, prefix: &str, out: &mut Vec<String>) {
+    if let (toml::Value::Table(c), toml::Value::Table(w)) = (current, wanted) {
+        for (k, cv) in c {
+            match w.get(k) {
+                None => out.push(format!("{prefix}{k}")),
+                Some(wv) => extras(cv, wv, &format!("{prefix}{k}."), out),
+            }
+        }
+    }
+}
+
+/// Whether `line` is a table header (`[a.b]` or `[[a.b]]`, maybe with a comment) for our server
+/// or one of its sub-tables.
+fn is_header(line: &str) -> Option<bool> {
+    let trimmed = line.trim_start();
+    if !trimmed.starts_with('[') {
+        return None;
+    }
+    // a header alone is a valid document: an empty table at that path
+    let table: toml::Table = toml::from_str(trimmed).ok()?;
+    let ours = table
+        .get("mcp_servers")
+        .and_then(toml::Value::as_table)
+        .is_some_and(|s| s.contains_key(SERVER_NAME));
+    Some(ours)
+}
+
+/// The new config.toml: `existing` with our tables (if any) taken out and `entry` appended.
+/// The result is checked: our entry must be exactly `entry` and everything else as it was,
+/// otherwise (an entry written as an inline table or dotted keys) nothing is written.
+fn codex_plan(path: PathBuf, existing: &str, entry: &str) -> Result<Plan, EngineError> {
+    let table = parse_toml(&path, existing)?;
+    let wanted = parse_toml(&path, entry)?;
+    let wanted_server = wanted
+        .get("mcp_servers")
+        .and_then(|s| s.get(SERVER_NAME))
+        .cloned();
+    let current_server = table.get("mcp_servers").and_then(|s| s.get(SERVER_NAME));
+    if let (Some(current), Some(wanted)) = (current_server, wanted_server.as_ref()) {
+        // what the user added to our entry stays: it is ours when it says what we would write
+        if covers(current, wanted) {
+            return Ok(Plan::Toml {
+                path,
+                content: existing.to_owned(),
+                entry: entry.to_owned(),
+                unchanged: true,
+            });
+        }
+        let mut added = Vec::new();
+        extras(current, wanted, "", &mut added);
+        if !added.is_empty() {
+            return Err(EngineError::Config {
+                path,
+                message: format!(
+                    "[mcp_servers.{SERVER_NAME}] has settings setup does not write ({}), which \
+                     replacing it would lose; edit it by hand (`setup mcp --client codex \
+                     --dry-run` shows the entry) or remove it and run setup again",
+                    added.join(", ")
+                ),
+            });
+        }
+    }
+    let content = if current_server.is_none() {
+        let sep = if existing.is_empty() || existing.ends_with("\n\n") {
+            ""
+        } else if existing.ends_with('\n') {
+            "\n"
+        } else {
+            "\n\n"
+        };
+        format!("{existing}{sep}{entry}")
+    } else {
+        let mut ours = false;
+        let mut kept = String::with_capacity(existing.len());
+        for line in existing.split_inclusive('\n') {
+            if let Some(is_ours) = is_header(line) {
+                ours = is_ours;
+            }
+            if !ours {
+                kept.push_str(line);
+            }
+        }
+        let kept = kept.trim_end();
+        if kept.is_empty() {
+            entry.to_owned()
+        } else {
+            format!("{kept}\n\n{entry}")
+        }
+    };
+    let written = parse_toml(&path, &content).ok();
+    let same_rest = written
+        .as_ref()
+        .is_some_and(|w| without_ours(w.clone()) == without_ours(table.clone()));
+    let ours_right = written
+        .as_ref()
+        .and_then(|w| w.get("mcp_servers"))
+        .and_then(|s| s.get(SERVER_NAME))
+        == wanted_server.as_ref();
+    if !(same_rest && ours_right) {
+        return Err(EngineError::Config {
+            path,
+            message: format!(
+                "its entry for mcp_servers.{SERVER_NAME} is not written as [mcp_servers.{SERVER_NAME}] \
+                 tables and cannot be replaced; remove it and run setup again"
+            ),
+        });
+    }
+    Ok(Plan::Toml {
+        path,
+        content,
+        entry: entry.to_owned(),
+        unchanged: false,
+    })
+}
+
+/// Carry out one step of a plan; what happened, in a sentence.
 ///
 /// # Errors
 /// [`EngineError::Io`] when a file cannot be written, [`EngineError::Spawn`] when droid cannot be
@@ -268,24 +513,28 @@ pub async fn apply(plan: &Plan, cfg: &EngineConfig) -> Result<String, EngineErro
         Plan::Json {
             unchanged: true, ..
         }
-        | Plan::TomlAppend {
+        | Plan::Toml {
             unchanged: true, ..
         } => Ok(format!("{plan}; nothing to do")),
-        Plan::Json { path, content, .. } => {
+        Plan::Json {
+            path,
+            content,
+            what,
+            ..
+        } => {
             ensure_parent(path)?;
             let mut bytes = serde_json::to_vec_pretty(content)
                 .map_err(|e| EngineError::io("encode", path)(std::io::Error::other(e)))?;
             bytes.push(b'\n');
             write_atomic(path, &bytes)?;
-            Ok(format!("registered {SERVER_NAME} in {}", path.display()))
+            Ok(format!("wrote {}: {what}", path.display()))
         }
-        Plan::TomlAppend { path, text, .. } => {
+        Plan::Toml { path, content, .. } => {
             ensure_parent(path)?;
-            let mut content = read_optional(path)?.unwrap_or_default();
-            content.push_str(text);
             write_atomic(path, content.as_bytes())?;
             Ok(format!("registered {SERVER_NAME} in {}", path.display()))
         }
+        Plan::Note(text) => Ok(text.clone()),
     }
 }
 
@@ -300,6 +549,38 @@ fn ensure_parent(path: &Path) -> Result<(), EngineError> {
 mod tests {
     use super::*;
 
+    const TOOLS: &[&str] = &["execute_droid_task", "droid_ping"];
+
+    fn reg(allow_tools: bool) -> Registration<'static> {
+        Registration {
+            program: Path::new("/opt/bin/droid-executor"),
+            tools: TOOLS,
+            env_vars: vec!["DROID_CLI_CMD".into(), "FACTORY_API_KEY".into()],
+            tool_timeout_secs: 660,
+            allow_tools,
+        }
+    }
+
+    fn one(mut steps: Vec<Plan>) -> Plan {
+        assert_eq!(steps.len(), 1, "{steps:#?}");
+        steps.remove(0)
+    }
+
+    const ENTRY: &str = "[mcp_servers.droid-executor]\n\
+        # written by `droid-executor setup mcp --client codex`; run it again to update\n\
+        command = \"/opt/bin/droid-executor\"\n\
+        args = [\"mcp\"]\n\
+        # Codex starts an MCP server with only HOME, PATH and LC_CTYPE: these are passed when set\n\
+        env_vars = [\"DROID_CLI_CMD\", \"FACTORY_API_KEY\"]\n\
+        # one call may run a whole task: above the run budget (Codex's default is 300 s)\n\
+        tool_timeout_sec = 660\n\
+        \n\
+        [mcp_servers.droid-executor.tools.execute_droid_task]\n\
+        approval_mode = \"approve\"\n\
+        \n\
+        [mcp_servers.droid-executor.tools.droid_ping]\n\
+        approval_mode = \"approve\"\n";
+
     #[test]
     fn plans_keep_what_is_there() {
         let home = std::env::temp_dir().join(format!("dx-setup-{}", std::process::id()));
@@ -312,12 +593,15 @@ mod tests {
         .unwrap();
         std::fs::write(home.join(".codex/config.toml"), "model = \"o3\"\n").unwrap();
         let env: EnvMap = [("HOME".to_owned(), home.display().to_string())].into();
-        let exe = Path::new("/opt/bin/droid-executor");
-        let Plan::Json {
-            content, unchanged, ..
-        } = plan(McpClient::Claude, exe, None, &env).unwrap()
+        let steps = plan(McpClient::Claude, &reg(false), None, &env).unwrap();
+        let [
+            Plan::Json {
+                content, unchanged, ..
+            },
+            Plan::Note(note),
+        ] = &steps[..]
         else {
-            panic!("claude is a JSON file")
+            panic!("claude is a JSON file and a note: {steps:#?}")
         };
         assert!(!unchanged);
         assert_eq!(content["theme"], "dark");
@@ -326,36 +610,114 @@ mod tests {
             content["mcpServers"][SERVER_NAME],
             json!({"type": "stdio", "command": "/opt/bin/droid-executor", "args": ["mcp"], "env": {}})
         );
-        let Plan::TomlAppend {
-            text, unchanged, ..
-        } = plan(McpClient::Codex, exe, None, &env).unwrap()
+        assert!(
+            note.contains("--allowedTools mcp__droid-executor__execute_droid_task,mcp__droid-executor__droid_ping"),
+            "{note}"
+        );
+        let Plan::Toml {
+            content, unchanged, ..
+        } = one(plan(McpClient::Codex, &reg(false), None, &env).unwrap())
         else {
             panic!("codex is a TOML file")
         };
         assert!(!unchanged);
-        assert_eq!(
-            text,
-            "\n[mcp_servers.droid-executor]\ncommand = \"/opt/bin/droid-executor\"\nargs = [\"mcp\"]\n"
-        );
-        std::fs::write(
-            home.join(".codex/config.toml"),
-            format!("model = \"o3\"\n{text}"),
-        )
-        .unwrap();
-        let Plan::TomlAppend { unchanged, .. } = plan(McpClient::Codex, exe, None, &env).unwrap()
+        assert_eq!(content, format!("model = \"o3\"\n\n{ENTRY}"));
+        std::fs::write(home.join(".codex/config.toml"), &content).unwrap();
+        let Plan::Toml { unchanged, .. } =
+            one(plan(McpClient::Codex, &reg(false), None, &env).unwrap())
         else {
             panic!("codex is a TOML file")
         };
         assert!(unchanged);
         assert!(
-            plan(McpClient::Droid, exe, None, &env).is_err(),
+            plan(McpClient::Droid, &reg(false), None, &env).is_err(),
             "droid must be found"
         );
         std::fs::write(home.join(".claude.json"), "{oops").unwrap();
         assert!(matches!(
-            plan(McpClient::Claude, exe, None, &env),
+            plan(McpClient::Claude, &reg(false), None, &env),
             Err(EngineError::Config { .. })
         ));
         std::fs::remove_dir_all(&home).unwrap();
+    }
+
+    /// The entry an earlier version appended (command and args only) is replaced in place; the
+    /// user's tables before and after it stay.
+    #[test]
+    fn an_older_codex_entry_is_replaced() {
+        let old = "model = \"o3\"\n\n[mcp_servers.droid-executor]\ncommand = \"/old/droid-executor\"\nargs = [\"mcp\"]\n\n[mcp_servers.droid-executor.tools.droid_ping]\napproval_mode = \"prompt\"\n\n[profiles.fast]\nmodel = \"gpt-5.5\"\n";
+        let Plan::Toml {
+            content, unchanged, ..
+        } = codex_plan(PathBuf::from("config.toml"), old, ENTRY).unwrap()
+        else {
+            panic!("a TOML plan")
+        };
+        assert!(!unchanged);
+        assert_eq!(
+            content,
+            format!("model = \"o3\"\n\n[profiles.fast]\nmodel = \"gpt-5.5\"\n\n{ENTRY}")
+        );
+        // keys the user added to our entry are kept when ours say the same, never dropped
+        let Plan::Toml { unchanged, .. } = codex_plan(
+            PathBuf::from("config.toml"),
+            &format!("{ENTRY}startup_timeout_sec = 20\n"),
+            ENTRY,
+        )
+        .unwrap() else {
+            panic!("a TOML plan")
+        };
+        assert!(unchanged);
+        let custom = "[mcp_servers.droid-executor]\ncommand = \"/old\"\nstartup_timeout_sec = 20\n\n[mcp_servers.droid-executor.env]\nA = \"1\"\n";
+        let err = codex_plan(PathBuf::from("config.toml"), custom, ENTRY).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("has settings setup does not write (env, startup_timeout_sec)"),
+            "{err}"
+        );
+        // an inline table cannot be cut out line by line: refused, nothing written
+        let inline = "[mcp_servers]\ndroid-executor = { command = \"x\" }\n";
+        let err = codex_plan(PathBuf::from("config.toml"), inline, ENTRY).unwrap_err();
+        assert!(
+            err.to_string().contains("remove it and run setup again"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn claude_rules_are_added_once() {
+        let dir = std::env::temp_dir().join(format!("dx-setup-allow-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("settings.json");
+        std::fs::write(
+            &path,
+            r#"{"model": "opus", "permissions": {"allow": ["Bash(ls:*)", "mcp__droid-executor__droid_ping"]}}"#,
+        )
+        .unwrap();
+        let rules = claude_allow_rules(TOOLS);
+        let Plan::Json {
+            content, unchanged, ..
+        } = claude_allow(&path, &rules).unwrap()
+        else {
+            panic!("a JSON plan")
+        };
+        assert!(!unchanged);
+        assert_eq!(
+            content,
+            json!({"model": "opus", "permissions": {"allow": [
+                "Bash(ls:*)", "mcp__droid-executor__droid_ping", "mcp__droid-executor__execute_droid_task"
+            ]}})
+        );
+        std::fs::write(&path, content.to_string()).unwrap();
+        let Plan::Json { unchanged, .. } = claude_allow(&path, &rules).unwrap() else {
+            panic!("a JSON plan")
+        };
+        assert!(unchanged);
+        std::fs::write(&path, r#"{"permissions": {"allow": "all"}}"#).unwrap();
+        assert!(matches!(
+            claude_allow(&path, &rules),
+            Err(EngineError::Config { .. })
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -10,7 +10,8 @@
 //! Key choice: nothing is ever written to the user's repository, not its index, not its object
 //! store, and HEAD is irrelevant: we diff working trees, so droid committing during the run hides
 //! nothing. Both snapshots of one run share `scratch/objects`, so `git diff-tree` sees both trees
-//! and gives renames and line counts for free.
+//! and gives renames and line counts for free. No code the repository controls runs: hooks,
+//! fsmonitor, filter drivers, textconv and external diffs are all off ([`GIT_CONFIG`]).
 //!
 //! Files that `.gitignore` excludes are not staged and so never reported: build output and caches
 //! are not "files changed" (a file that is already tracked is reported even when ignored, as git
@@ -50,12 +51,20 @@ const MODE_FILE: &str = "snapshot-mode";
 const WALK_MODE: &[u8] = b"walk";
 /// The longest piece of git's stderr quoted in a warning or an error.
 const MAX_MESSAGE_BYTES: usize = 2000;
-/// Settings every git call gets: no fsmonitor daemon, raw path names, a full (not split) index
-/// in our copy, no automatic gc, no dying on CRLF conversions, no embedded-repository advice,
-/// and no Git LFS clean filter (it would write to `.git/lfs` and needs git-lfs installed; LFS
-/// files are hashed as they are on disk instead).
+/// Settings every git call gets: no hooks (`post-index-change` runs on every index write), no
+/// fsmonitor (its value may name a program), no transport at all, raw path names, a full (not
+/// split) index in our copy, no automatic gc, no dying on CRLF conversions, no
+/// embedded-repository advice, and no Git LFS filter (it would write to `.git/lfs` and needs
+/// git-lfs installed; LFS files are hashed as they are on disk instead).
+///
+/// Code the repository controls must never run on our behalf (an agent at `--auto low` can write
+/// `.git/config` and `.git/hooks`): hooks and fsmonitor are off here, every other filter driver
+/// configured anywhere is emptied per run by [`neutral_filters`], and `diff-tree` runs with
+/// `--no-ext-diff --no-textconv`.
 const GIT_CONFIG: &[&str] = &[
+    "core.hooksPath=/dev/null",
     "core.fsmonitor=false",
+    "protocol.allow=never",
     "core.quotepath=false",
     "core.splitIndex=false",
     "core.safecrlf=false",
@@ -293,6 +302,9 @@ struct Repo {
     index: PathBuf,
     /// The real object directory.
     objects: PathBuf,
+    /// The name of every filter driver configured for the repository (any scope), to be
+    /// emptied in every call that may run one.
+    filters: Vec<Vec<u8>>,
 }
 
 /// What `git rev-parse` said about the root.
@@ -507,11 +519,101 @@ async fn locate(root: &Path, env: &[(OsString, OsString)]) -> Located {
             String::from_utf8_lossy(&stdout)
         ));
     };
+    let filters = match filter_names(root, env).await {
+        Ok(names) => names,
+        Err(why) => return Located::Unusable(why),
+    };
     Located::Repo(Repo {
         prefix: OsString::from_vec(prefix.to_vec()),
         index: PathBuf::from(OsString::from_vec(index.to_vec())),
         objects: PathBuf::from(OsString::from_vec(objects.to_vec())),
+        filters,
     })
+}
+
+/// The names of the filter drivers configured for the repository at `root`, in every scope and
+/// include (`filter.<name>.<key>`; a name may hold dots). Reading configuration runs nothing.
+/// When it cannot be read the snapshot must not stage with git, since a filter could then run.
+async fn filter_names(root: &Path, env: &[(OsString, OsString)]) -> Result<Vec<Vec<u8>>, String> {
+    let args = os_args(&["config", "-z", "--name-only", "--get-regexp", r"^filter\."]);
+    let run = match git(root, env, &args, None).await {
+        Ok(run) => run,
+        Err(e) => return Err(format!("git could not be started ({e})")),
+    };
+    if !run.success {
+        // `git config --get-regexp` exits 1 when nothing matches, and then prints nothing
+        if run.stdout.is_empty() && run.message.is_empty() {
+            return Ok(Vec::new());
+        }
+        return Err(format!("git {} failed: {}", run.args, run.message));
+    }
+    Ok(parse_filter_names(&run.stdout))
+}
+
+/// The driver names in `git config -z --name-only` output (`filter.<name>.<key>\0`…), each
+/// once, in order.
+fn parse_filter_names(out: &[u8]) -> Vec<Vec<u8>> {
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    for key in out.split(|b| *b == 0) {
+        let Some(rest) = key.strip_prefix(b"filter.") else {
+            continue;
+        };
+        let Some(dot) = rest.iter().rposition(|b| *b == b'.') else {
+            // `filter.x` (no subsection) names no driver
+            continue;
+        };
+        let name = &rest[..dot];
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_vec());
+        }
+    }
+    names
+}
+
+/// `env` with every driver of `names` emptied (`clean`, `smudge` and `process` set to nothing,
+/// `required` to false), through `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_<n>`/`GIT_CONFIG_VALUE_<n>`
+/// after any the environment already holds: unlike `-c`, these take a name holding `=`.
+fn neutral_filters(env: &[(OsString, OsString)], names: &[Vec<u8>]) -> Vec<(OsString, OsString)> {
+    let start: usize = env
+        .iter()
+        .find(|(k, _)| k == "GIT_CONFIG_COUNT")
+        .and_then(|(_, v)| v.to_str()?.trim().parse().ok())
+        .unwrap_or(0);
+    let mut out: Vec<(OsString, OsString)> = env
+        .iter()
+        .filter(|(k, _)| k != "GIT_CONFIG_COUNT")
+        .cloned()
+        .collect();
+    let mut n = start;
+    for name in names {
+        for (key, value) in [
+            ("clean", ""),
+            ("smudge", ""),
+            ("process", ""),
+            ("required", "false"),
+        ] {
+            let mut full = b"filter.".to_vec();
+            full.extend_from_slice(name);
+            full.push(b'.');
+            full.extend_from_slice(key.as_bytes());
+            out.push((
+                OsString::from(format!("GIT_CONFIG_KEY_{n}")),
+                OsString::from_vec(full),
+            ));
+            out.push((
+                OsString::from(format!("GIT_CONFIG_VALUE_{n}")),
+                OsString::from(value),
+            ));
+            n += 1;
+        }
+    }
+    if n > 0 {
+        out.push((
+            OsString::from("GIT_CONFIG_COUNT"),
+            OsString::from(n.to_string()),
+        ));
+    }
+    out
 }
 
 /// Stage the working tree below `root` into a copy of the index and write it as a tree.
@@ -531,14 +633,15 @@ async fn take_git(
     }
     let index = dir.join("index");
     copy_index(&repo.index, &index).await?;
+    let env = neutral_filters(env, &repo.filters);
     let env = with_vars(
-        env,
+        &env,
         &[
             ("GIT_INDEX_FILE", index.clone().into_os_string()),
             ("GIT_OBJECT_DIRECTORY", objects.clone().into_os_string()),
             (
                 "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-                alternates(&[&repo.objects], env),
+                alternates(&[&repo.objects], &env),
             ),
         ],
     );
@@ -728,7 +831,14 @@ async fn diff_git(
             ("GIT_ALTERNATE_OBJECT_DIRECTORIES", alternates(&extra, env)),
         ],
     );
-    let base = ["diff-tree", "-r", "-z", "-M"];
+    let base = [
+        "diff-tree",
+        "--no-ext-diff",
+        "--no-textconv",
+        "-r",
+        "-z",
+        "-M",
+    ];
     let run_with = |format: &str| {
         let mut args = os_args(&base);
         args.push(OsString::from(format));
@@ -1692,6 +1802,50 @@ mod tests {
         assert!(!ran.exists(), "the clean filter must not run");
     }
 
+    #[tokio::test]
+    async fn repository_hooks_and_filters_are_not_run() {
+        let f = Fixture::new();
+        f.init().await;
+        let ran = f.dir.join("repository-code-ran");
+        let program = f.dir.join("planted");
+        std::fs::write(
+            &program,
+            format!("#!/bin/sh\necho \"$*\" >> '{}'\nexec cat\n", ran.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let hook = f.repo.join(".git/hooks/post-index-change");
+        std::fs::write(&hook, format!("#!/bin/sh\n'{}' hook\n", program.display())).unwrap();
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let p = program.display();
+        f.git(&["config", "filter.evil.clean", &format!("{p} clean")])
+            .await;
+        f.git(&["config", "filter.evil.required", "true"]).await;
+        f.git(&["config", "filter.x.y.process", &format!("{p} process")])
+            .await;
+        f.git(&["config", "core.fsmonitor", &format!("{p} fsmonitor")])
+            .await;
+        f.write(".gitattributes", "*.dat filter=evil\n*.xy filter=x.y\n");
+        f.write("a.dat", "a\n");
+        f.write("a.xy", "a\n");
+        let before = f.take().await;
+        f.write("b.dat", "b\n");
+        f.write("b.xy", "b\n");
+        let after = f.take().await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![
+                    change("b.dat", Added, Some((1, 0))),
+                    change("b.xy", Added, Some((1, 0))),
+                ],
+                warnings: no_warnings(),
+            }
+        );
+        assert_eq!(std::fs::read_to_string(&ran).unwrap_or_default(), "");
+    }
+
     // ------------------------------------------------------------------------------- walk
 
     #[tokio::test]
@@ -1929,6 +2083,54 @@ mod tests {
         assert_eq!(parse_numstat(b"1\t1\t\0old\0"), None);
         assert_eq!(parse_name_status(b"M\0\0A\0x\0"), None);
         assert_eq!(parse_name_status(b""), Some(Vec::new()));
+    }
+
+    #[test]
+    fn filter_names_are_read_once_each_dotted_ones_whole() {
+        let out = b"filter.lfs.clean\0filter.lfs.process\0filter.a.b.clean\0\
+                    filter.x\0filter.Evil=1.smudge\0";
+        assert_eq!(
+            parse_filter_names(out),
+            vec![b"lfs".to_vec(), b"a.b".to_vec(), b"Evil=1".to_vec()]
+        );
+        assert_eq!(parse_filter_names(b""), Vec::<Vec<u8>>::new());
+    }
+
+    #[test]
+    fn filters_are_emptied_after_the_environment_s_own_settings() {
+        let env = vec![
+            (OsString::from("GIT_CONFIG_COUNT"), OsString::from("1")),
+            (OsString::from("GIT_CONFIG_KEY_0"), OsString::from("core.x")),
+            (OsString::from("GIT_CONFIG_VALUE_0"), OsString::from("y")),
+        ];
+        let out = neutral_filters(&env, &[b"a=b".to_vec()]);
+        let shown: Vec<(String, String)> = out
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        assert_eq!(
+            shown,
+            vec![
+                pair("GIT_CONFIG_KEY_0", "core.x"),
+                pair("GIT_CONFIG_VALUE_0", "y"),
+                pair("GIT_CONFIG_KEY_1", "filter.a=b.clean"),
+                pair("GIT_CONFIG_VALUE_1", ""),
+                pair("GIT_CONFIG_KEY_2", "filter.a=b.smudge"),
+                pair("GIT_CONFIG_VALUE_2", ""),
+                pair("GIT_CONFIG_KEY_3", "filter.a=b.process"),
+                pair("GIT_CONFIG_VALUE_3", ""),
+                pair("GIT_CONFIG_KEY_4", "filter.a=b.required"),
+                pair("GIT_CONFIG_VALUE_4", "false"),
+                pair("GIT_CONFIG_COUNT", "5"),
+            ]
+        );
+        assert_eq!(neutral_filters(&[], &[]), Vec::new());
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The one place the workspace starts processes (STYLE.md: one spawn site).
+//! The one place the workspace starts processes (docs/architecture.md#house-rules: one spawn site).
 //!
 //! Every child gets its own process group (`process_group(0)`), an explicit environment (cleared,
 //! then exactly what the caller passes), null or piped stdin, piped stdout and stderr,
@@ -7,9 +7,10 @@
 //! their own session (droid runs each Execute command under `setsid`) are found by
 //! [`crate::sweep`].
 //!
-//! The one exception is a *detached* child (a background task's supervisor): it gets a new session
-//! (`setsid`), its output goes to a log file, and neither `kill_on_drop` nor a parent-death signal,
-//! because it must outlive the front-end that started it.
+//! The one exception is a *detached* child (a background task's supervisor, a run's guardian): it
+//! gets a new session (`setsid`), its output goes to a log file (`/dev/null` for a guardian), and
+//! neither `kill_on_drop` nor a parent-death signal, because it must outlive the front-end that
+//! started it.
 //!
 //! The parent-death signal is per *thread* on Linux: it fires when the thread that called `fork`
 //! exits. Children are spawned from async code, that is from a tokio worker thread (or the
@@ -146,6 +147,10 @@ pub(crate) async fn terminate(
     status
 }
 
+/// How long the output pipes of a finished command may stay open once its process group is
+/// killed before the holder is looked for by its marker (closing takes well under a millisecond).
+const PIPES_SETTLE: Duration = Duration::from_millis(100);
+
 /// A finished short-lived command: exit code, output tails, timing.
 #[derive(Debug)]
 pub(crate) struct Captured {
@@ -160,6 +165,11 @@ pub(crate) struct Captured {
 
 /// Run `spec` to completion with `input` on stdin, keeping the last `keep` bytes of each output
 /// stream, killing it (and everything marked with `marker`) when `timeout` passes.
+///
+/// Once the command exits its process group is killed; when its output pipes are still held
+/// after that (by a child that left the group with `setsid`), everything marked with `marker` is
+/// killed before they are drained. A caller that must leave nothing behind even when nothing
+/// holds the pipes sweeps `marker` itself afterwards ([`crate::verify`] does).
 ///
 /// # Errors
 /// [`EngineError::Spawn`] when the program cannot be started.
@@ -185,15 +195,29 @@ pub(crate) async fn capture(
     };
     let out = read_tail(child.stdout.take(), keep);
     let err = read_tail(child.stderr.take(), keep);
-    let readers = tokio::spawn(async move { tokio::join!(out, err) });
+    let mut readers = tokio::spawn(async move { tokio::join!(out, err) });
+    let pid = child.id();
     let (status, timed_out) = tokio::select! {
         (status, ()) = async { tokio::join!(child.wait(), feed) } => (status.ok(), false),
         () = tokio::time::sleep(timeout) => (terminate(&mut child, Duration::from_secs(2), marker).await, true),
     };
-    // a grandchild that keeps the pipes open must not hold us forever
-    let (stdout, stderr) = match tokio::time::timeout(Duration::from_secs(2), readers).await {
+    if !timed_out && let Some(pid) = pid {
+        // the command is gone; what it left in its group (`server &`) goes with it, before the
+        // pipes are drained, so a background child holding them costs nothing
+        signal_group(pid, Signal::SIGKILL);
+    }
+    let (stdout, stderr) = match tokio::time::timeout(PIPES_SETTLE, &mut readers).await {
         Ok(Ok(pair)) => pair,
-        _ => (Tail::new(keep), Tail::new(keep)),
+        Ok(Err(_)) => (Tail::new(keep), Tail::new(keep)),
+        Err(_) => {
+            // still open: held by something outside the group (a `setsid` child); end it too
+            sweep::sweep(marker, Duration::from_secs(3)).await;
+            // whatever still holds the pipes then (no marker left) must not hold us forever
+            match tokio::time::timeout(Duration::from_secs(2), readers).await {
+                Ok(Ok(pair)) => pair,
+                _ => (Tail::new(keep), Tail::new(keep)),
+            }
+        }
     };
     Ok(Captured {
         code: if timed_out {

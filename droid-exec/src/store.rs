@@ -22,6 +22,14 @@
 //! the first writer wins and a second (a supervisor finishing just as someone declares it dead)
 //! cannot replace it: every task ends with exactly one result.
 //!
+//! What a submission answers for is durable before the id is given: the task directory's files
+//! and the directory are fsynced, and then `tasks/`, which holds the directory's own entry.
+//!
+//! Every read of a store file is [`read_regular`]: opened without following a link and without
+//! blocking on a FIFO, checked to be a regular file on the opened descriptor, and bounded by the
+//! file's limit. An entry of `tasks/` that is not a task directory is reported
+//! ([`Store::entries`]), never followed.
+//!
 //! A full disk must not lose a result either: a task is created only if its `reserve` can be
 //! written, and a commit that meets a full disk gives the reserve back and tries again (then once
 //! more with the logs and command excerpts dropped). A cancel request on a full disk is an empty
@@ -40,7 +48,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
 
-/// A background task's id: `droid-<unix seconds>-<4 hex digits>` (seed 002). Only ids of this
+/// A background task's id: `droid-<unix seconds>-<4 hex digits>` (seed 002,
+/// docs/architecture.md#origin). Only ids of this
 /// shape name a directory, so an id can never point outside the store.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TaskKey(String);
@@ -200,6 +209,119 @@ fn sync_dir(dir: &Path) {
     }
 }
 
+/// Make the entries of `dir` durable, as a promise made to a caller needs: a failing fsync is an
+/// error, except on a file system that does not sync directories at all (`EINVAL`), where there
+/// is nothing more to do.
+fn sync_dir_strict(dir: &Path) -> Result<(), EngineError> {
+    let d = File::open(dir).map_err(io("open directory", dir))?;
+    match d.sync_all() {
+        Err(e) if e.raw_os_error() != Some(Errno::EINVAL as i32) => Err(io("fsync", dir)(e)),
+        _ => Ok(()),
+    }
+}
+
+/// Largest `task.json`, `owner.json` or `started` the store reads (they hold a few hundred bytes).
+pub(crate) const RECORD_LIMIT: u64 = 64 * 1024;
+/// Largest `request.json` the store reads: what a supervisor accepts as its payload, which holds
+/// the whole request and more.
+pub(crate) const REQUEST_LIMIT: u64 = crate::worker::PAYLOAD_LIMIT as u64;
+/// Largest `result.json` the store reads (a result's excerpts and logs are bounded; a few hundred
+/// KiB at most).
+pub(crate) const RESULT_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// Why a store file could not be read.
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    /// It does not exist.
+    Missing,
+    /// It exists but is not something to read: a directory, a FIFO, a socket, a device, a
+    /// symbolic link, a file over the limit, or a path through a file where a directory belongs.
+    Unreadable(String),
+    /// Reading it failed.
+    Io(std::io::Error),
+}
+
+/// Open `path` for reading only if it is a regular file (never following a symbolic link, and
+/// without blocking on a FIFO: the check is made on the opened descriptor), and read it whole if
+/// it holds at most `limit` bytes.
+pub(crate) fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    use nix::fcntl::OFlag;
+    use std::io::Read as _;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC).bits())
+        .open(path);
+    let file = match file {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::Missing),
+        Err(e) if e.raw_os_error() == Some(Errno::ELOOP as i32) => {
+            return Err(ReadError::Unreadable(
+                "a symbolic link, not a regular file".into(),
+            ));
+        }
+        Err(e) if e.raw_os_error() == Some(Errno::ENOTDIR as i32) => {
+            return Err(ReadError::Unreadable(
+                "its task directory is not a directory".into(),
+            ));
+        }
+        Err(e) => return Err(ReadError::Io(e)),
+    };
+    let meta = file.metadata().map_err(ReadError::Io)?;
+    if !meta.is_file() {
+        return Err(ReadError::Unreadable(format!(
+            "a {}, not a regular file",
+            file_kind(&meta.file_type())
+        )));
+    }
+    if meta.len() > limit {
+        return Err(ReadError::Unreadable(format!(
+            "{} bytes, more than the {limit} a store file of this kind may hold",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::new();
+    // bounded again: the file may grow after the check
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(ReadError::Io)?;
+    if bytes.len() as u64 > limit {
+        return Err(ReadError::Unreadable(format!(
+            "more than the {limit} bytes a store file of this kind may hold"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// What kind of file system object `t` is, in words.
+pub(crate) fn file_kind(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if t.is_dir() {
+        "directory"
+    } else if t.is_symlink() {
+        "symbolic link"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "device"
+    } else if t.is_file() {
+        "regular file"
+    } else {
+        "special file"
+    }
+}
+
+/// An entry of the store's `tasks/` directory that is not a readable task: what it is, and why
+/// it was skipped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DamagedEntry {
+    /// The entry's name in `tasks/` (a task id when it has that shape).
+    pub entry: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
 /// Replace `path` with `bytes` atomically (temp file, fsync, rename, fsync of the directory).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
     let tmp = write_temp(path, bytes)?;
@@ -259,11 +381,16 @@ impl Store {
     /// Make the store's directories (0700).
     pub(crate) fn ensure(&self) -> Result<(), EngineError> {
         let dir = self.tasks_dir();
+        if dir.is_dir() {
+            return Ok(());
+        }
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&dir)
-            .map_err(io("create directory", &dir))
+            .map_err(io("create directory", &dir))?;
+        // the new `tasks/` entry itself must survive a crash, or every task in it is lost
+        sync_dir_strict(&self.root)
     }
 
     /// A new task directory holding `task.json` and `request.json` (already redacted).
@@ -301,9 +428,15 @@ impl Store {
         };
         let dir = self.dir(&key);
         // the reserve first: a task that could not store its result is not started
+        // What a 202 (or a `droid_submit` answer) promises is on disk before it is given: the
+        // files are fsynced and so is the task directory after each rename (`write_atomic`),
+        // and then `tasks/`, which holds the new directory's own entry (`mkdir` alone is not
+        // durable: a crash could forget the directory and everything in it).
         let written = write_reserve(&dir.join(RESERVE))
             .and_then(|()| write_atomic(&dir.join("request.json"), &to_json(request)?))
-            .and_then(|()| write_atomic(&dir.join("task.json"), &to_json(&meta)?));
+            .and_then(|()| write_atomic(&dir.join("task.json"), &to_json(&meta)?))
+            .and_then(|()| sync_dir_strict(&dir))
+            .and_then(|()| sync_dir_strict(&self.tasks_dir()));
         if let Err(e) = written {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(e);
@@ -311,32 +444,78 @@ impl Store {
         Ok(key)
     }
 
-    /// Ids of every task directory, in no particular order.
+    /// Ids of every task directory, in no particular order (entries that are not task
+    /// directories are left out: see [`Store::entries`]).
     pub(crate) fn keys(&self) -> Result<Vec<TaskKey>, EngineError> {
+        Ok(self.entries()?.0)
+    }
+
+    /// Ids of every task directory, in no particular order, and every other entry of `tasks/`
+    /// with what is wrong with it: a name that is no task id, a file, a FIFO or a symbolic link
+    /// where a task directory belongs. Only the directory listing is read (no entry is opened or
+    /// followed).
+    pub(crate) fn entries(&self) -> Result<(Vec<TaskKey>, Vec<DamagedEntry>), EngineError> {
         let dir = self.tasks_dir();
-        let entries = match std::fs::read_dir(&dir) {
+        let listing = match std::fs::read_dir(&dir) {
             Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((Vec::new(), Vec::new()));
+            }
             Err(e) => return Err(io("read directory", &dir)(e)),
         };
-        Ok(entries
-            .flatten()
-            .filter_map(|e| TaskKey::parse(e.file_name().to_str()?).ok())
-            .collect())
+        let (mut keys, mut damaged) = (Vec::new(), Vec::new());
+        for entry in listing {
+            let entry = entry.map_err(io("read directory", &dir))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let key = TaskKey::parse(&name);
+            // the entry's own type (lstat), never what a symbolic link points at
+            let kind = entry.file_type();
+            match (key, kind) {
+                (Ok(key), Ok(t)) if t.is_dir() => keys.push(key),
+                (Ok(_), Ok(t)) => damaged.push(DamagedEntry {
+                    entry: name,
+                    problem: format!("a {} where a task directory belongs", file_kind(&t)),
+                }),
+                (_, Err(e)) => damaged.push(DamagedEntry {
+                    entry: name,
+                    problem: format!("cannot be examined: {e}"),
+                }),
+                (Err(_), Ok(t)) => damaged.push(DamagedEntry {
+                    entry: name,
+                    problem: format!(
+                        "a {} whose name is not a task id (task ids look like \
+                         droid-1795349045-3fa2)",
+                        file_kind(&t)
+                    ),
+                }),
+            }
+        }
+        Ok((keys, damaged))
+    }
+
+    /// The damage of a task directory whose records cannot be read, as an entry to report.
+    pub(crate) fn damaged(key: &TaskKey, e: &EngineError) -> DamagedEntry {
+        DamagedEntry {
+            entry: key.as_str().to_owned(),
+            problem: e.to_string(),
+        }
     }
 
     /// The task's `task.json`; a missing directory or file is "no such task".
     pub(crate) fn meta(&self, key: &TaskKey) -> Result<Meta, EngineError> {
         let path = self.dir(key).join("task.json");
-        let text = match std::fs::read(&path) {
+        let text = match read_regular(&path, RECORD_LIMIT) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(ReadError::Missing) => {
                 return Err(EngineError::NoSuchTask {
                     id: key.as_str().to_owned(),
                     hint: "it never existed, or its result expired and was removed".into(),
                 });
             }
-            Err(e) => return Err(io("read", &path)(e)),
+            Err(ReadError::Unreadable(message)) => {
+                return Err(EngineError::Corrupt { path, message });
+            }
+            Err(ReadError::Io(e)) => return Err(io("read", &path)(e)),
         };
         serde_json::from_slice(&text).map_err(|e| EngineError::Corrupt {
             path,
@@ -347,7 +526,16 @@ impl Store {
     /// The stored (redacted) request.
     pub(crate) fn request(&self, key: &TaskKey) -> Result<serde_json::Value, EngineError> {
         let path = self.dir(key).join("request.json");
-        let text = std::fs::read(&path).map_err(io("read", &path))?;
+        let text = match read_regular(&path, REQUEST_LIMIT) {
+            Ok(t) => t,
+            Err(ReadError::Missing) => {
+                return Err(io("read", &path)(std::io::ErrorKind::NotFound.into()));
+            }
+            Err(ReadError::Unreadable(message)) => {
+                return Err(EngineError::Corrupt { path, message });
+            }
+            Err(ReadError::Io(e)) => return Err(io("read", &path)(e)),
+        };
         serde_json::from_slice(&text).map_err(|e| EngineError::Corrupt {
             path,
             message: e.to_string(),
@@ -358,12 +546,13 @@ impl Store {
     /// says so (the file is left for inspection).
     pub(crate) fn result(&self, key: &TaskKey) -> Result<Option<ExecutionResult>, EngineError> {
         let path = self.dir(key).join("result.json");
-        let text = match std::fs::read(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io("read", &path)(e)),
+        let parsed = match read_regular(&path, RESULT_LIMIT) {
+            Ok(t) => serde_json::from_slice(&t).map_err(|e| e.to_string()),
+            Err(ReadError::Missing) => return Ok(None),
+            Err(ReadError::Unreadable(message)) => Err(message),
+            Err(ReadError::Io(e)) => return Err(io("read", &path)(e)),
         };
-        Ok(Some(serde_json::from_slice(&text).unwrap_or_else(|e| {
+        Ok(Some(parsed.unwrap_or_else(|e| {
             ExecutionResult::error(
                 Some(key.as_str().to_owned()),
                 format!("the task's stored result is unreadable: {e}"),
@@ -419,7 +608,7 @@ impl Store {
     }
 
     pub(crate) fn owner(&self, key: &TaskKey) -> Option<Owner> {
-        let text = std::fs::read(self.dir(key).join("owner.json")).ok()?;
+        let text = read_regular(&self.dir(key).join("owner.json"), RECORD_LIMIT).ok()?;
         serde_json::from_slice(&text).ok()
     }
 

@@ -48,7 +48,8 @@ pub struct Publisher {
     tx: Option<mpsc::Sender<RunEvent>>,
     dropped: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     log: Option<std::sync::Arc<EventLog>>,
-    /// Masks secrets in every event before it leaves (DESIGN §8): droid's messages reach MCP
+    /// Masks secrets in every event before it leaves (docs/architecture.md#security): droid's
+    /// messages reach MCP
     /// progress notifications and the CLI's progress line as they are.
     redact: Option<Redactor>,
 }

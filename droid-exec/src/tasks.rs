@@ -1,4 +1,5 @@
-//! Background tasks (DESIGN §4.6): submit a request, get an id back at once, and look at the task
+//! Background tasks (docs/architecture.md#task-store): submit a request, get an id back at once,
+//! and look at the task
 //! from any process later — its state, its events, its result — or cancel it.
 //!
 //! A task runs in its own supervisor process ([`crate::worker`]), started detached, so it survives
@@ -28,7 +29,7 @@ use crate::error::EngineError;
 use crate::lock;
 use crate::queue::Scheduler;
 use crate::spawn::{SpawnSpec, spawn};
-use crate::store::{Meta, Store, TaskKey};
+use crate::store::{DamagedEntry, Meta, Store, TaskKey};
 use crate::sweep;
 use crate::timestamp::rfc3339;
 use crate::worker::{Payload, marker, redactor};
@@ -66,6 +67,30 @@ impl EventCursor {
         Self { offset: 0, after }
     }
 }
+
+/// What [`Tasks::survey`] finds: the tasks, and the entries of the store that are not readable
+/// tasks (skipped, so that one bad entry never hides the others).
+#[derive(Debug, Clone, Default)]
+pub struct TaskListing {
+    /// Tasks, newest first.
+    pub tasks: Vec<TaskRecord>,
+    /// Entries skipped, each with what is wrong with it.
+    pub damaged: Vec<DamagedEntry>,
+}
+
+/// Unfinished tasks by state, for `/health` and `/metrics` (see [`Tasks::counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TaskCounts {
+    /// Tasks waiting for a run slot.
+    pub queued: usize,
+    /// Tasks running.
+    pub running: usize,
+    /// Store entries skipped as damaged (not task directories, or unreadable records).
+    pub damaged: usize,
+}
+
+/// Largest part of an event log read at once: a follower gets the rest on its next call.
+const EVENTS_READ_LIMIT: u64 = 8 * 1024 * 1024;
 
 /// The background tasks of one store.
 #[derive(Debug, Clone)]
@@ -238,49 +263,79 @@ impl Tasks {
         Ok(self.look(&key).await?.1)
     }
 
-    /// Tasks, newest first.
+    /// Tasks, newest first (damaged entries are skipped: [`Tasks::survey`] reports them).
     ///
     /// # Errors
-    /// [`EngineError::Io`] when the store cannot be read.
+    /// [`EngineError::Io`] when the store's `tasks/` directory cannot be read.
     pub async fn list(&self, filter: &TaskFilter) -> Result<Vec<TaskRecord>, EngineError> {
+        Ok(self.survey(filter).await?.tasks)
+    }
+
+    /// Tasks, newest first, and every entry of the store skipped because it is not a readable
+    /// task: a file, FIFO or link where a task directory belongs, a `task.json` that is damaged
+    /// or not a regular file, a directory that cannot be read. A half-created task (no
+    /// `task.json` yet) and an expired one are neither listed nor reported.
+    ///
+    /// # Errors
+    /// [`EngineError::Io`] when the store's `tasks/` directory cannot be read.
+    pub async fn survey(&self, filter: &TaskFilter) -> Result<TaskListing, EngineError> {
+        let (keys, mut damaged) = self.store.entries()?;
         let mut all: Vec<(u64, TaskRecord)> = Vec::new();
-        for key in self.store.keys()? {
+        for key in keys {
             match self.look(&key).await {
                 Ok((meta, rec)) => {
                     if filter.state.is_none_or(|s| s == rec.state) {
                         all.push((meta.seq, rec));
                     }
                 }
-                // half-created, expired or corrupt: not a task to show
-                Err(EngineError::NoSuchTask { .. } | EngineError::Corrupt { .. }) => {}
-                Err(e) => return Err(e),
+                // half-created or expired: not a task to show
+                Err(EngineError::NoSuchTask { .. }) => {}
+                Err(e) => damaged.push(Store::damaged(&key, &e)),
             }
         }
         all.sort_by_key(|a| std::cmp::Reverse(a.0));
+        damaged.sort_by(|a, b| a.entry.cmp(&b.entry));
         let limit = filter.limit.unwrap_or(usize::MAX);
-        Ok(all.into_iter().take(limit).map(|(_, r)| r).collect())
+        Ok(TaskListing {
+            tasks: all.into_iter().take(limit).map(|(_, r)| r).collect(),
+            damaged,
+        })
     }
 
-    /// How many tasks are queued and how many running. Only tasks without a result are looked
-    /// at (a finished task's result is never read), so the count stays cheap however long the
-    /// store's history grows: what `/health` and `/metrics` ask on every scrape.
+    /// How many tasks are queued and how many running (see [`Tasks::counts`]).
     ///
     /// # Errors
     /// As [`Tasks::list`].
     pub async fn unfinished(&self) -> Result<(usize, usize), EngineError> {
-        let (mut queued, mut running) = (0, 0);
-        for key in self.store.keys()? {
+        let c = self.counts().await?;
+        Ok((c.queued, c.running))
+    }
+
+    /// How many tasks are queued, how many running, and how many entries of the store were
+    /// skipped as damaged. Only tasks without a result are looked at (a finished task's result
+    /// is never read), so the count stays cheap however long the store's history grows: what
+    /// `/health` and `/metrics` ask on every scrape.
+    ///
+    /// # Errors
+    /// As [`Tasks::list`].
+    pub async fn counts(&self) -> Result<TaskCounts, EngineError> {
+        let (keys, damaged) = self.store.entries()?;
+        let mut c = TaskCounts {
+            damaged: damaged.len(),
+            ..TaskCounts::default()
+        };
+        for key in keys {
             if self.store.has_result(&key) {
                 continue;
             }
             match self.look(&key).await {
-                Ok((_, rec)) if rec.state == TaskState::Queued => queued += 1,
-                Ok((_, rec)) if rec.state == TaskState::Running => running += 1,
-                Ok(_) | Err(EngineError::NoSuchTask { .. } | EngineError::Corrupt { .. }) => {}
-                Err(e) => return Err(e),
+                Ok((_, rec)) if rec.state == TaskState::Queued => c.queued += 1,
+                Ok((_, rec)) if rec.state == TaskState::Running => c.running += 1,
+                Ok(_) | Err(EngineError::NoSuchTask { .. }) => {}
+                Err(_) => c.damaged += 1,
             }
         }
-        Ok((queued, running))
+        Ok(c)
     }
 
     /// Every task id in the store, each with whether its result is committed, in no particular
@@ -365,6 +420,9 @@ impl Tasks {
         cursor: &mut EventCursor,
     ) -> Result<Vec<Value>, EngineError> {
         use std::io::{Read as _, Seek as _, SeekFrom};
+        use std::os::unix::fs::OpenOptionsExt as _;
+
+        use nix::fcntl::OFlag;
         let key = TaskKey::parse(id)?;
         self.store.meta(&key)?;
         let path = self.store.events_path(&key);
@@ -373,24 +431,41 @@ impl Tasks {
             path: path.clone(),
             source,
         };
-        let mut file = match std::fs::File::open(&path) {
+        // never blocks on a FIFO, never follows a link: the type is checked on the descriptor
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC).bits())
+            .open(&path);
+        let mut file = match opened {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(io(e)),
         };
-        let len = file.metadata().map_err(io)?.len();
+        let meta = file.metadata().map_err(io)?;
+        if !meta.is_file() {
+            return Err(EngineError::Corrupt {
+                path: path.clone(),
+                message: format!(
+                    "a {}, not a regular file",
+                    crate::store::file_kind(&meta.file_type())
+                ),
+            });
+        }
+        let len = meta.len();
         if len < cursor.offset {
             cursor.offset = 0;
         }
         file.seek(SeekFrom::Start(cursor.offset)).map_err(io)?;
         let mut bytes = Vec::new();
-        file.take(len - cursor.offset)
-            .read_to_end(&mut bytes)
-            .map_err(io)?;
-        let complete = bytes
-            .iter()
-            .rposition(|b| *b == b'\n')
-            .map_or(&bytes[..0], |i| &bytes[..=i]);
+        // bounded: a huge log is read in parts, one per call
+        let want = (len - cursor.offset).min(EVENTS_READ_LIMIT);
+        file.take(want).read_to_end(&mut bytes).map_err(io)?;
+        let complete = match bytes.iter().rposition(|b| *b == b'\n') {
+            Some(i) => &bytes[..=i],
+            // a single line longer than a whole part: skipped, never buffered
+            None if want == EVENTS_READ_LIMIT => &bytes[..],
+            None => &bytes[..0],
+        };
         cursor.offset += complete.len() as u64;
         let after = cursor.after;
         let events: Vec<Value> = complete
@@ -412,34 +487,50 @@ impl Tasks {
     /// `all`), and half-created task directories nobody holds. Tasks without a result are never
     /// removed. Returns how many were removed.
     ///
+    /// A task whose `task.json` is damaged (empty, truncated, not UTF-8, fields missing, not a
+    /// regular file) is kept and reported ([`Tasks::survey`]) until its committed result
+    /// expires: the TTL is measured from `result.json`, never from the damaged record. Without
+    /// a result it is kept for inspection. Only a directory that never got its `task.json`
+    /// (a submission that died half-way) and holds no result is removed once nobody holds it.
+    /// One task that cannot be examined or removed is logged and skipped; the others are cleaned.
+    ///
     /// # Errors
-    /// [`EngineError::Io`] when the store cannot be read or a directory cannot be removed.
+    /// [`EngineError::Io`] when the store's `tasks/` directory cannot be read.
     pub async fn clean(&self, all: bool) -> Result<usize, EngineError> {
         let mut removed = 0;
         for key in self.store.keys()? {
-            match self.store.meta(&key) {
-                Ok(_) => {
-                    if self.store.result(&key)?.is_some() && (all || self.expired(&key)) {
-                        self.store.remove(&key)?;
-                        removed += 1;
-                    }
-                }
-                Err(EngineError::NoSuchTask { .. } | EngineError::Corrupt { .. }) => {
-                    let dir = self.store.dir(&key);
-                    let old = std::fs::metadata(&dir)
-                        .and_then(|m| m.modified())
-                        .ok()
-                        .and_then(|t| t.elapsed().ok())
-                        .is_some_and(|age| age > STARTUP_GRACE);
-                    if old && !lock::is_held(&self.store.lock_path(&key))? {
-                        self.store.remove(&key)?;
-                        removed += 1;
-                    }
-                }
-                Err(e) => return Err(e),
+            match self.clean_one(&key, all) {
+                Ok(true) => removed += 1,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(task = %key, "cleaning the task store: {e}"),
             }
         }
         Ok(removed)
+    }
+
+    /// Remove `key` if [`Tasks::clean`] should; whether it was removed.
+    fn clean_one(&self, key: &TaskKey, all: bool) -> Result<bool, EngineError> {
+        // the result decides, whatever state task.json is in: a committed result is kept for
+        // the whole TTL
+        let finished = self.store.has_result(key);
+        let remove = match self.store.meta(key) {
+            Ok(_) | Err(EngineError::Corrupt { .. }) if finished => all || self.expired(key),
+            Ok(_) | Err(EngineError::Corrupt { .. }) => false,
+            Err(EngineError::NoSuchTask { .. }) if finished => all || self.expired(key),
+            Err(EngineError::NoSuchTask { .. }) => {
+                let old = std::fs::symlink_metadata(self.store.dir(key))
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age > STARTUP_GRACE);
+                old && !lock::is_held(&self.store.lock_path(key))?
+            }
+            Err(e) => return Err(e),
+        };
+        if remove {
+            self.store.remove(key)?;
+        }
+        Ok(remove)
     }
 
     /// Clean expired tasks every `every` until `stop` fires (for long-running front-ends).

@@ -1,6 +1,11 @@
 //! Verification: re-run the request's `suggested_commands` ourselves (`sh -c` in repo_root), each
 //! in its own process group under the time left in the run's budget, with bounded excerpts. The
 //! result's `tests` come from here, never from droid's word.
+//!
+//! Nothing a command starts outlives it, whatever its outcome: once its shell exits, its process
+//! group is killed before its output is drained (a `server &` holding the pipes does not delay
+//! the run), then everything carrying its marker (`<run marker>-verify-<i>`, `setsid` children
+//! included) is swept.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -68,8 +73,11 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
             r = capture(&spec, None, left, plan.keep, &marker) => Some(r),
             () = cancel.cancelled() => None,
         };
+        // whatever the outcome, nothing the command started outlives it: its group was killed
+        // when its shell exited (`server &`); this finds the rest (a `setsid` child that closed
+        // its output) and, after a cancel, the whole tree
+        crate::sweep::sweep(&marker, Duration::from_secs(3)).await;
         let Some(result) = outcome else {
-            crate::sweep::sweep(&marker, Duration::from_secs(3)).await;
             cancelled = true;
             runs.push(not_run(cmd, "stopped: the task was cancelled"));
             codes.push(None);

@@ -57,7 +57,7 @@ pub(crate) fn marker(key: &TaskKey) -> String {
 
 /// The redactor for a configuration's environment.
 pub(crate) fn redactor(cfg: &EngineConfig) -> Redactor {
-    Redactor::for_child_env(&cfg.env)
+    Redactor::for_config(cfg)
 }
 
 /// Supervise task `id` of the store at `store_dir`, with `payload` read from stdin; `cancel` is

@@ -71,5 +71,6 @@ pub fn engine(dir: &WorkDir) -> Engine {
         max_concurrent: 4,
         task_ttl: Duration::from_secs(3600),
         supervisor: None,
+        redact: Vec::new(),
     })
 }

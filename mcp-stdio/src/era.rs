@@ -1,4 +1,4 @@
-//! The two protocol eras and which one a request belongs to (mcp.md §1.1-§1.3).
+//! The two protocol eras and which one a request belongs to (docs/architecture.md#mcp-server).
 //!
 //! - **Legacy** (2024-11-05 … 2025-11-25): `initialize` negotiates a revision for the whole stdio
 //!   process; every request without modern `_meta` is served that way, exactly as before the

@@ -4,7 +4,7 @@
 //!
 //! It must not depend on an MCP SDK crate, on hyper, or on another front-end.
 //!
-//! Key choices (see `../shared/reference/mcp.md`):
+//! Key choices (the client behaviour behind them: docs/architecture.md#mcp-server):
 //! - dual-era: the legacy lifecycle (`initialize`, revisions 2024-11-05 … 2025-11-25) for the
 //!   process, and 2026-07-28 per request (`server/discover`, `_meta` protocol version,
 //!   `resultType`), decided request by request ([`era`]);

@@ -7,14 +7,16 @@
 //! their own tasks, so pings and other calls are answered while a run goes on (and a
 //! `notifications/cancelled` can stop them).
 //!
-//! Batches (a JSON array on one line) exist only in revision 2025-03-26 (mcp.md §1.11: added
+//! Batches (a JSON array on one line) exist only in revision 2025-03-26
+//! (docs/architecture.md#mcp-server: added
 //! there, removed in 2025-06-18). A session that negotiated 2025-03-26 gets them as that revision
 //! says: every request of the batch is answered inside one array, sent once all of them are
 //! done (a long `tools/call` included; its progress notifications still come on their own lines
 //! before it), an `initialize` inside is answered with an error in the array (it MUST NOT be
 //! batched), and a batch of notifications only gets nothing. Any other session, and a batch
 //! before `initialize`, gets one `-32600` "batches are not supported in revision X" with id
-//! `null` and nothing in the batch is processed: no tested client sends batches (mcp.md §1.11),
+//! `null` and nothing in the batch is processed: no tested client sends batches
+//! (docs/architecture.md#mcp-server),
 //! and a strict answer tells a client that does what went wrong instead of half-serving it.
 //! A 2026-07-28 request (modern `_meta`) inside a 2025-03-26 batch gets `-32600` in the array.
 //!
@@ -26,7 +28,8 @@
 //! cancelled (droid and its children are killed), given [`DRAIN`] to finish, the writer
 //! [`FLUSH`] to write what is queued, and the loop returns; cancelled calls send no response.
 //! The whole shutdown budget: 0.9 s + 0.2 s here, plus the binary's runtime shutdown (0.2 s),
-//! is 1.3 s at worst, under the 1.5 s of mcp.md §6.1 and the 2 s. The drain only has to
+//! is 1.3 s at worst, under the 1.5 s of docs/architecture.md#mcp-server and the 2 s. The
+//! drain only has to
 //! outlast killing droid (the MCP front-end gives it 0.5 s between SIGTERM and SIGKILL, then the
 //! sweep of escaped descendants); a cancelled run still reading the repository after that is
 //! dropped, as its result would not be sent anyway.

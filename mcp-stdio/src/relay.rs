@@ -213,6 +213,7 @@ mod tests {
             max_concurrent: 1,
             task_ttl: Duration::from_secs(3600),
             supervisor: None,
+            redact: Vec::new(),
         };
         Server::new(Engine::new(cfg), Default::default(), None)
     }

@@ -4,7 +4,8 @@
 //! The output is one bounded queue drained by one writer ([`Outbox`] → [`Inbox`]). A message can
 //! be tied to a request's cancellation token ([`Outbox::guarded`]): once that token fires, the
 //! message is never written, even if it was queued before. That is what makes "no further
-//! messages for a cancelled request" (mcp.md §1.8) hold whatever the timing: the read loop cancels
+//! messages for a cancelled request" (docs/architecture.md#mcp-server) hold whatever the timing:
+//! the read loop cancels
 //! the token as it reads `notifications/cancelled`, and everything of that request still queued
 //! (progress, log messages, the response) is dropped at the writer.
 

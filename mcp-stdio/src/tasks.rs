@@ -1,4 +1,5 @@
-//! 2025-11-25 Tasks (mcp.md §1.13.1) on the engine's task store: a task-augmented `tools/call`
+//! 2025-11-25 Tasks (docs/architecture.md#mcp-server) on the engine's task store: a task-augmented
+//! `tools/call`
 //! of `execute_droid_task` is a background task like `droid_submit`'s, so `tasks/get`,
 //! `tasks/result`, `tasks/list` and `tasks/cancel` see the same tasks as `droid_pend`, the CLI's
 //! `tasks` and the HTTP bridge, and a task outlives the server that created it.

@@ -1,10 +1,24 @@
 //! A scripted OpenAI-compatible chat-completions server on 127.0.0.1 that the **real** droid talks
 //! to as a BYOK custom model (`provider: "generic-chat-completion-api"`, see [`crate::droid_home`]).
 //!
-//! It is a port of the chat-completions half of the recorded fixtures' mock
-//! (`shared/fixtures/droid-0.225.2/mock-server/mock.py`), so a script that produced a recorded
-//! fixture produces the same droid behaviour here. The Responses API half is not ported:
-//! `POST …/responses` answers 404.
+//! It is a port of the chat-completions half of the mock server the recordings in
+//! `tests/fixtures/droid/` were made with (`mock.py`), so a script that produced a recorded
+//! fixture produces the same droid behaviour here.
+//!
+//! It also answers the agent CLIs whose MCP clients `setup mcp` configures, in the shapes the
+//! mock server of the agent-CLI recordings sent: OpenAI's Responses API (`POST …/responses`,
+//! Codex) and Anthropic's Messages API (`POST …/messages`, Claude Code; `HEAD` answers 200). A
+//! turn for those gives the model's output verbatim, so a test can send what the real model
+//! would (Codex's `tool_search_call`, a namespaced `function_call`, Claude's `tool_use`):
+//!
+//! | key | effect |
+//! |---|---|
+//! | `output` | Responses: the response's output items (streamed as `response.output_item.done` each, then `response.completed`) |
+//! | `content` | Messages: the message's content blocks (streamed block by block; `stop_reason` is `tool_use` when one is a `tool_use`) |
+//!
+//! The turn of a Responses request is the number of model outputs in its `input` since the last
+//! user message (consecutive output items count once); of a Messages request, the number of
+//! `assistant` messages.
 //!
 //! # Script
 //! A JSON array of turns. The turn for a request is the number of `role: "assistant"` messages in
@@ -352,11 +366,30 @@ async fn answer(shared: &Shared, stream: &mut TcpStream, request: Request) -> io
             stream.write_all(&head).await?;
             Ok(After::KeepAlive)
         }
-        "POST" if request.path.ends_with("/responses") => {
-            shared.record(json!({"method": "POST", "path": request.path}));
-            let body = error_body(404, "scripted-model serves chat completions only");
-            write_json(stream, 404, &[], &body).await?;
+        "HEAD" => {
+            // Claude Code's reachability probe (`HEAD /api/hello`)
+            shared.record(json!({"method": "HEAD", "path": request.path}));
+            let head = http1::response_head(200, &[("content-length", "0".to_owned())]);
+            stream.write_all(&head).await?;
             Ok(After::KeepAlive)
+        }
+        "POST"
+            if request
+                .path
+                .split('?')
+                .next()
+                .is_some_and(|p| p.ends_with("/responses")) =>
+        {
+            agent_turn(shared, stream, request, Wire::Responses).await
+        }
+        "POST"
+            if request
+                .path
+                .split('?')
+                .next()
+                .is_some_and(|p| p.ends_with("/messages")) =>
+        {
+            agent_turn(shared, stream, request, Wire::Messages).await
         }
         "POST" => chat_completions(shared, stream, request).await,
         _ => {
@@ -657,6 +690,178 @@ async fn chat_completions(
     Ok(After::Close)
 }
 
+/// The agent-CLI wire formats.
+#[derive(Debug, Clone, Copy)]
+enum Wire {
+    /// OpenAI Responses API (Codex).
+    Responses,
+    /// Anthropic Messages API (Claude Code).
+    Messages,
+}
+
+/// The turn of a Responses request: model outputs in `input` after the last user message, a run
+/// of consecutive output items counting once (one response may hold several).
+fn responses_turn(body: &Value) -> usize {
+    let Some(items) = body.get("input").and_then(Value::as_array) else {
+        return 0;
+    };
+    let kind = |item: &Value| {
+        item.get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message")
+            .to_owned()
+    };
+    let last_user = items
+        .iter()
+        .rposition(|i| {
+            kind(i) == "message" && i.get("role").and_then(Value::as_str) == Some("user")
+        })
+        .map_or(0, |i| i + 1);
+    let mut turns = 0;
+    let mut in_output = false;
+    for item in &items[last_user..] {
+        let t = kind(item);
+        let is_output = matches!(
+            t.as_str(),
+            "function_call" | "custom_tool_call" | "tool_search_call" | "reasoning"
+        ) || (t == "message"
+            && item.get("role").and_then(Value::as_str) == Some("assistant"));
+        if is_output && !in_output {
+            turns += 1;
+        }
+        in_output = is_output;
+    }
+    turns
+}
+
+/// Answers a Responses or Messages request from the script (always streamed: both CLIs ask so).
+async fn agent_turn(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    request: Request,
+    wire: Wire,
+) -> io::Result<After> {
+    let body: Value = serde_json::from_slice(&request.body)
+        .unwrap_or_else(|_| json!({"_unparsed": String::from_utf8_lossy(&request.body)}));
+    let turn = match wire {
+        Wire::Responses => responses_turn(&body),
+        Wire::Messages => turn_of(&body),
+    };
+    let step = step_for(&shared.script(), turn);
+    let attempt = shared.next_attempt(turn);
+    shared.record(json!({
+        "method": "POST",
+        "path": request.path,
+        "turn": turn,
+        "attempt": attempt,
+        "body": body,
+    }));
+    let head = http1::response_head(
+        200,
+        &[
+            ("content-type", "text/event-stream".to_owned()),
+            ("cache-control", "no-cache".to_owned()),
+            ("connection", "close".to_owned()),
+        ],
+    );
+    stream.write_all(&head).await?;
+    let mut sse = Sse {
+        stream,
+        chunk_sleep: None,
+    };
+    let model = body.get("model").cloned().unwrap_or(Value::Null);
+    match wire {
+        Wire::Responses => {
+            let output = step.get("output").cloned().unwrap_or_else(|| json!([]));
+            let items = output.as_array().cloned().unwrap_or_default();
+            let mut seq = 0;
+            for (i, item) in items.iter().enumerate() {
+                seq += 1;
+                sse.named(
+                    "response.output_item.done",
+                    &json!({"type": "response.output_item.done", "sequence_number": seq,
+                            "output_index": i, "item": item}),
+                )
+                .await?;
+            }
+            let usage = json!({"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+                               "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
+                               "total_tokens": 15});
+            sse.named(
+                "response.completed",
+                &json!({"type": "response.completed", "sequence_number": seq + 1,
+                        "response": {"id": format!("resp_{turn}"), "object": "response",
+                                     "created_at": unix_seconds(), "status": "completed",
+                                     "model": model, "output": output, "usage": usage}}),
+            )
+            .await?;
+        }
+        Wire::Messages => {
+            let blocks = step
+                .get("content")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let stop = if blocks
+                .iter()
+                .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            {
+                "tool_use"
+            } else {
+                "end_turn"
+            };
+            let usage = json!({"input_tokens": 10, "output_tokens": 1,
+                               "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0});
+            sse.named(
+                "message_start",
+                &json!({"type": "message_start", "message": {
+                    "id": format!("msg_{turn}"), "type": "message", "role": "assistant",
+                    "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
+                    "usage": usage}}),
+            )
+            .await?;
+            for (i, block) in blocks.iter().enumerate() {
+                let (start, delta) = match block.get("type").and_then(Value::as_str) {
+                    Some("tool_use") => (
+                        json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                        json!({"type": "input_json_delta",
+                               "partial_json": block.get("input").cloned().unwrap_or_else(|| json!({})).to_string()}),
+                    ),
+                    _ => (
+                        json!({"type": "text", "text": ""}),
+                        json!({"type": "text_delta", "text": block.get("text").cloned().unwrap_or_else(|| json!(""))}),
+                    ),
+                };
+                sse.named(
+                    "content_block_start",
+                    &json!({"type": "content_block_start", "index": i, "content_block": start}),
+                )
+                .await?;
+                sse.named(
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": i, "delta": delta}),
+                )
+                .await?;
+                sse.named(
+                    "content_block_stop",
+                    &json!({"type": "content_block_stop", "index": i}),
+                )
+                .await?;
+            }
+            sse.named(
+                "message_delta",
+                &json!({"type": "message_delta",
+                        "delta": {"stop_reason": stop, "stop_sequence": null},
+                        "usage": {"output_tokens": 5}}),
+            )
+            .await?;
+            sse.named("message_stop", &json!({"type": "message_stop"}))
+                .await?;
+        }
+    }
+    Ok(After::Close)
+}
+
 /// Writes server-sent events, pausing after each when the turn says so.
 struct Sse<'a> {
     stream: &'a mut TcpStream,
@@ -670,6 +875,12 @@ impl Sse<'_> {
             tokio::time::sleep(pause).await;
         }
         Ok(())
+    }
+
+    /// An event with an `event:` line (the Responses and Messages APIs name every event).
+    async fn named(&mut self, name: &str, data: &Value) -> io::Result<()> {
+        self.raw(format!("event: {name}\ndata: {data}\n\n").as_bytes())
+            .await
     }
 
     async fn raw(&mut self, bytes: &[u8]) -> io::Result<()> {

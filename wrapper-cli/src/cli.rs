@@ -58,6 +58,14 @@ pub(crate) enum Command {
         #[arg(long, value_name = "DIR")]
         store: PathBuf,
     },
+    /// Guard one run: when stdin reaches its end (the run ended, or the process running it
+    /// died), kill every process still carrying the run's marker (started by the engine; not for
+    /// direct use).
+    #[command(hide = true)]
+    Guard {
+        /// The run's marker (`DROID_EXECUTOR_RUN_ID`).
+        marker: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -173,5 +181,22 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
         Command::Setup(args) => crate::setup::setup(args, cli.config.as_ref()).await,
         Command::Tasks(args) => crate::tasks::tasks(args, cli.config.as_ref()).await,
         Command::Worker { id, store } => crate::worker::worker(&id, &store).await,
+        Command::Guard { marker } => guard(&marker).await,
+    }
+}
+
+/// `droid-executor guard <marker>`: see `droid_exec::guard`. Exit 0 when nothing of the run is
+/// left, 1 when some process survived the sweep, 2 for a marker it refuses.
+async fn guard(marker: &str) -> ExitCode {
+    match droid_exec::guard::guard(marker, tokio::io::stdin()).await {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(left) => {
+            eprintln!("droid-executor guard: {left} process(es) of run {marker} survived");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("droid-executor guard: {e}");
+            ExitCode::from(2)
+        }
     }
 }

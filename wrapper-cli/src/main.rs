@@ -1,6 +1,7 @@
 //! `droid-executor`: one binary carrying every front-end of the executor (`run`, `tasks`,
-//! `mcp`, `serve` and `bridge`, `setup`, `config`, `schema`, `doctor`, and the hidden `worker` that
-//! supervises a background task; `acp` when its issue lands). It decodes the command line,
+//! `mcp`, `serve` and `bridge`, `setup`, `config`, `schema`, `doctor`, the hidden `worker` that
+//! supervises a background task, and the hidden `guard` that ends what a run leaves behind when
+//! the process running it dies; `acp` when its issue lands). It decodes the command line,
 //! calls the `droid-exec` engine, and encodes the answer; it spawns nothing itself.
 //!
 //! Exit codes: 0 success, 1 the task ran but did not succeed (failed, partial, timeout, cancelled),

@@ -2,6 +2,7 @@
 //! in-process through the engine, and print the result (`--json`) or a readable report.
 //!
 //! Flags override the fields of `--request`; `--context` takes seed 000's JSON
+//! (docs/architecture.md#origin)
 //! (`{"repo_root": …, "files_of_interest": […]}`), `--repo` and `--file` override or extend it;
 //! with neither, repo_root is the current directory. Every flag mistake that concerns the request
 //! (bad `--context` JSON, unreadable `--instructions-file`) is reported like a contract violation,
@@ -396,7 +397,8 @@ pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
     print_result(&result, args.json)
 }
 
-/// `run --via bridge`: make sure the bridge runs (seed 000's socket probe, then `bridge
+/// `run --via bridge`: make sure the bridge runs (seed 000's socket probe,
+/// docs/architecture.md#origin, then `bridge
 /// start`), post the request, print its answer. The bridge validates the request; its 400
 /// answer is an `error` result like a local one. With `--background` the request goes to
 /// `POST /tasks` and the task id is printed.

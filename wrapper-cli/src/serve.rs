@@ -6,7 +6,9 @@
 //! A task store that cannot be used is said once on stderr at start-up; the task routes then
 //! answer 503 with the same words.
 //! The hidden `--header-timeout` and `--body-timeout` (seconds) shorten the slow-client limits
-//! so the suites need not wait the defaults (10 s and 30 s) out.
+//! so the suites need not wait the defaults (10 s and 30 s) out. The connection and event-stream
+//! limits (`--max-connections`, `--reserved-connections`, `--max-streams`, `--stream-max-life`,
+//! …) are described in `bridge_http`'s `conns` and `events` modules and docs/operations.md.
 
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt as _;
@@ -50,6 +52,67 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "SECONDS", hide = true)]
     #[arg(value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout: Option<u64>,
+    /// Most connections held at once (default 1024); a new one closes the oldest idle one.
+    #[arg(long, value_name = "N")]
+    #[arg(value_parser = clap::value_parser!(u64).range(2..=1_000_000))]
+    pub max_connections: Option<u64>,
+    /// Most connections one remote address holds (default 128; loopback clients are exempt).
+    #[arg(long, value_name = "N")]
+    #[arg(value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections_per_client: Option<u64>,
+    /// Connections kept for short requests (/health, /metrics, task status): event streams and
+    /// sync runs take at most max-connections minus this many (default 64).
+    #[arg(long, value_name = "N")]
+    #[arg(value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub reserved_connections: Option<u64>,
+    /// Most event streams open at once (default 256).
+    #[arg(long, value_name = "N")]
+    #[arg(value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_streams: Option<u64>,
+    /// Most event streams of one task (default 16).
+    #[arg(long, value_name = "N")]
+    #[arg(value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_streams_per_task: Option<u64>,
+    /// Seconds of quiet after which an event stream sends a keep-alive comment (default 15).
+    #[arg(long, value_name = "SECONDS")]
+    #[arg(value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub stream_keep_alive: Option<u64>,
+    /// Seconds an event stream lives at most (default 3600); it then ends with `event: resume`
+    /// and the client reconnects with Last-Event-ID.
+    #[arg(long, value_name = "SECONDS")]
+    #[arg(value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    pub stream_max_life: Option<u64>,
+}
+
+/// The connection and stream limits of `args` over `defaults`.
+///
+/// # Errors
+/// A reserve that leaves no connection to event streams and sync runs.
+fn limits(args: &ServeArgs, defaults: BridgeConfig) -> anyhow::Result<BridgeConfig> {
+    let n = |v: Option<u64>, d: usize| v.map_or(d, |v| usize::try_from(v).unwrap_or(usize::MAX));
+    let secs = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_secs);
+    let cfg = BridgeConfig {
+        max_connections: n(args.max_connections, defaults.max_connections),
+        max_connections_per_client: n(
+            args.max_connections_per_client,
+            defaults.max_connections_per_client,
+        ),
+        reserved_connections: n(args.reserved_connections, defaults.reserved_connections),
+        max_streams: n(args.max_streams, defaults.max_streams),
+        max_streams_per_task: n(args.max_streams_per_task, defaults.max_streams_per_task),
+        stream_keep_alive: secs(args.stream_keep_alive, defaults.stream_keep_alive),
+        stream_max_life: secs(args.stream_max_life, defaults.stream_max_life),
+        ..defaults
+    };
+    if cfg.reserved_connections >= cfg.max_connections {
+        anyhow::bail!(
+            "--reserved-connections {} must be below --max-connections {}: event streams and \
+             sync runs need a connection too",
+            cfg.reserved_connections,
+            cfg.max_connections
+        );
+    }
+    Ok(cfg)
 }
 
 /// The daemon record of the bridge on `port`, in the task store.
@@ -118,7 +181,11 @@ async fn serve_inner(args: ServeArgs, config: Option<&PathBuf>) -> anyhow::Resul
     let token = token(args.token_file.as_ref(), &settings, &env)?;
     let addr = address(&host, port).await?;
     check_bind(addr, token.as_ref())?;
-    let cfg = engine_config(&settings, &env);
+    let mut cfg = engine_config(&settings, &env);
+    // the bridge's own token never reaches the store, a result or a log, even when a caller
+    // writes it into a request
+    cfg.redact
+        .extend(token.as_ref().map(|t| t.expose().to_owned()));
     for w in &cfg.droid_warnings {
         eprintln!("droid-executor serve: warning: {w}");
     }
@@ -134,10 +201,11 @@ async fn serve_inner(args: ServeArgs, config: Option<&PathBuf>) -> anyhow::Resul
         },
         None => None,
     };
+    let limits = limits(&args, BridgeConfig::default())?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|reason| bridge_http::BridgeError::Listen { addr, reason })?;
-    let defaults = BridgeConfig::default();
+    let defaults = limits;
     let bridge_cfg = BridgeConfig {
         body_limit: settings.body_limit,
         max_queue: settings.max_queue,

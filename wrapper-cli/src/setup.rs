@@ -1,6 +1,6 @@
-//! `droid-executor setup mcp --client droid|claude|codex [--dry-run]`: register this binary's MCP
-//! server (`<this executable> mcp`) with an MCP client (the engine's `setup` module does the
-//! work). `droid-executor setup skill [--dir SKILLS_ROOT] [--force] [--dry-run]`: install the
+//! `droid-executor setup mcp --client droid|claude|codex [--allow-tools] [--dry-run]`: register
+//! this binary's MCP server (`<this executable> mcp`) with an MCP client (the engine's `setup`
+//! module does the work; the tool names and the longest call come from `mcp-stdio`). `droid-executor setup skill [--dir SKILLS_ROOT] [--force] [--dry-run]`: install the
 //! Agent Skill built into this binary into `SKILLS_ROOT/droid-executor` (default
 //! `~/.claude/skills`; the engine's `skill_install` module does the work).
 
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use droid_exec::setup::{McpClient, apply, plan};
+use droid_exec::setup::{McpClient, Plan, Registration, apply, plan};
 use droid_exec::skill_install::{FileAction, install_skill, plan_skill};
 
 use crate::cli::{engine_config, env_map, settings};
@@ -26,6 +26,10 @@ enum SetupCommand {
         /// The client.
         #[arg(long, value_enum)]
         client: Client,
+        /// Claude Code: also allow the tools in ~/.claude/settings.json (headless `claude -p`
+        /// denies MCP tools no permission rule allows).
+        #[arg(long)]
+        allow_tools: bool,
         /// Print what would be done, change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -113,8 +117,12 @@ fn skill(dir: Option<PathBuf>, force: bool, dry_run: bool) -> ExitCode {
 }
 
 pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode {
-    let (client, dry_run) = match args.command {
-        SetupCommand::Mcp { client, dry_run } => (client, dry_run),
+    let (client, allow_tools, dry_run) = match args.command {
+        SetupCommand::Mcp {
+            client,
+            allow_tools,
+            dry_run,
+        } => (client, allow_tools, dry_run),
         SetupCommand::Skill {
             dir,
             force,
@@ -134,12 +142,23 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
         eprintln!("droid-executor: cannot tell where this executable is");
         return ExitCode::from(2);
     };
+    if allow_tools && !matches!(client, Client::Claude) {
+        eprintln!("droid-executor: --allow-tools is for --client claude");
+        return ExitCode::from(2);
+    }
     let client = match client {
         Client::Droid => McpClient::Droid,
         Client::Claude => McpClient::Claude,
         Client::Codex => McpClient::Codex,
     };
-    let plan = match plan(client, &exe, cfg.droid_bin.as_deref(), &env) {
+    let registration = Registration {
+        program: &exe,
+        tools: &mcp_stdio::tools::NAMES,
+        env_vars: droid_exec::config::server_env_names(&settings),
+        tool_timeout_secs: tool_timeout_secs(settings.default_timeout),
+        allow_tools,
+    };
+    let steps = match plan(client, &registration, cfg.droid_bin.as_deref(), &env) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("droid-executor: {e}");
@@ -147,17 +166,30 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
         }
     };
     if dry_run {
-        crate::cli::say(&format!("would {plan}"));
+        for step in &steps {
+            match step {
+                Plan::Note(text) => crate::cli::say(text),
+                _ => crate::cli::say(&format!("would {step}")),
+            }
+        }
         return ExitCode::SUCCESS;
     }
-    match apply(&plan, &cfg).await {
-        Ok(done) => {
-            crate::cli::say(&done);
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("droid-executor: {e}");
-            ExitCode::from(2)
+    for step in &steps {
+        match apply(step, &cfg).await {
+            Ok(done) => crate::cli::say(&done),
+            Err(e) => {
+                eprintln!("droid-executor: {e}");
+                return ExitCode::from(2);
+            }
         }
     }
+    ExitCode::SUCCESS
+}
+
+/// Time a client should give one tool call: `execute_droid_task` without `max_runtime_seconds`
+/// runs up to `default_timeout` (verification included) and `droid_pend` waits up to
+/// `MAX_WAIT_SECONDS`; a minute more covers droid's stop grace, reading the repository and a
+/// wait for a run slot.
+fn tool_timeout_secs(default_timeout: u32) -> u64 {
+    u64::from(default_timeout).max(mcp_stdio::tools::MAX_WAIT_SECONDS) + 60
 }

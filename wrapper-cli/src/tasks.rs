@@ -204,10 +204,18 @@ pub(crate) async fn tasks(args: TasksArgs, config: Option<&PathBuf>) -> ExitCode
     clean_expired(&tasks).await;
     match args.command {
         TasksCommand::List { state, limit, json } => {
-            let records = match tasks.list(&TaskFilter { state, limit }).await {
-                Ok(r) => r,
+            let listing = match tasks.survey(&TaskFilter { state, limit }).await {
+                Ok(l) => l,
                 Err(e) => return fail(e),
             };
+            // a bad entry of the store is skipped and named; the others are listed
+            for d in &listing.damaged {
+                eprintln!(
+                    "droid-executor: warning: skipped task store entry {}: {}",
+                    d.entry, d.problem
+                );
+            }
+            let records = listing.tasks;
             if json {
                 out(&json_text(&records));
             } else if records.is_empty() {

@@ -1,4 +1,5 @@
-//! Benchmarks (DESIGN §10): measured and reported as ratios against a baseline taken in the same
+//! Benchmarks (docs/architecture.md#testing): measured and reported as ratios against a baseline
+//! taken in the same
 //! run, never asserted.
 //!
 //! - `cargo xtask bench engine [--runs N]`: what the engine costs on top of droid. The same

@@ -1,5 +1,6 @@
-//! `cargo xtask bench bridge [--requests N] [--repos R]`: the HTTP bridge against the seed's
-//! design. `droid-executor serve --port 0` (release build) and `bench/seed_bridge.py` (seed 000's
+//! `cargo xtask bench bridge [--requests N] [--repos R]`: the HTTP bridge against seed 000's
+//! design (docs/architecture.md#origin). `droid-executor serve --port 0` (release build) and
+//! `bench/seed_bridge.py` (seed 000's
 //! bridge rebuilt on the standard library: ThreadingHTTPServer + `subprocess.run`) run side by
 //! side, both driving the fake droid with a scenario that completes at once, so what is measured
 //! is the bridge: HTTP, validation, spawning and supervising droid, building the answer.

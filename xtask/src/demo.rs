@@ -161,6 +161,7 @@ pub(crate) fn demo(args: &[&str]) -> Result<()> {
         ["--check-readme"] => true,
         _ => bail!("usage: cargo xtask demo [--check-readme]"),
     };
+    crate::preflight::require("demo", crate::preflight::DEMO)?;
     let droid = droid::fetch()?;
     let bins = build_bins("debug")?;
     let sandbox = Sandbox::new(&bins, script)?;

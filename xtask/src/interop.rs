@@ -5,7 +5,12 @@
 //! - the Node clients in one npm project, `target/interop/node`: the TypeScript SDK v1
 //!   (`@modelcontextprotocol/sdk`) and v2 (`@modelcontextprotocol/client`), and the Inspector CLI
 //!   v2 and v1 (v1 under the alias `inspector1`, since both are `@modelcontextprotocol/inspector`).
-//!   The suite `mcp_node` drives them with `tests/interop/ts_client_v{1,2}.mjs`.
+//!   The suite `mcp_node` drives them with `tests/interop/ts_client_v{1,2}.mjs`;
+//! - the agent CLIs whose MCP clients `setup mcp` writes entries for, in their own npm project
+//!   `target/agents/node` (outside `target/interop`, which a checkout may share): Codex
+//!   (`@openai/codex`) and Claude Code (`@anthropic-ai/claude-code`). Their platform binaries come
+//!   from the npm registry as optional dependencies; no install script is needed (the
+//!   `node_modules/.bin` launchers find them). The suite `mcp_agents` drives them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -56,6 +61,20 @@ pub(crate) const NODE_CLIENTS: &[(&str, &str, &str)] = &[
     ("inspector1", "@modelcontextprotocol/inspector", "1.0.3"),
 ];
 
+/// The npm project holding the agent CLIs, relative to the workspace root.
+pub(crate) const AGENTS_DIR: &str = "target/agents/node";
+
+/// `(name in node_modules, npm package, exact version)` of the agent CLIs; the suite
+/// `mcp_agents` expects these.
+pub(crate) const AGENT_CLIS: &[(&str, &str, &str)] = &[
+    ("@openai/codex", "@openai/codex", "0.169.0"),
+    (
+        "@anthropic-ai/claude-code",
+        "@anthropic-ai/claude-code",
+        "2.1.330",
+    ),
+];
+
 /// Install every client the interop suites drive unless it is already there at the right
 /// version; returns `(what, where)` lines for the report.
 pub(crate) fn fetch() -> Result<Vec<(String, PathBuf)>> {
@@ -69,19 +88,26 @@ pub(crate) fn fetch() -> Result<Vec<(String, PathBuf)>> {
         installed.push((format!("python mcp {version}"), venv));
     }
     let node = root.join(NODE_DIR);
-    if !node_clients_match(&node) {
-        install_node(&node)?;
+    if !node_clients_match(&node, NODE_CLIENTS) {
+        install_node(&node, NODE_CLIENTS, "droid-executor-interop")?;
     }
     for &(_, package, version) in NODE_CLIENTS {
         installed.push((format!("node {package}@{version}"), node.clone()));
     }
+    let agents = workspace_root().join(AGENTS_DIR);
+    if !node_clients_match(&agents, AGENT_CLIS) {
+        install_node(&agents, AGENT_CLIS, "droid-executor-agents")?;
+    }
+    for &(_, package, version) in AGENT_CLIS {
+        installed.push((format!("node {package}@{version}"), agents.clone()));
+    }
     Ok(installed)
 }
 
-/// The `package.json` of the npm project: every client at its exact version (an alias spec for
-/// a second version of the same package).
-fn node_package_json() -> Value {
-    let deps: Map<String, Value> = NODE_CLIENTS
+/// The `package.json` of an npm project named `name`: every client at its exact version (an
+/// alias spec for a second version of the same package).
+fn node_package_json(clients: &[(&str, &str, &str)], name: &str) -> Value {
+    let deps: Map<String, Value> = clients
         .iter()
         .map(|&(name, package, version)| {
             let spec = if name == package {
@@ -93,7 +119,7 @@ fn node_package_json() -> Value {
         })
         .collect();
     json!({
-        "name": "droid-executor-interop",
+        "name": name,
         "private": true,
         "description": "MCP clients for the interop suites; written by `cargo xtask fetch-interop`",
         "dependencies": deps,
@@ -110,17 +136,18 @@ fn installed_node_package(dir: &Path, name: &str) -> Option<(String, String)> {
     ))
 }
 
-/// Whether every package of [`NODE_CLIENTS`] is installed in `dir` at its version.
-fn node_clients_match(dir: &Path) -> bool {
-    NODE_CLIENTS.iter().all(|&(name, package, version)| {
+/// Whether every package of `clients` is installed in `dir` at its version.
+fn node_clients_match(dir: &Path, clients: &[(&str, &str, &str)]) -> bool {
+    clients.iter().all(|&(name, package, version)| {
         installed_node_package(dir, name).is_some_and(|(n, v)| n == package && v == version)
     })
 }
 
 /// Writes the `package.json` into `dir` and runs `npm install` there. Install scripts are not
 /// run: none of the clients needs one (the Inspector's only `postinstall` sets up a source
-/// checkout and does nothing inside `node_modules`).
-fn install_node(dir: &Path) -> Result<()> {
+/// checkout and does nothing inside `node_modules`; Claude Code's copies its native binary over
+/// the launcher, which finds the binary without it).
+fn install_node(dir: &Path, clients: &[(&str, &str, &str)], name: &str) -> Result<()> {
     if Command::new("npm").arg("--version").output().is_err() {
         bail!(
             "npm is needed to install the Node MCP clients (TypeScript SDK, Inspector CLI); \
@@ -129,9 +156,12 @@ fn install_node(dir: &Path) -> Result<()> {
     }
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     let manifest = dir.join("package.json");
-    let text = format!("{}\n", serde_json::to_string_pretty(&node_package_json())?);
+    let text = format!(
+        "{}\n",
+        serde_json::to_string_pretty(&node_package_json(clients, name))?
+    );
     std::fs::write(&manifest, text).with_context(|| format!("write {}", manifest.display()))?;
-    let wanted: Vec<String> = NODE_CLIENTS
+    let wanted: Vec<String> = clients
         .iter()
         .map(|(_, package, version)| format!("{package}@{version}"))
         .collect();
@@ -146,7 +176,7 @@ fn install_node(dir: &Path) -> Result<()> {
             .current_dir(dir),
     )
     .context("npm install of the Node MCP clients failed (is the npm registry reachable?)")?;
-    for &(name, package, version) in NODE_CLIENTS {
+    for &(name, package, version) in clients {
         match installed_node_package(dir, name) {
             Some((n, v)) if n == package && v == version => {}
             found => bail!(

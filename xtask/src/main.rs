@@ -6,14 +6,20 @@
 //! - `fetch-interop`: the real MCP clients the interop suites drive: venvs with the Python SDK
 //!   (`mcp` 2.3.0 and 1.30.0 from PyPI) under `target/interop/py-mcp{2,1}/`, and the Node clients
 //!   (TypeScript SDK 1.32.2 and 2.4.0, Inspector 2.12.0 and 1.0.3 from npm) under
-//!   `target/interop/node/`.
-//! - `test`: fetch-droid, fetch-interop, then the whole test suite.
-//! - `ci`: fmt check, clippy `-D warnings`, codegen check, test.
+//!   `target/interop/node/`; the agent CLIs `setup mcp` writes entries for (Codex 0.169.0, Claude
+//!   Code 2.1.330 from npm) under `target/agents/node/`.
+//! - `preflight`: every program outside the workspace that the suite and these commands run
+//!   (git, Node.js and npm, python3 with venv, curl, libfaketime, systemd-analyze, unshare, …),
+//!   OK or missing, with the `apt-get install` line. `test`, `ci`, `demo`, `soak` and
+//!   `reliability` run the same check first and stop before building when something is missing.
+//! - `test`: preflight, fetch-droid, fetch-interop, then the whole test suite.
+//! - `ci`: preflight, fmt check, clippy `-D warnings`, codegen check, test.
 //! - `codegen [--check]`: the JSON Schemas in `schemas/` from the contract types, and the
 //!   bridge's OpenAPI document built from them.
 //! - `demo`: the main job end to end: a scripted model, the real droid, a sample repository.
 //! - `bench engine`: median ratio of a `droid-executor run` to a bare `droid exec` of one task.
-//! - `bench bridge`: the HTTP bridge against seed 000's Python bridge (`bench/seed_bridge.py`):
+//! - `bench bridge`: the HTTP bridge against seed 000's Python bridge (`bench/seed_bridge.py`;
+//!   docs/architecture.md#origin):
 //!   requests/s and p50/p99 at 1, 8 and 32 clients, and resident memory.
 //! - `bench mcp`: MCP `tools/call` round trips (p50/p99) and server start-up, against the fake
 //!   droid, as ratios to bare fake-droid spawns and `droid-executor --version`.
@@ -36,6 +42,7 @@ mod droid;
 mod figures;
 mod fuzz;
 mod interop;
+mod preflight;
 mod procfs;
 mod protocol_doc;
 mod reliability;
@@ -66,10 +73,11 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R] | reliability [--check] [--observed FILE] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
+const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R] | reliability [--check] [--observed FILE] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
+        ["preflight"] => preflight::report(),
         ["fetch-droid"] => droid::fetch().map(|p| println!("droid 0.225.2: {}", p.display())),
         ["fetch-interop"] => interop::fetch().map(|clients| {
             for (client, place) in clients {
@@ -91,9 +99,15 @@ fn dispatch(args: &[&str]) -> Result<()> {
     }
 }
 
-/// fetch-droid and fetch-interop, then every test of the workspace, with the fetched droid named
-/// explicitly.
+/// The preflight, fetch-droid and fetch-interop, then every test of the workspace, with the
+/// fetched droid named explicitly.
 fn test(extra: &[&str]) -> Result<()> {
+    preflight::require("test", preflight::TEST)?;
+    test_checked(extra)
+}
+
+/// [`test`] once the preflight passed.
+fn test_checked(extra: &[&str]) -> Result<()> {
     let droid = droid::fetch()?;
     interop::fetch()?;
     // the CLI suites run the real binaries; build them first so they are never stale
@@ -106,6 +120,7 @@ fn test(extra: &[&str]) -> Result<()> {
 }
 
 fn ci() -> Result<()> {
+    preflight::require("ci", preflight::TEST)?;
     run(cargo().args(["fmt", "--all", "--", "--check"]))
         .context("cargo fmt --check: run `cargo fmt --all`")?;
     run(cargo().args([
@@ -118,7 +133,7 @@ fn ci() -> Result<()> {
     ]))
     .context("clippy found problems")?;
     codegen(true)?;
-    test(&[])
+    test_checked(&[])
 }
 
 fn codegen(check: bool) -> Result<()> {

@@ -67,6 +67,7 @@ pub(crate) fn reliability(args: &[&str]) -> Result<()> {
     let log = root.join("target/reliability/observed.ndjson");
     std::fs::create_dir_all(log.parent().context("log dir")?)?;
     let _ = std::fs::remove_file(&log);
+    crate::preflight::require("reliability", crate::preflight::RELIABILITY)?;
     run(cargo().args(["build", "--workspace", "--bins"])).context("building the binaries")?;
     let droid = crate::droid::fetch()?;
     let mut cmd = cargo();

@@ -76,6 +76,7 @@ pub(crate) fn soak(args: &[&str]) -> Result<()> {
     if secs < MIN_SECS {
         bail!("--time must be at least {MIN_SECS} s, got {secs}");
     }
+    crate::preflight::require("soak", crate::preflight::SOAK)?;
     let bins = build_bins("debug")?;
     let world = World::new(&bins, BRIDGE_CLIENTS, MCP_CLIENTS)?;
     let bridge = Server::start(

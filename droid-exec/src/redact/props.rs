@@ -1,5 +1,5 @@
-//! Property tests for [`Redactor`]: Factory keys (`fk-…`), `FACTORY_API_KEY=…` assignments and
-//! bearer tokens inserted anywhere in any text (next to other secrets, to near misses, to partial
+//! Property tests for [`Redactor`]: Factory keys (`fk-…`), `FACTORY_API_KEY=…` assignments,
+//! bearer tokens, `sk-…`, GitHub, Slack and AWS keys and URL passwords inserted anywhere in any text (next to other secrets, to near misses, to partial
 //! prefixes) never come out, in text or inside a JSON value; text holding no secret comes out
 //! unchanged.
 //!
@@ -53,6 +53,14 @@ fn secret() -> impl Strategy<Value = (String, String)> {
         regex("[a-z0-9_.+/~-]{6,40}").prop_map(|v| (format!("factory_api_key={v}"), v)),
         regex("[a-z0-9_.+/~-]{6,40}").prop_map(|v| (format!("\"FACTORY_API_KEY\": \"{v}\""), v)),
         bearer(),
+        // the shapes that count at the start of a word, after a separator
+        regex("sk-(proj-|ant-api03-)?[A-Za-z0-9_-]{20,48}").prop_map(|k| (format!(" {k}"), k)),
+        regex("(ghp|gho|ghs)_[A-Za-z0-9]{20,40}").prop_map(|k| (format!("\n{k}"), k)),
+        regex("github_pat_[A-Za-z0-9_]{20,60}").prop_map(|k| (format!("\"{k}"), k)),
+        regex("xox[bp]-[0-9]{6,12}-[A-Za-z0-9]{6,24}").prop_map(|k| (format!("={k}"), k)),
+        regex("AKIA[A-Z0-9]{16}").prop_map(|k| (format!(" {k}"), k[4..].to_owned())),
+        (regex("[a-z]{1,8}"), regex("[A-Za-z0-9]{12,24}"))
+            .prop_map(|(u, p)| (format!(" https://{u}:{p}@example.com/x"), p)),
     ]
 }
 
@@ -75,15 +83,22 @@ fn filler() -> impl Strategy<Value = String> {
 fn looks_secret(text: &str) -> bool {
     let tok = |c: char| c.is_ascii_alphanumeric() || "-_.=+/~".contains(c);
     let lower = text.to_ascii_lowercase();
-    super::SECRET_PREFIXES.iter().any(|(prefix, min)| {
-        lower.match_indices(prefix).any(|(i, _)| {
-            lower[i + prefix.len()..]
-                .chars()
-                .take_while(|c| tok(*c))
-                .count()
-                >= *min
-        })
-    })
+    // a superset of what the redactor masks: the word-start shapes anywhere, a URL at all
+    lower.contains("://")
+        || lower.contains("akia")
+        || lower.contains("asia")
+        || super::SECRET_PREFIXES
+            .iter()
+            .chain(super::WORD_PREFIXES)
+            .any(|(prefix, min)| {
+                lower.match_indices(prefix).any(|(i, _)| {
+                    lower[i + prefix.len()..]
+                        .chars()
+                        .take_while(|c| tok(*c))
+                        .count()
+                        >= *min
+                })
+            })
 }
 
 proptest! {

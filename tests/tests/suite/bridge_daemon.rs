@@ -2,7 +2,7 @@
 //! `bridge start|status|stop` (pid file, lock, log in the task store), a foreground `serve`
 //! refused while the daemon holds the port's lock, `run --via bridge` starting a stopped bridge
 //! and leaving it running, the bridge's 400 coming back as the CLI's `error` result, `--via
-//! bridge --background` followed by `tasks wait`, the seed's names (`PORT`, `DROID_TIMEOUT`,
+//! bridge --background` followed by `tasks wait`, seed 000's names (`PORT`, `DROID_TIMEOUT`,
 //! `DROID_CLI_CMD`), a token-protected daemon, a start that cannot succeed reported at once in
 //! `serve`'s words (before starting anything when it can be known, else as soon as `serve`
 //! exits), and starts at the same moment making one bridge.
@@ -262,7 +262,7 @@ async fn start_status_stop_cycle() {
             "version": "0.225.2",
         },
         "runs": {"running": 0, "queued": 0},
-        "tasks": {"store": h.store().display().to_string(), "running": 0, "queued": 0},
+        "tasks": {"store": h.store().display().to_string(), "running": 0, "queued": 0, "damaged": 0},
         "limits": {"max_concurrent": 4, "max_queue": 64, "body_limit": 1_048_576},
     });
     assert_eq!(

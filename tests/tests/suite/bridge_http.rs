@@ -4,14 +4,17 @@
 //! (a body announced and never sent, half a request head, a forged `Host`, a request without one)
 //! through a raw `TcpStream`.
 //!
-//! Covered: every route and every status code of DESIGN §5 (200, 202, 400, 401, 403, 404, 405,
+//! Covered: every route and every status code of the bridge (docs/architecture.md#http-bridge: 200,
+//! 202, 400, 401, 403, 404, 405,
 //! 408, 413, 415, 429, 503, and 431 and 500), each route's statuses checked against the OpenAPI
 //! document it serves, SSE replay, live delivery and resume, cancel on disconnect (droid and its
 //! grandchild gone), the refusals of §8 (Host, Origin, `Sec-Fetch-Site`, token, non-loopback
 //! bind, allowed_roots, max_autonomy), a task store that cannot be used (503 naming why),
 //! background tasks counted in `/metrics` when they end, graceful shutdown (a run finishing
-//! within the grace, a run cancelled after it, a background task outliving the bridge) and a
-//! load test (200 requests, 32 at a time). The slow-client tests shorten the read timeouts with
+//! within the grace, a run cancelled after it, a background task outliving the bridge), a
+//! load test (200 requests, 32 at a time), and idle and streaming load (1,300 idle connections,
+//! the stream caps and the connection reserve, a full table of busy connections, stream
+//! keep-alives and the maximum life ending with a resume point). The slow-client tests shorten the read timeouts with
 //! `serve`'s hidden `--header-timeout` and `--body-timeout` rather than wait the defaults (10 s,
 //! 30 s) out. No assertion bounds how fast anything is (speed is for `cargo xtask bench`):
 //! waits have generous limits, and what happened is shown by what the bridge answered.
@@ -550,7 +553,7 @@ async fn plain_routes_answer_curl() {
                 "version": "0.225.2",
             },
             "runs": {"running": 0, "queued": 0},
-            "tasks": {"store": store, "running": 0, "queued": 0},
+            "tasks": {"store": store, "running": 0, "queued": 0, "damaged": 0},
             "limits": {"max_concurrent": 4, "max_queue": 64, "body_limit": 1_048_576},
         })
     );
@@ -716,14 +719,17 @@ async fn background_tasks_are_submitted_listed_shown_and_replayed() {
     assert_eq!(rec["result"]["status"], "success", "{rec:#}");
     assert_eq!(rec["result"]["task_id"], json!(id), "{rec:#}");
 
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": [rec]})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [rec], "damaged": []}))
+    );
     assert_eq!(
         b.get("/tasks?state=success&limit=1").await,
-        (200, json!({"tasks": [rec]}))
+        (200, json!({"tasks": [rec], "damaged": []}))
     );
     assert_eq!(
         b.get("/tasks?state=running").await,
-        (200, json!({"tasks": []}))
+        (200, json!({"tasks": [], "damaged": []}))
     );
     for bad in ["state=done", "limit=0", "limit=x", "sort=asc"] {
         let a = b.raw("GET", &format!("/tasks?{bad}"), &[], b"").await;
@@ -1018,7 +1024,10 @@ async fn bad_requests_get_clear_answers_and_run_nothing() {
     assert_eq!(no_host.refusal(400), "host_required");
 
     assert_eq!(b.record(), None, "droid never started");
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     let text = b.metrics().await;
     assert_eq!(
         metric(&text, "droid_executor_run_duration_seconds_count"),
@@ -1083,7 +1092,10 @@ async fn bodies_over_the_limit_are_refused_before_they_are_read() {
     let a = b.raw("POST", "/execute", &[JSON], &almost).await;
     assert_eq!(a.status, 400, "{a:#?}");
     assert_eq!(b.record(), None, "droid never started");
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1317,7 +1329,10 @@ async fn requests_through_other_names_and_from_web_pages_are_refused() {
         .await;
     assert_eq!(a.refusal(415), "unsupported_media_type");
     assert_eq!(b.record(), None, "nothing refused reached droid");
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
 
     // an allow-listed origin, and a browser's own same-origin fetch
     let a = b
@@ -1865,7 +1880,7 @@ async fn an_unusable_task_store_is_named_in_every_503_of_the_task_routes() {
     assert_eq!(status, 200, "{health:#}");
     assert_eq!(
         health["tasks"],
-        json!({"store": null, "running": null, "queued": null})
+        json!({"store": null, "running": null, "queued": null, "damaged": null})
     );
     assert!(!store.exists());
 }
@@ -2026,11 +2041,18 @@ const EXERCISED: &[(&str, &[u16])] = &[
 ];
 
 /// Documented statuses that other tests drive an operation to.
-const ELSEWHERE: &[(&str, u16, &str)] = &[(
-    "DELETE /tasks/{id}",
-    202,
-    "delete_answers_202_while_droid_is_still_stopping",
-)];
+const ELSEWHERE: &[(&str, u16, &str)] = &[
+    (
+        "DELETE /tasks/{id}",
+        202,
+        "delete_answers_202_while_droid_is_still_stopping",
+    ),
+    (
+        "GET /tasks/{id}/events",
+        429,
+        "open_streams_leave_room_for_short_requests_and_one_more_is_refused",
+    ),
+];
 
 /// `METHOD path` as the token holder sends it (`Authorization` first, then `headers`).
 async fn authed(
@@ -2318,4 +2340,411 @@ async fn every_status_the_routes_answer_is_documented() {
             "{op} documents {unseen:?}, which no test drives it to"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Idle and streaming load: the bridge stays reachable
+
+/// Make sure this process (and the bridges it starts, which inherit the limit) may open `need`
+/// files: the soft limit is raised to `need` when the hard limit allows, and the test fails
+/// saying how to raise it when not.
+fn ensure_fd_limit(need: u64) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+    if soft >= need {
+        return;
+    }
+    assert!(
+        hard >= need,
+        "this test opens about {need} sockets but the hard limit of open files is {hard}: \
+         raise it (`ulimit -Hn {need}` as root, or LimitNOFILE) and run again"
+    );
+    setrlimit(Resource::RLIMIT_NOFILE, need, hard).expect("raise the soft limit of open files");
+}
+
+/// A connection that sends nothing.
+async fn idle_connections(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut all = Vec::with_capacity(n);
+    for _ in 0..n {
+        let s = tokio::time::timeout(HTTP_LIMIT, TcpStream::connect(addr))
+            .await
+            .expect("connect within the limit")
+            .expect("connect");
+        all.push(s);
+    }
+    all
+}
+
+/// Whether the bridge still holds `s` open: no end of stream (what has arrived is read and
+/// dropped).
+fn still_open(s: &TcpStream) -> bool {
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.try_read(&mut buf) {
+            Ok(0) => return false,
+            Ok(_) => {}
+            Err(e) => return e.kind() == std::io::ErrorKind::WouldBlock,
+        }
+    }
+}
+
+/// 1,300 idle connections — more than the 1,024 the bridge holds, kept past any head timeout —
+/// do not lock anyone out: `/health` still answers, the oldest idle connections were closed to
+/// make room and the newest are still held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_past_the_limit_shed_the_oldest_and_health_still_answers() {
+    const IDLE: usize = 1300;
+    const HELD: usize = 1024; // BridgeConfig::default().max_connections
+    // this process holds the client ends, the bridge (a child: it inherits the limit) the others
+    ensure_fd_limit(4 * IDLE as u64);
+    // a head timeout longer than the test: only shedding can free a place
+    let b = Bridged::start(
+        &json!([{"completion": "Done."}]),
+        &["--header-timeout", "600"],
+        &[],
+    )
+    .await;
+    let mut idle = idle_connections(b.addr(), IDLE).await;
+    let (status, health) = b.get("/health").await;
+    assert_eq!(status, 200, "{health:#}");
+    // the oldest were closed by the bridge (their end of stream arrives), the newest are held
+    let shed = IDLE + 1 - HELD;
+    for (i, s) in idle.iter_mut().take(shed - 1).enumerate() {
+        let mut buf = Vec::new();
+        let n = tokio::time::timeout(HTTP_LIMIT, s.read_to_end(&mut buf))
+            .await
+            .unwrap_or_else(|_| panic!("idle connection {i} was never closed"))
+            .unwrap_or(0);
+        assert_eq!(n, 0, "connection {i} got an answer to nothing");
+    }
+    let newest_open = idle
+        .iter()
+        .rev()
+        .take(HELD - 24)
+        .filter(|s| still_open(s))
+        .count();
+    assert_eq!(
+        newest_open,
+        HELD - 24,
+        "the newest idle connections are still held"
+    );
+    let text = b.metrics().await;
+    let held = metric(&text, "droid_executor_connections");
+    let shed_total = metric(&text, "droid_executor_connections_shed_total");
+    eprintln!("{IDLE} idle connections: /health answered; {held} held, {shed_total} shed");
+    assert!(held <= HELD as u64, "{text}");
+    assert!(shed_total >= shed as u64, "{text}");
+}
+
+/// Read an event stream's answer head on a raw connection: its status and, for a refusal, the
+/// whole answer.
+async fn open_stream(addr: SocketAddr, id: &str) -> (TcpStream, Answer) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET /tasks/{id}/events HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = find(&got, b"\r\n\r\n") {
+            break i;
+        }
+        let n = tokio::time::timeout(HTTP_LIMIT, s.read(&mut buf))
+            .await
+            .expect("no answer head within the limit")
+            .unwrap();
+        assert!(
+            n > 0,
+            "closed before an answer: {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    };
+    let head = parse_answer(&got[..head_end + 4]);
+    if head.status == 200 {
+        assert_eq!(
+            head.header("content-type"),
+            Some("text/event-stream"),
+            "{head:#?}"
+        );
+        return (s, head);
+    }
+    // a refusal: the whole answer (its length is announced)
+    let len: usize = head.header("content-length").unwrap().parse().unwrap();
+    while got.len() < head_end + 4 + len {
+        let n = tokio::time::timeout(HTTP_LIMIT, s.read(&mut buf))
+            .await
+            .expect("no answer body within the limit")
+            .unwrap();
+        assert!(
+            n > 0,
+            "closed in the answer: {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    (s, parse_answer(&got))
+}
+
+/// Event streams are bounded per task, and together with sync runs they leave a reserve of
+/// connections: with every stream place taken and a flood of idle connections on top,
+/// `/health`, `/metrics` and a short POST still answer, and one more stream gets a clear
+/// refusal (429 `too_many_streams`, 503 `connections_reserved`, each with `Retry-After`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_streams_leave_room_for_short_requests_and_one_more_is_refused() {
+    // 10 connections, 3 kept for short requests: 7 long requests at most
+    let b = Bridged::start(
+        &json!([{"emit": assistant("first")}, {"hang": true}]),
+        &[
+            "--max-connections",
+            "10",
+            "--reserved-connections",
+            "3",
+            "--max-streams",
+            "8",
+            "--max-streams-per-task",
+            "5",
+            "--header-timeout",
+            "600",
+        ],
+        &[],
+    )
+    .await;
+    let a = b.submit(&b.request("hang a", json!({}))).await;
+    let record = b.until_droid_started().await;
+    let _reaper = Reaper {
+        marker: record["env"][MARKER_VAR].as_str().unwrap().to_owned(),
+    };
+    // queued behind `a` (one run per repository): its stream stays open as well
+    let c = b.submit(&b.request("hang c", json!({}))).await;
+
+    let mut streams = Vec::new();
+    for _ in 0..5 {
+        let (s, head) = open_stream(b.addr(), &a).await;
+        assert_eq!(head.status, 200);
+        streams.push(s);
+    }
+    let (_, refused) = open_stream(b.addr(), &a).await;
+    assert_eq!(refused.refusal(429), "too_many_streams");
+    assert_eq!(refused.header("retry-after"), Some(RETRY_AFTER));
+    let message = refused.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("max_streams_per_task"), "{message}");
+    for _ in 0..2 {
+        let (s, head) = open_stream(b.addr(), &c).await;
+        assert_eq!(head.status, 200);
+        streams.push(s);
+    }
+    // 7 streams: the connections left are the reserve
+    let (_, refused) = open_stream(b.addr(), &c).await;
+    assert_eq!(refused.refusal(503), "connections_reserved");
+    assert_eq!(refused.header("retry-after"), Some(RETRY_AFTER));
+
+    // idle connections on top take the free places and shed each other, never a stream
+    let idle = idle_connections(b.addr(), 20).await;
+    let (status, health) = b.get("/health").await;
+    assert_eq!(status, 200, "{health:#}");
+    let text = b.metrics().await;
+    assert_eq!(metric(&text, "droid_executor_event_streams"), 7, "{text}");
+    let short = b.raw("POST", "/tasks", &[JSON], b"{").await;
+    assert_eq!(short.status, 400, "{short:#?}");
+    assert!(streams.iter().all(still_open), "a stream was closed");
+    eprintln!(
+        "7 streams + 20 idle connections (10 held at most): /health, /metrics and a POST \
+         answered; {} held, {} shed",
+        metric(&text, "droid_executor_connections"),
+        metric(&text, "droid_executor_connections_shed_total")
+    );
+    drop(idle);
+
+    // a stream that ends gives its place back
+    drop(streams.pop());
+    let until = Instant::now() + HTTP_LIMIT;
+    let reopened = loop {
+        let (s, head) = open_stream(b.addr(), &c).await;
+        if head.status == 200 {
+            break s;
+        }
+        assert_eq!(head.refusal(503), "connections_reserved");
+        assert!(
+            Instant::now() < until,
+            "the closed stream's place was never freed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    drop(reopened);
+    drop(streams);
+    for id in [&c, &a] {
+        let cancelled = b.raw("DELETE", &format!("/tasks/{id}"), &[], b"").await;
+        assert!([200, 202].contains(&cancelled.status), "{cancelled:#?}");
+    }
+}
+
+/// Every line of an event stream read by curl until the bridge ends it.
+async fn stream_lines(url: &str, headers: &[&str]) -> Vec<String> {
+    let mut stream = EventStream::open(url, headers);
+    let mut lines = Vec::new();
+    while let Some(line) = tokio::time::timeout(HTTP_LIMIT, stream.lines.next_line())
+        .await
+        .expect("the stream never ended")
+        .unwrap()
+    {
+        lines.push(line);
+    }
+    let status = tokio::time::timeout(HTTP_LIMIT, stream.child.wait())
+        .await
+        .expect("curl did not exit")
+        .unwrap();
+    assert!(status.success(), "curl: {status}; lines {lines:#?}");
+    lines
+}
+
+/// An event stream of a quiet task sends keep-alive comments, and at its maximum life it ends
+/// with `event: resume` naming the last event sent; reconnecting with that `Last-Event-ID`
+/// replays nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_keep_alive_and_end_at_their_max_life_with_a_resume_point() {
+    let b = Bridged::start(
+        &json!([{"emit": assistant("first")}, {"hang": true}]),
+        &["--stream-keep-alive", "1", "--stream-max-life", "4"],
+        &[],
+    )
+    .await;
+    let id = b.submit(&b.request("say one thing", json!({}))).await;
+    let record = b.until_droid_started().await;
+    let _reaper = Reaper {
+        marker: record["env"][MARKER_VAR].as_str().unwrap().to_owned(),
+    };
+    let url = b.serve.url(&format!("/tasks/{id}/events"));
+    // wait for the message, so the first stream has it to replay
+    let mut first = EventStream::open(&url, &[]);
+    loop {
+        let e = first.next().await.expect("the stream ended early");
+        if e.event == "message" {
+            break;
+        }
+    }
+    drop(first);
+    let lines = stream_lines(&url, &[]).await;
+    assert!(
+        lines.iter().any(|l| l == ": keep-alive"),
+        "no keep-alive comment: {lines:#?}"
+    );
+    let ids: Vec<u64> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("id: ")?.parse().ok())
+        .collect();
+    let events: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(events.last(), Some(&"resume"), "{lines:#?}");
+    assert!(events.contains(&"message"), "{lines:#?}");
+    let last = *ids.last().unwrap();
+    // the resume frame repeats the last event's id, so EventSource resumes from it
+    assert_eq!(ids[ids.len() - 2], last, "{lines:#?}");
+    let data: Value = serde_json::from_str(
+        lines
+            .iter()
+            .rev()
+            .find_map(|l| l.strip_prefix("data: "))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(data["after"], json!(last), "{lines:#?}");
+    assert!(
+        data["message"].as_str().unwrap().contains("Last-Event-ID"),
+        "{data:#}"
+    );
+
+    // resumed: nothing new happened, so only keep-alives and the same resume point
+    let header = format!("Last-Event-ID: {last}");
+    let again = stream_lines(&url, &[&header]).await;
+    let events: Vec<&str> = again
+        .iter()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(events, ["resume"], "{again:#?}");
+    assert!(again.contains(&format!("id: {last}")), "{again:#?}");
+
+    let cancelled = b.raw("DELETE", &format!("/tasks/{id}"), &[], b"").await;
+    assert!([200, 202].contains(&cancelled.status), "{cancelled:#?}");
+}
+
+/// When every connection the bridge holds is busy (here: requests whose bodies stall) and none
+/// is idle to be closed, a new connection gets a clear answer — 503 `connection_limit` with
+/// `Retry-After` — instead of waiting unanswered; once a busy connection ends, `/health` is
+/// served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_connection_while_every_held_one_is_busy_gets_503_connection_limit() {
+    let b = Bridged::start(
+        &json!([{"completion": "Done."}]),
+        &[
+            "--max-connections",
+            "3",
+            "--reserved-connections",
+            "1",
+            "--body-timeout",
+            "600",
+        ],
+        &[],
+    )
+    .await;
+    // `Expect: 100-continue`: the bridge says `100 Continue` once the request's handler reads
+    // the body, so the connection is known to be busy
+    let head = raw(
+        b.addr(),
+        "POST",
+        "/tasks",
+        &[JSON, ("Content-Length", "100"), ("Expect", "100-continue")],
+        b"",
+    );
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(b.addr()).await.unwrap();
+        s.write_all(&head).await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 256];
+        while find(&got, b"\r\n\r\n").is_none() {
+            let n = tokio::time::timeout(HTTP_LIMIT, s.read(&mut buf))
+                .await
+                .expect("no 100 Continue within the limit")
+                .unwrap();
+            assert!(n > 0, "closed: {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(
+            got.starts_with(b"HTTP/1.1 100 Continue"),
+            "{:?}",
+            String::from_utf8_lossy(&got)
+        );
+        stalled.push(s);
+    }
+    let refused = b.raw("GET", "/health", &[], b"").await;
+    assert_eq!(refused.refusal(503), "connection_limit");
+    assert_eq!(refused.header("retry-after"), Some(RETRY_AFTER));
+    assert!(
+        stalled.iter().all(still_open),
+        "a busy connection was closed"
+    );
+
+    drop(stalled.pop());
+    let until = Instant::now() + HTTP_LIMIT;
+    loop {
+        let a = b.raw("GET", "/health", &[], b"").await;
+        if a.status == 200 {
+            break;
+        }
+        assert_eq!(a.refusal(503), "connection_limit");
+        assert!(
+            Instant::now() < until,
+            "the closed connection's place was never freed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        stalled.iter().all(still_open),
+        "a busy connection was closed"
+    );
 }

@@ -150,6 +150,13 @@ impl Drop for World {
     }
 }
 
+/// Whether `pid` is a run's guardian (`droid-executor guard <marker>`, a child of the front-end
+/// in a session of its own).
+fn is_guardian(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(b"guard".as_slice()))
+}
+
 /// The processes whose parent is `parent`.
 fn children(parent: i32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -421,8 +428,11 @@ async fn a_client_disconnect_cancels_the_run_and_kills_every_process_of_it() {
         .unwrap();
 
     let sleeper = read_pid_file(&pid_file, HTTP_LIMIT).await;
-    let droids = children(serve.pid());
+    let (guardians, droids): (Vec<i32>, Vec<i32>) = children(serve.pid())
+        .into_iter()
+        .partition(|p| is_guardian(*p));
     assert_eq!(droids.len(), 1, "serve's children: {droids:?}");
+    assert_eq!(guardians.len(), 1, "serve's guardians: {guardians:?}");
     let droid = droids[0];
     let marker = wait_env_value(droid, MARKER_VAR, GONE_LIMIT).await;
     w.markers.borrow_mut().push(marker.clone());

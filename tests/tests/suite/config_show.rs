@@ -15,7 +15,8 @@ use tests::temp_dir::TempDir;
 
 use super::binary::{NO_DROID_PATH, Out, droid_executor};
 
-/// The keys DESIGN §7 names; `config show` lists them all (and the ones added since).
+/// The keys the original design names (docs/architecture.md#configuration); `config show` lists
+/// them all (and the ones added since).
 const DESIGN_KEYS: &[&str] = &[
     "droid_bin",
     "port",
@@ -163,7 +164,7 @@ async fn lists_every_key_with_its_value_and_source() {
         .collect();
     assert_eq!(listed, keys);
     for k in DESIGN_KEYS {
-        assert!(listed.contains(k), "DESIGN §7 key {k} is not shown");
+        assert!(listed.contains(k), "configuration key {k} is not shown");
     }
 
     let out = home.show(&["config", "show"], &[]).await;
@@ -246,7 +247,7 @@ async fn each_value_names_the_variable_the_file_or_the_default() {
     );
     assert_eq!(get("task_ttl"), "task_ttl = 86400 # default");
 
-    // of the seed's name and ours, ours wins
+    // of seed 000's name (docs/architecture.md#origin) and ours, ours wins
     let v = home
         .json(&[], &[("PORT", "1234"), ("DROID_EXECUTOR_PORT", "1235")])
         .await;

@@ -345,3 +345,164 @@ async fn a_grandchild_in_its_own_session_is_killed_with_the_run() {
         .await;
     record(rows);
 }
+
+/// A front-end started for [`a_front_end_killed_mid_run_leaves_no_process`], kept until the test
+/// is done with it.
+enum Started {
+    Cli(tokio::process::Child),
+    Bridge(
+        super::bridge_harness::ServeProc,
+        tokio::task::JoinHandle<()>,
+    ),
+    Mcp(super::mcp_stdio::Server),
+}
+
+impl Started {
+    /// Sends `request` through `front` without waiting for its result.
+    async fn request(front: Front, fh: &FaultHome, request: &Value) -> Started {
+        match front {
+            Front::Cli => {
+                let file = fh.home.file("request.json");
+                std::fs::write(&file, request.to_string()).unwrap();
+                let child = super::binary::command(
+                    &[
+                        "run".as_ref(),
+                        "--json".as_ref(),
+                        "--request".as_ref(),
+                        file.as_os_str(),
+                    ],
+                    &fh.env(),
+                    fh.home.path(),
+                )
+                .spawn()
+                .unwrap();
+                Started::Cli(child)
+            }
+            Front::Bridge => {
+                let serve =
+                    super::bridge_harness::ServeProc::start(&[], &fh.env(), fh.home.path()).await;
+                let client = bridge_http::client::Client::new(serve.addr, None);
+                let request = request.clone();
+                // the answer never comes: the bridge is killed while the run is under way
+                let pending = tokio::spawn(async move {
+                    let _ = client.execute(&request, super::binary::CLI_LIMIT).await;
+                });
+                Started::Bridge(serve, pending)
+            }
+            Front::Mcp => {
+                let mut server = super::mcp_stdio::Server::start(&fh.env(), fh.home.path());
+                server.initialize().await;
+                server
+                    .send(&json!({
+                        "jsonrpc": "2.0",
+                        "id": 7,
+                        "method": "tools/call",
+                        "params": {"name": "execute_droid_task", "arguments": request},
+                    }))
+                    .await;
+                Started::Mcp(server)
+            }
+        }
+    }
+
+    /// The front-end's pid.
+    fn pid(&self) -> i32 {
+        let id = match self {
+            Started::Cli(child) => child.id(),
+            Started::Bridge(serve, _) => return serve.pid(),
+            Started::Mcp(server) => server.child.id(),
+        };
+        i32::try_from(id.expect("the front-end is running")).unwrap()
+    }
+}
+
+/// A sync front-end killed with SIGKILL while droid works (`run`, `serve`'s `POST /execute`,
+/// `mcp`'s `tools/call`) leaves nothing running: droid and the grandchild it started in its own
+/// session (`setsid`) are ended at once, without waiting for any later command to clean up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_front_end_killed_mid_run_leaves_no_process() {
+    let mut rows = Vec::new();
+    for front in Front::ALL {
+        let fh = FaultHome::new("fault", &json!([]), "");
+        let pid_file = fh.home.file("sleeper.pid");
+        fh.home.play(&super::mcp_stdio::leak_then_hang(&pid_file));
+        let request = fh.request(json!({}));
+        let started = Started::request(front, &fh, &request).await;
+        let (reaper, pids) = super::mcp_stdio::hanging_run(&pid_file).await;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(started.pid()),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        super::mcp_stdio::assert_all_gone(&reaper, &pids).await;
+        if let Started::Bridge(_, pending) = &started {
+            pending.abort();
+        }
+        rows.push(Observed {
+            test: String::new(),
+            front_end: front.name().into(),
+            droid: "fake",
+            status: "front-end killed (SIGKILL)".into(),
+            issues: Vec::new(),
+            results: 0,
+            peak_rss_mib: 0.0,
+            processes_left: 0,
+            note: format!(
+                "droid, setsid sh and sleep ({} processes) gone after the front-end's SIGKILL",
+                pids.len()
+            ),
+        });
+        drop(started);
+    }
+    record(rows);
+}
+
+/// Verification commands that leave children behind (`cmd &`, a `setsid` child holding the
+/// output pipe, and a `setsid` child that closed it) are ended with the command as soon as its
+/// shell exits: each command's output is kept whole (the run neither waits for nor gives up on
+/// pipes a background child holds), the background child never reaches its next step, and
+/// nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verification_commands_leave_no_background_process() {
+    let case = Case {
+        extra: json!({"suggested_commands": [
+            "(sleep 5; echo late > ../late.txt) & echo ok",
+            "setsid sleep 300 & echo ok2",
+            "setsid sh -c 'sleep 300' >/dev/null 2>&1 & echo ok3",
+        ]}),
+        ..plain(json!([{"completion": "Done."}]))
+    };
+    let rows = case
+        .every_front_end(
+            |fh, d| {
+                assert_outcome(d, Status::Success, None);
+                let verified: Vec<(String, Option<i32>, String)> = d
+                    .result
+                    .commands_run
+                    .iter()
+                    .filter(|c| c.source == droid_contract::CommandSource::Verify)
+                    .map(|c| (c.command.clone(), c.exit_code, c.stdout_excerpt.clone()))
+                    .collect();
+                let commands = case.extra["suggested_commands"].as_array().unwrap();
+                let cmd = |i: usize| commands[i].as_str().unwrap().to_owned();
+                assert_eq!(
+                    verified,
+                    vec![
+                        (cmd(0), Some(0), "ok\n".to_owned()),
+                        (cmd(1), Some(0), "ok2\n".to_owned()),
+                        (cmd(2), Some(0), "ok3\n".to_owned()),
+                    ],
+                    "{:?}",
+                    d.front
+                );
+                assert!(
+                    !fh.home.file("late.txt").exists(),
+                    "{:?}: the background child outlived its command",
+                    d.front
+                );
+            },
+            |_| "3 commands leaving background children: output kept, nothing left".into(),
+        )
+        .await;
+    record(rows);
+}

@@ -1,7 +1,9 @@
 //! Fault matrix, the task store's faults: a full disk (before a submission, before a sync run,
 //! and filling up while a task runs), a read-only store, damaged store files (`result.json`,
-//! `task.json`, `request.json`, `events.ndjson`, `owner.json`, the `seq` counter), front-ends
-//! racing on one task, and wall-clock jumps.
+//! `task.json`, `request.json`, `events.ndjson`, `owner.json`, the `seq` counter; a damaged
+//! `task.json` beside a committed result), stray entries in `tasks/` (files, links, FIFOs, a
+//! 10 GiB result), the durability of a submission, front-ends racing on one task, and wall-clock
+//! jumps.
 //!
 //! Every front-end is a real `droid-executor` process (CLI, `serve`, `mcp`) on one store, with
 //! the fake droid. A full or read-only store is a real file system: a tmpfs, or a read-only bind
@@ -2340,4 +2342,411 @@ async fn a_result_whose_reader_is_gone_is_an_error_exit() {
     });
     assert!(rows.iter().all(|r| r.processes_left == 0), "{rows:#?}");
     record(rows);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Damaged records, stray entries, durability (issue 16)
+
+/// Set the modification time of `path` (a file or a directory) to `ago` before now.
+fn age_by(path: &Path, ago: Duration) {
+    std::fs::File::open(path)
+        .unwrap()
+        .set_modified(SystemTime::now() - ago)
+        .unwrap();
+}
+
+/// The bridge's `GET /tasks`: the listed ids (sorted) and the `damaged` entries.
+async fn listed_by_bridge(bridge: &Bridge) -> (Vec<String>, Value) {
+    let (status, answer) = bridge.send(Method::GET, "/tasks", None).await;
+    assert_eq!(status, 200, "{answer:#}");
+    let mut ids: Vec<String> = answer["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["task_id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    (ids, answer["damaged"].clone())
+}
+
+/// The janitor (every front-end's start-up clean, `tasks clean`, the bridge's) keeps a finished
+/// task whose `task.json` is emptied, truncated, not UTF-8 or missing fields, with its committed
+/// `result.json` byte for byte, long past the 30 s grace of a half-created task: the TTL is
+/// measured from the result, and until it runs out the task is listed as damaged by `tasks list`
+/// and `GET /tasks`; once the result is older than the TTL it goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_task_record_keeps_its_committed_result_until_the_ttl() {
+    let fh = FaultHome::new(
+        "store-damaged-record",
+        &json!([{"completion": "Done."}]),
+        "",
+    );
+    let mut ids = finished_tasks(&fh, 5).await;
+    let intact = ids.pop().unwrap();
+    let tasks = default_store(&fh).join("tasks");
+    let whole = std::fs::read(tasks.join(&ids[0]).join("task.json")).unwrap();
+    let meta: Value = serde_json::from_slice(&whole).unwrap();
+    let damage: [(&str, Vec<u8>); 4] = [
+        ("emptied", Vec::new()),
+        ("truncated to half", whole[..whole.len() / 2].to_vec()),
+        ("not UTF-8", b"{\"task_id\": \"\xff\xfe\"}".to_vec()),
+        (
+            "missing fields",
+            json!({"task_id": meta["task_id"]}).to_string().into_bytes(),
+        ),
+    ];
+    let mut results = Vec::new();
+    for (id, (_, bytes)) in ids.iter().zip(&damage) {
+        let dir = tasks.join(id);
+        std::fs::write(dir.join("task.json"), bytes).unwrap();
+        results.push(std::fs::read(dir.join("result.json")).unwrap());
+        // an hour old: far past the grace the janitor gives a directory without a record
+        age_by(&dir.join("task.json"), Duration::from_secs(3600));
+        age_by(&dir, Duration::from_secs(3600));
+    }
+    let env = fh.env();
+    let cleaned = cli(&fh, &env, &["tasks", "clean"]).await;
+    assert_eq!(cleaned.code, Some(0), "{cleaned:#?}");
+    let listed = cli(&fh, &env, &["tasks", "list", "--json"]).await;
+    assert_eq!(listed.code, Some(0), "{listed:#?}");
+    let kept = |when: &str| {
+        for ((id, (what, _)), before) in ids.iter().zip(&damage).zip(&results) {
+            let after = std::fs::read(tasks.join(id).join("result.json")).unwrap_or_else(|e| {
+                panic!("task.json {what}: the result of {id} is gone after {when} ({e})")
+            });
+            assert_eq!(&after, before, "task.json {what}, after {when}");
+        }
+    };
+    kept("tasks clean and tasks list");
+    let records: Vec<TaskRecord> = serde_json::from_str(&listed.stdout).unwrap();
+    let shown: Vec<&str> = records.iter().map(|r| r.task_id.as_str()).collect();
+    assert_eq!(shown, [intact.as_str()], "{listed:#?}");
+    for id in &ids {
+        let warning = format!(
+            "droid-executor: warning: skipped task store entry {id}: corrupt task store file {}: ",
+            tasks.join(id).join("task.json").display()
+        );
+        assert!(listed.stderr.contains(&warning), "{warning}\n{listed:#?}");
+    }
+    let bridge = Bridge::start(&fh, &env).await;
+    let (listed_ids, damaged) = listed_by_bridge(&bridge).await;
+    assert_eq!(listed_ids, std::slice::from_ref(&intact), "{damaged:#}");
+    let mut named: Vec<&str> = damaged
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["entry"].as_str().unwrap())
+        .collect();
+    named.sort_unstable();
+    let mut want: Vec<&str> = ids.iter().map(String::as_str).collect();
+    want.sort_unstable();
+    assert_eq!(named, want, "{damaged:#}");
+    bridge.stop().await;
+    kept("the bridge's janitor");
+    let mut rows = Vec::new();
+    for (what, _) in &damage {
+        rows.push(row(
+            "cli",
+            "kept",
+            Vec::new(),
+            0,
+            format!(
+                "task.json {what}, an hour old: result.json kept by tasks clean, the start-up \
+                 clean and the bridge's janitor; tasks list and GET /tasks name the task as damaged"
+            ),
+        ));
+    }
+    // the TTL (24 h) still applies, measured from the result
+    let expired = &ids[0];
+    age_by(
+        &tasks.join(expired).join("result.json"),
+        Duration::from_secs(3 * 86_400),
+    );
+    let cleaned = cli(&fh, &env, &["tasks", "clean"]).await;
+    assert_eq!(cleaned.code, Some(0), "{cleaned:#?}");
+    assert!(!tasks.join(expired).exists(), "{cleaned:#?}");
+    for id in &ids[1..] {
+        assert!(tasks.join(id).join("result.json").is_file(), "{id}");
+    }
+    assert_eq!(show(&fh, &env, &intact).await.state, TaskState::Success);
+    let left = fh.processes_left(None).await;
+    assert_eq!(left, Vec::<i32>::new());
+    record(rows);
+}
+
+/// Stray entries in the store's `tasks/` directory (a regular file and a symbolic link where a
+/// task directory belongs, a file whose name is no task id, a `task.json` that is a directory or
+/// a FIFO, a FIFO `result.json`, `events.ndjson` or `lock`, a 10 GiB `result.json`) never make a reader
+/// fail, hang or read without bound: `tasks list`, `GET /tasks`, `/health`, `/metrics` and MCP
+/// `droid_pend` of the latest task answer at once, every readable task is listed, and each bad
+/// entry is skipped and named (a warning line, a `damaged` field, a count).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stray_entries_in_the_store_are_skipped_and_named_by_every_reader() {
+    use nix::sys::stat::Mode;
+    let fh = FaultHome::new("store-stray", &json!([{"completion": "Done."}]), "");
+    let intact = finished_tasks(&fh, 1).await.remove(0);
+    let tasks = default_store(&fh).join("tasks");
+    let hour_ago = now_ms() - 3_600_000;
+    let fifo = |p: &Path| nix::unistd::mkfifo(p, Mode::S_IRUSR | Mode::S_IWUSR).unwrap();
+    let request = json!({"objective": "Stray"}).to_string();
+    // a regular file, a symbolic link, and a file with no task id for a name
+    std::fs::write(tasks.join("droid-1700000001-f11e"), "x").unwrap();
+    std::os::unix::fs::symlink(tasks.join(&intact), tasks.join("droid-1700000006-5111")).unwrap();
+    std::fs::write(tasks.join("stray.txt"), "notes").unwrap();
+    // task.json a directory, task.json a FIFO
+    let dir_meta = tasks.join("droid-1700000002-d1e0");
+    std::fs::create_dir_all(dir_meta.join("task.json")).unwrap();
+    std::fs::write(dir_meta.join("request.json"), &request).unwrap();
+    let fifo_meta = tasks.join("droid-1700000004-f1f1");
+    std::fs::create_dir_all(&fifo_meta).unwrap();
+    fifo(&fifo_meta.join("task.json"));
+    // a finished task whose result.json and events.ndjson are FIFOs
+    let fifo_result = tasks.join("droid-1700000003-f1f0");
+    std::fs::create_dir_all(&fifo_result).unwrap();
+    write_task_json(&fifo_result, "droid-1700000003-f1f0", hour_ago, None);
+    std::fs::write(fifo_result.join("request.json"), &request).unwrap();
+    fifo(&fifo_result.join("result.json"));
+    fifo(&fifo_result.join("events.ndjson"));
+    // an unfinished task whose supervisor lock is a FIFO
+    let fifo_lock = tasks.join("droid-1700000007-10c0");
+    std::fs::create_dir_all(&fifo_lock).unwrap();
+    write_task_json(&fifo_lock, "droid-1700000007-10c0", hour_ago, None);
+    std::fs::write(fifo_lock.join("request.json"), &request).unwrap();
+    fifo(&fifo_lock.join("lock"));
+    // a finished task whose result.json is 10 GiB (sparse)
+    let huge = tasks.join("droid-1700000005-b16f");
+    std::fs::create_dir_all(&huge).unwrap();
+    write_task_json(&huge, "droid-1700000005-b16f", hour_ago, None);
+    std::fs::write(huge.join("request.json"), &request).unwrap();
+    std::fs::File::create(huge.join("result.json"))
+        .unwrap()
+        .set_len(10 << 30)
+        .unwrap();
+
+    let file_in = |dir: &Path, name: &str| dir.join(name).display().to_string();
+    let damaged = json!([
+        {"entry": "droid-1700000001-f11e",
+         "problem": "a regular file where a task directory belongs"},
+        {"entry": "droid-1700000002-d1e0",
+         "problem": format!("corrupt task store file {}: a directory, not a regular file",
+                            file_in(&dir_meta, "task.json"))},
+        {"entry": "droid-1700000004-f1f1",
+         "problem": format!("corrupt task store file {}: a FIFO, not a regular file",
+                            file_in(&fifo_meta, "task.json"))},
+        {"entry": "droid-1700000006-5111",
+         "problem": "a symbolic link where a task directory belongs"},
+        {"entry": "droid-1700000007-10c0",
+         "problem": format!("corrupt task store file {}: a FIFO, not a regular file",
+                            file_in(&fifo_lock, "lock"))},
+        {"entry": "stray.txt",
+         "problem": "a regular file whose name is not a task id (task ids look like droid-1795349045-3fa2)"},
+    ]);
+    let mut want_ids = vec![
+        intact.clone(),
+        "droid-1700000003-f1f0".to_owned(),
+        "droid-1700000005-b16f".to_owned(),
+    ];
+    want_ids.sort();
+    let env = fh.env();
+    let mut rows = Vec::new();
+
+    let listed = cli(&fh, &env, &["tasks", "list", "--json"]).await;
+    assert_eq!(listed.code, Some(0), "{listed:#?}");
+    let records: Vec<TaskRecord> = serde_json::from_str(&listed.stdout).unwrap();
+    let mut ids: Vec<String> = records.iter().map(|r| r.task_id.clone()).collect();
+    ids.sort();
+    assert_eq!(ids, want_ids, "{listed:#?}");
+    let warnings: Vec<String> = damaged
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            format!(
+                "droid-executor: warning: skipped task store entry {}: {}",
+                d["entry"].as_str().unwrap(),
+                d["problem"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let got: Vec<&str> = listed.stderr.lines().collect();
+    assert_eq!(got, warnings, "{listed:#?}");
+    for (id, problem) in [
+        ("droid-1700000003-f1f0", "a FIFO, not a regular file"),
+        (
+            "droid-1700000005-b16f",
+            "10737418240 bytes, more than the 16777216 a store file of this kind may hold",
+        ),
+    ] {
+        let rec = show(&fh, &env, id).await;
+        let result = rec.result.clone().unwrap();
+        assert_eq!(
+            (rec.state, kinds(&result)),
+            (TaskState::Error, vec!["bridge_failure".to_owned()]),
+            "{rec:#?}"
+        );
+        assert!(result.issues[0].description.ends_with(problem), "{rec:#?}");
+        rows.push(task_row(
+            "cli",
+            &rec,
+            0,
+            format!("result.json {problem}: tasks show answers at once"),
+        ));
+    }
+    rows.push(row(
+        "cli",
+        "exit 0",
+        Vec::new(),
+        0,
+        "tasks list: every readable task listed, each stray entry a warning line".into(),
+    ));
+
+    let bridge = Bridge::start(&fh, &env).await;
+    let (listed_ids, got) = listed_by_bridge(&bridge).await;
+    assert_eq!((listed_ids, &got), (want_ids.clone(), &damaged));
+    let (status, health) = bridge.send(Method::GET, "/health", None).await;
+    assert_eq!(status, 200, "{health:#}");
+    assert_eq!(
+        (
+            &health["tasks"]["running"],
+            &health["tasks"]["queued"],
+            &health["tasks"]["damaged"]
+        ),
+        (&json!(0), &json!(0), &json!(6)),
+        "{health:#}"
+    );
+    let (status, bytes) = bridge
+        .client
+        .send(Method::GET, "/metrics", None, CLI_LIMIT)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes));
+    bridge.stop().await;
+    rows.push(row(
+        "http",
+        "200",
+        Vec::new(),
+        0,
+        "GET /tasks lists every readable task and names each stray entry in `damaged`; /health \
+         counts 0 running, 0 queued, 6 damaged; /metrics 200"
+            .into(),
+    ));
+
+    let mut server = mcp(&fh, &env).await;
+    let latest = call(&mut server, 30, "droid_pend", json!({})).await;
+    assert_eq!(
+        latest["structuredContent"]["task_id"],
+        json!(intact),
+        "{latest:#}"
+    );
+    stop_mcp(server).await;
+    rows.push(row(
+        "mcp",
+        "success",
+        Vec::new(),
+        0,
+        "droid_pend without an id: the latest readable task".into(),
+    ));
+    still_submits(&fh).await;
+    let left = fh.processes_left(None).await;
+    assert_eq!(left, Vec::<i32>::new());
+    record(rows);
+}
+
+/// What a submission answers for is durable before it answers: the CLI's `run --background`
+/// (traced with strace) fsyncs the store's `tasks/` directory after creating the task's
+/// directory and before printing the task id, and a task the bridge accepted with 202 is read
+/// back, request included, by a fresh process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submitted_task_is_durable_before_its_id_is_given() {
+    let fh = FaultHome::new("store-durable", &json!([{"completion": "Done."}]), "");
+    let env = fh.env();
+    let store = default_store(&fh);
+    std::fs::create_dir_all(store.join("tasks")).unwrap();
+    let tasks_dir = std::fs::canonicalize(store.join("tasks")).unwrap();
+    let trace = fh.home.file("submit.strace");
+    let repo = fh.home.repo().display().to_string();
+    #[allow(clippy::disallowed_methods)] // the suite runs the system tools it depends on
+    let mut cmd = tokio::process::Command::new("strace");
+    cmd.args(["-f", "-y", "-qq", "-s", "256", "-o"])
+        .arg(&trace)
+        .args(["-e", "trace=mkdir,mkdirat,fsync,fdatasync,write", "--"])
+        .arg(tests::droid_bin::droid_executor_bin())
+        .args(["run", "--background", "--json", "--repo", &repo, "Durable"])
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .current_dir(fh.home.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let out = super::binary::finish(
+        cmd.spawn()
+            .unwrap_or_else(|e| panic!("cannot run strace ({e}): apt-get install strace")),
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let id = serde_json::from_str::<Value>(&out.stdout).unwrap()["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let task_dir = tasks_dir.join(&id).display().to_string();
+    let made = lines
+        .iter()
+        .position(|l| {
+            l.contains("mkdir") && l.contains(&format!("{task_dir}\"")) && l.ends_with("= 0")
+        })
+        .unwrap_or_else(|| panic!("no mkdir of {task_dir}:\n{text}"));
+    let synced = lines
+        .iter()
+        .position(|l| {
+            l.contains("fsync(")
+                && l.contains(&format!("<{}>)", tasks_dir.display()))
+                && l.ends_with("= 0")
+        })
+        .unwrap_or_else(|| panic!("no fsync of {}:\n{text}", tasks_dir.display()));
+    let answered = lines
+        .iter()
+        .position(|l| l.contains("write(1<") && l.contains(&id))
+        .unwrap_or_else(|| panic!("the task id was never written to stdout:\n{text}"));
+    assert!(
+        made < synced && synced < answered,
+        "{made} {synced} {answered}:\n{text}"
+    );
+
+    let bridge = Bridge::start(&fh, &env).await;
+    let request = fh.request(json!({"objective": "Accepted"}));
+    let (status, answer) = bridge.send(Method::POST, "/tasks", Some(&request)).await;
+    assert_eq!(status, 202, "{answer:#}");
+    let accepted = answer["task_id"].as_str().unwrap().to_owned();
+    bridge.stop().await;
+    let fresh = show(&fh, &env, &accepted).await;
+    assert_eq!(fresh.task_id, accepted);
+    let stored: Value = serde_json::from_slice(
+        &std::fs::read(store.join("tasks").join(&accepted).join("request.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(stored["objective"], json!("Accepted"), "{stored:#}");
+    for id in [&id, &accepted] {
+        let out = cli(
+            &fh,
+            &env,
+            &["tasks", "wait", id, "--json", "--timeout", "60"],
+        )
+        .await;
+        assert_eq!(record_of(&out).state, TaskState::Success, "{out:#?}");
+    }
+    let left = fh.processes_left(None).await;
+    assert_eq!(left, Vec::<i32>::new());
+    record(vec![row(
+        "cli",
+        "success",
+        Vec::new(),
+        0,
+        format!(
+            "strace: mkdir of the task directory (line {made}), fsync of tasks/ (line {synced}), \
+             then the id on stdout (line {answered}); a 202 task read back by a fresh process"
+        ),
+    )]);
 }

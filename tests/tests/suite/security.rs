@@ -1,4 +1,5 @@
-//! Security probes (issue 7, DESIGN §8): every way the issue lists of making droid-executor do a
+//! Security probes (issue 7, docs/architecture.md#security): every way the issue lists of making
+//! droid-executor do a
 //! stranger's bidding, each refused with its exact answer. One test per threat, each a table of
 //! probes; a refused request must never start droid (the fake droid's `FAKE_DROID_RECORD` file
 //! stays absent), and each table ends with the same request let through, so the refusal is what
@@ -14,8 +15,10 @@
 //! | [`oversized_and_deeply_nested_json_is_refused`] | bodies and lines built to exhaust memory or the stack | 413, 400 (`recursion limit exceeded`, contract lengths), MCP -32700/-32600, and the server keeps answering |
 //! | [`request_smuggling_framings_run_nothing`] | ambiguous HTTP/1.1 framing hiding a second request | 400 (hyper's, empty body) or the first framing only, connection closed, the hidden request never runs |
 //! | [`secrets_never_reach_results_logs_or_the_store`] | Factory keys and bearer tokens in requests and droid's output | `[REDACTED]` in results (bridge, MCP, CLI), the store, `tasks show`, the bridge's and MCP server's stderr |
+//! | [`secret_shapes_and_child_credentials_are_masked_in_the_store_and_logs`] | `sk-…`, `ghp_…`, `github_pat_…`, `AKIA…`, `xoxb-…` keys, URL passwords, the bridge token and every credential droid is given, in requests and verification output | `[REDACTED]` in the store, the bridge's results, records and log; droid still gets the request as written |
 //! | [`store_files_are_private`] | other local users reading tasks, results and logs | every store directory 0700, every file 0600, even under `umask 0` |
 //! | [`a_token_file_other_users_can_read_is_warned_about`] | a bearer token readable by other users | a warning on `serve`'s stderr naming the file and the fix |
+//! | [`snapshots_run_no_repository_code`] | hooks, filters, textconv and fsmonitor planted in the repository, run by git on droid-executor's behalf | every snapshot's git call runs with hooks off and every configured filter emptied; nothing planted runs |
 //! | [`inputs_named_on_the_command_line_are_read_within_their_limits`] | `/dev/zero`, `/dev/urandom` or a huge file as `--request`, `--instructions-file`, `--config`, `--token-file` | exit 2 naming the flag, the limit and the setting; constant memory |
 //! | [`a_request_fifo_without_a_writer_does_not_hang`] | a FIFO nobody writes to as `--request` | exit 2 after 30 s of silence; a FIFO with a writer runs |
 //! | [`a_non_utf8_repo_path_is_refused_not_converted`] | a non-UTF-8 `--repo` converted lossily into another directory | exit 2 `validation_error`; also through a UTF-8 symlink, when the run starts |
@@ -432,7 +435,10 @@ async fn web_pages_cannot_drive_the_bridge() {
         assert_eq!(a.status, 200, "{headers:?}: {a:#?}");
         assert_no_cors(&a, "health");
     }
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     runs_when_allowed(&b, &[("Sec-Fetch-Site", "none")], &request).await;
 }
 
@@ -523,7 +529,7 @@ async fn requests_without_the_right_token_are_refused() {
         )
         .await
         .json(),
-        json!({"tasks": []})
+        json!({"tasks": [], "damaged": []})
     );
     runs_when_allowed(
         &b,
@@ -797,7 +803,10 @@ async fn paths_cannot_escape_the_allowed_roots_or_the_repository() {
     mcp.close_stdin();
     let (status, _) = mcp.exit_within(Duration::from_secs(10)).await;
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     // files inside the repository run; `escape/../a.txt` is normalised lexically to `a.txt`
     // (what droid is told), never followed through the symlink
     runs_when_allowed(
@@ -1056,7 +1065,10 @@ async fn oversized_and_deeply_nested_json_is_refused() {
 
     assert_eq!(b.get("/health").await.0, 200);
     assert_eq!(b.serve.pid(), pid);
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     runs_when_allowed(&b, &[], &b.request("small", json!({}))).await;
 }
 
@@ -1247,7 +1259,10 @@ async fn request_smuggling_framings_run_nothing() {
             ),
         }
     }
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     assert_eq!(b.record(), None, "a smuggled request started droid");
 
     // a chunk size past u64: the body cannot be read
@@ -1295,7 +1310,7 @@ async fn request_smuggling_framings_run_nothing() {
         "{got:#?}"
     );
     assert_eq!(got[0].result().status, Status::Success, "{got:#?}");
-    assert_eq!(got[1].json(), json!({"tasks": []}));
+    assert_eq!(got[1].json(), json!({"tasks": [], "damaged": []}));
     // a body shorter than announced swallows what follows: still one request
     let short = [
         post(
@@ -1318,7 +1333,10 @@ async fn request_smuggling_framings_run_nothing() {
         description.starts_with("$: the body is not valid JSON: trailing characters"),
         "{description}"
     );
-    assert_eq!(b.get("/tasks").await, (200, json!({"tasks": []})));
+    assert_eq!(
+        b.get("/tasks").await,
+        (200, json!({"tasks": [], "damaged": []}))
+    );
     let text = b.metrics().await;
     assert_eq!(
         super::bridge_http::metric(&text, "droid_executor_run_duration_seconds_count"),
@@ -2117,4 +2135,303 @@ async fn a_queued_task_never_runs_in_a_repo_root_swapped_for_a_symlink() {
     assert_eq!(finish(&tasks, &c).await.state, TaskState::Cancelled);
     assert!(inside.join("droid-was-here.txt").exists());
     assert_task_ended(&c, supervisor).await;
+}
+
+/// Every hook name git knows, each planted by [`snapshots_run_no_repository_code`].
+const GIT_HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "post-index-change",
+];
+
+/// Code the repository controls never runs when droid-executor records its working tree: with
+/// every git hook planted (in `.git/hooks` and in a `core.hooksPath` directory), clean, smudge
+/// and long-running process filters (one under a dotted name) and a textconv driver configured in
+/// `.git/config` and named by `.gitattributes`, and an fsmonitor hook, a run whose snapshots
+/// stage files those filters apply to (present before the run and written during it) leaves the
+/// planted programs' marker file absent, and files_changed still lists exactly what droid wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_run_no_repository_code() {
+    use super::binary::FakeHome;
+    let home = FakeHome::new("repo-code", &[]);
+    let repo = home.repo();
+    let ran = home.file("repository-code-ran");
+    let program = repo.join(".git/planted");
+    std::fs::write(
+        &program,
+        format!(
+            "#!/bin/sh\necho \"$0 $*\" >> '{}'\nexec cat\n",
+            ran.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let planted = program.display().to_string();
+    let hooks_path = repo.join(".git/other-hooks");
+    std::fs::create_dir_all(&hooks_path).unwrap();
+    for dir in [repo.join(".git/hooks"), hooks_path.clone()] {
+        std::fs::create_dir_all(&dir).unwrap();
+        for hook in GIT_HOOKS {
+            let file = dir.join(hook);
+            std::fs::write(
+                &file,
+                format!("#!/bin/sh\necho \"hook {hook}\" >> '{}'\n", ran.display()),
+            )
+            .unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+    for (key, value) in [
+        ("core.hooksPath", hooks_path.display().to_string()),
+        ("core.fsmonitor", format!("{planted} fsmonitor")),
+        ("filter.evil.clean", format!("{planted} clean")),
+        ("filter.evil.smudge", format!("{planted} smudge")),
+        ("filter.evil.required", "true".into()),
+        ("filter.proc.process", format!("{planted} process")),
+        ("filter.proc.required", "true".into()),
+        ("filter.a.b.clean", format!("{planted} dotted-clean")),
+        ("diff.evil.textconv", format!("{planted} textconv")),
+    ] {
+        super::common::git(&repo, &["config", key, &value]);
+    }
+    std::fs::write(
+        repo.join(".gitattributes"),
+        "*.dat filter=evil\n*.proc filter=proc\n*.dot filter=a.b\n*.txt diff=evil\n",
+    )
+    .unwrap();
+    for name in ["before.dat", "before.proc", "before.dot"] {
+        std::fs::write(repo.join(name), "present before the run\n").unwrap();
+    }
+    home.play(&json!([
+        {"write_file": {"path": "a.txt", "content": "a\nb\n"}},
+        {"write_file": {"path": "during.dat", "content": "one\ntwo\n"}},
+        {"write_file": {"path": "during.proc", "content": "one\n"}},
+        {"write_file": {"path": "during.dot", "content": "one\n"}},
+        {"completion": "Done."},
+    ]));
+    let request_file = home.file("request.json");
+    std::fs::write(
+        &request_file,
+        json!({
+            "objective": "Change some files",
+            "context": {"repo_root": repo.display().to_string()},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let out = droid_executor(
+        &[
+            "run".as_ref(),
+            "--json".as_ref(),
+            "--request".as_ref(),
+            request_file.as_os_str(),
+        ],
+        &home.env(),
+        home.path(),
+    )
+    .await;
+    let result = out.result();
+    let ran_text = std::fs::read_to_string(&ran).unwrap_or_default();
+    assert_eq!(ran_text, "", "repository code ran: {out:#?}");
+    assert_eq!(result.status, Status::Success, "{out:#?}");
+    let changed: Vec<Value> = result
+        .files_changed
+        .iter()
+        .map(|f| json!([f.path, f.change_type, f.lines_added, f.lines_removed]))
+        .collect();
+    assert_eq!(
+        changed,
+        vec![
+            json!(["a.txt", "modified", 1, 0]),
+            json!(["during.dat", "added", 2, 0]),
+            json!(["during.dot", "added", 1, 0]),
+            json!(["during.proc", "added", 1, 0]),
+        ],
+        "{out:#?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secret shapes and every credential droid is given (issue 16)
+
+/// Secrets of the shapes other services use, each with a marker that must appear nowhere.
+const SHAPED: [&str; 7] = [
+    "sk-proj-SKSECRET0123456789abcdef",
+    "sk-ant-api03-ANTSECRET0123456789abcdef",
+    "ghp_GHPSECRET0123456789abcdefghijklmn",
+    "github_pat_11GHPATSECRET0123456789_abcdefghijkl",
+    "AKIAAKIDSECRET123456",
+    "xoxb-1234567890-XOXSECRET0123",
+    "https://deploy:URLSECRETpw99@git.example.com/repo.git",
+];
+/// A `FACTORY_*` variable droid gets that is not `FACTORY_API_KEY`, and a proxy with a password.
+const FACTORY_SESSION: &str = "factory-FSESSIONSECRET-42";
+const PROXY: &str = "http://proxyuser:PROXYSECRETpw77@127.0.0.1:9";
+const SHAPE_MARKERS: [&str; 10] = [
+    "SKSECRET",
+    "ANTSECRET",
+    "GHPSECRET",
+    "GHPATSECRET",
+    "AKIDSECRET",
+    "XOXSECRET",
+    "URLSECRET",
+    "FSESSIONSECRET",
+    "PROXYSECRET",
+    // the bridge's own token (`TOKEN`)
+    "bridge-test-token-0123456789",
+];
+
+/// OpenAI and Anthropic keys (`sk-…`), GitHub tokens (`ghp_…`, `github_pat_…`), AWS access key
+/// ids (`AKIA…`), Slack tokens (`xoxb-…`), a URL's password, the bridge's own token, and the values
+/// of the credentials droid-executor passes to droid (a `FACTORY_*` variable other than the API
+/// key, a proxy's password), written into a request or printed by a verification command, are
+/// masked in everything the store keeps (`request.json`, `events.ndjson`, `result.json`,
+/// `worker.log`), in the results and records the bridge answers and in its log, while droid
+/// itself still gets the request exactly as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_shapes_and_child_credentials_are_masked_in_the_store_and_logs() {
+    use bridge_http::Token;
+    use bridge_http::client::{Client, Method};
+    let extra = [
+        ("DROID_EXECUTOR_TOKEN", TOKEN),
+        ("FACTORY_SESSION", FACTORY_SESSION),
+        ("HTTPS_PROXY", PROXY),
+        ("RUST_LOG", "debug"),
+    ];
+    let steps = json!([
+        {"emit": super::mcp_stdio::assistant(&format!("I will use {}", SHAPED.join(" ")))},
+        {"completion": "Done."},
+    ]);
+    let b = Bridged::start(&steps, &[], &extra).await;
+    let client = Client::new(b.addr(), Some(Token::new(TOKEN).unwrap()));
+    let written = format!(
+        "Deploy with {} and call back with {TOKEN}",
+        SHAPED.join(", ")
+    );
+    let request = b.request(
+        &format!("Use {}", SHAPED[0]),
+        json!({
+            "instructions": written,
+            "constraints": [SHAPED[2], SHAPED[4]],
+            "suggested_commands": ["echo \"$FACTORY_SESSION $HTTPS_PROXY\""],
+        }),
+    );
+    let no_secret = |text: &str, what: &str| {
+        for m in SHAPE_MARKERS {
+            assert!(!text.contains(m), "{m} leaked into {what}:\n{text}");
+        }
+    };
+
+    let (status, bytes) = client
+        .send(Method::POST, "/execute", Some(&request), HTTP_LIMIT)
+        .await
+        .unwrap();
+    let sync = String::from_utf8_lossy(&bytes).into_owned();
+    assert_eq!(status, 200, "{sync}");
+    assert!(sync.contains("\"status\":\"success\""), "{sync}");
+    no_secret(&sync, "the /execute result");
+    // droid got the request as written: the instructions reach it unmasked
+    let prompt = b.record().unwrap()["prompt"].as_str().unwrap().to_owned();
+    for s in SHAPED.iter().chain([&TOKEN]) {
+        assert!(prompt.contains(s), "droid's prompt lost {s}:\n{prompt}");
+    }
+
+    let (status, bytes) = client
+        .send(Method::POST, "/tasks", Some(&request), HTTP_LIMIT)
+        .await
+        .unwrap();
+    assert_eq!(status, 202, "{}", String::from_utf8_lossy(&bytes));
+    let id = serde_json::from_slice::<Value>(&bytes).unwrap()["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let until = Instant::now() + HTTP_LIMIT;
+    let record = loop {
+        let (status, bytes) = client
+            .send(Method::GET, &format!("/tasks/{id}"), None, HTTP_LIMIT)
+            .await
+            .unwrap();
+        assert_eq!(status, 200);
+        let rec: Value = serde_json::from_slice(&bytes).unwrap();
+        if !rec["result"].is_null() {
+            break rec;
+        }
+        assert!(Instant::now() < until, "{id} never finished: {rec:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(record["state"], json!("success"), "{record:#}");
+    no_secret(&record.to_string(), "the task's record");
+    let verified = record["result"]["commands_run"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["source"] == json!("verify"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no verification command: {record:#}"));
+    assert_eq!(
+        verified["stdout_excerpt"],
+        json!("[REDACTED] http://proxyuser:[REDACTED]@127.0.0.1:9\n"),
+        "{verified:#}"
+    );
+    let (_, bytes) = client
+        .send(Method::GET, "/tasks", None, HTTP_LIMIT)
+        .await
+        .unwrap();
+    no_secret(&String::from_utf8_lossy(&bytes), "GET /tasks");
+
+    let store = b.home.file(".local/state/droid-executor/tasks").join(&id);
+    for name in ["request.json", "events.ndjson", "result.json", "worker.log"] {
+        let text = std::fs::read_to_string(store.join(name)).unwrap();
+        no_secret(&text, name);
+    }
+    let stored: Value =
+        serde_json::from_slice(&std::fs::read(store.join("request.json")).unwrap()).unwrap();
+    assert_eq!(
+        (&stored["objective"], &stored["constraints"]),
+        (
+            &json!("Use sk-[REDACTED]"),
+            &json!(["ghp_[REDACTED]", "AKIA[REDACTED]"])
+        ),
+        "{stored:#}"
+    );
+    assert_eq!(
+        stored["instructions"],
+        json!(
+            "Deploy with sk-[REDACTED], sk-[REDACTED], ghp_[REDACTED], github_pat_[REDACTED], \
+             AKIA[REDACTED], xoxb-[REDACTED], https://deploy:[REDACTED]@git.example.com/repo.git \
+             and call back with [REDACTED]"
+        ),
+        "{stored:#}"
+    );
+    for (path, bytes) in files_under(&b.home.file(".local/state/droid-executor")) {
+        no_secret(
+            &String::from_utf8_lossy(&bytes),
+            &path.display().to_string(),
+        );
+    }
+    let Bridged { serve, home: _home } = b;
+    let (code, log) = serve.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+    no_secret(&log, "the bridge's stderr");
 }

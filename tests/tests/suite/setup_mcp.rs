@@ -1,6 +1,7 @@
-//! `droid-executor setup mcp --client droid|claude|codex [--dry-run]`: registration with the real
-//! droid (its `~/.factory/mcp.json` afterwards), with Claude Code's and Codex's config files (other
-//! settings kept), idempotence, and a dry run that changes nothing.
+//! `droid-executor setup mcp --client droid|claude|codex [--allow-tools] [--dry-run]`: registration
+//! with the real droid (its `~/.factory/mcp.json` afterwards), with Claude Code's and Codex's
+//! config files (other settings kept), idempotence, and a dry run that changes nothing. The real
+//! Codex and Claude Code using the entries: suite `mcp_agents`.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -132,12 +133,29 @@ async fn registers_with_claude_and_codex_keeping_their_settings() {
     let out = droid_executor(&["setup", "mcp", "--client", "codex"], &env, home.path()).await;
     assert_eq!(out.code, Some(0), "{out:#?}");
     let text = std::fs::read_to_string(&codex).unwrap();
+    let table: toml::Table = toml::from_str(&text).unwrap();
+    let entry = &table["mcp_servers"]["droid-executor"];
     assert_eq!(
-        text,
-        format!(
-            "[mcp_servers.droid-executor]\ncommand = \"{}\"\nargs = [\"mcp\"]\n",
-            droid_executor_bin().display()
-        )
+        entry["command"],
+        toml::Value::String(droid_executor_bin().display().to_string())
+    );
+    assert_eq!(entry["args"], toml::Value::Array(vec!["mcp".into()]));
+    assert_eq!(entry["tool_timeout_sec"], toml::Value::Integer(660));
+    let approved: Vec<(&str, &str)> = entry["tools"]
+        .as_table()
+        .unwrap()
+        .iter()
+        .map(|(tool, t)| (tool.as_str(), t["approval_mode"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        approved,
+        [
+            ("droid_cancel", "approve"),
+            ("droid_pend", "approve"),
+            ("droid_ping", "approve"),
+            ("droid_submit", "approve"),
+            ("execute_droid_task", "approve"),
+        ]
     );
     let again = droid_executor(&["setup", "mcp", "--client", "codex"], &env, home.path()).await;
     assert_eq!(again.code, Some(0), "{again:#?}");
@@ -147,4 +165,48 @@ async fn registers_with_claude_and_codex_keeping_their_settings() {
     let bad = droid_executor(&["setup", "mcp", "--client", "claude"], &env, home.path()).await;
     assert_eq!(bad.code, Some(2), "{bad:#?}");
     assert!(bad.stderr.contains(".claude.json"), "{bad:#?}");
+}
+
+/// `--allow-tools` is Claude Code's: a dry run names both files and changes neither, a second
+/// run adds nothing, and with `--client codex` the flag is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_tools_is_for_claude_and_idempotent() {
+    let home = TempDir::new("setup-allow").unwrap();
+    let env = env(home.path());
+    let settings = home.path().join(".claude/settings.json");
+    let args = ["setup", "mcp", "--client", "claude", "--allow-tools"];
+    let mut dry_args = args.to_vec();
+    dry_args.push("--dry-run");
+    let dry = droid_executor(&dry_args, &env, home.path()).await;
+    assert_eq!(dry.code, Some(0), "{dry:#?}");
+    assert!(
+        dry.stdout.contains(&format!(
+            "would write {}: permissions.allow with mcp__droid-executor__execute_droid_task, ",
+            settings.display()
+        )),
+        "{dry:#?}"
+    );
+    assert!(!settings.exists() && !home.path().join(".claude.json").exists());
+    let first = droid_executor(&args, &env, home.path()).await;
+    assert_eq!(first.code, Some(0), "{first:#?}");
+    let written = std::fs::read_to_string(&settings).unwrap();
+    let again = droid_executor(&args, &env, home.path()).await;
+    assert_eq!(again.code, Some(0), "{again:#?}");
+    assert!(again.stdout.contains("nothing to do"), "{again:#?}");
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), written);
+    let codex = droid_executor(
+        &["setup", "mcp", "--client", "codex", "--allow-tools"],
+        &env,
+        home.path(),
+    )
+    .await;
+    assert_eq!(
+        (codex.code, codex.stderr.trim()),
+        (
+            Some(2),
+            "droid-executor: --allow-tools is for --client claude"
+        ),
+        "{codex:#?}"
+    );
+    assert!(!home.path().join(".codex").exists());
 }

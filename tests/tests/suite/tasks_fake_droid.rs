@@ -293,21 +293,28 @@ async fn fifty_tasks_at_once_each_finish_with_exactly_one_result() {
     for id in repo_of.keys() {
         let rec = finish(&tasks, id).await;
         assert_eq!(rec.state, TaskState::Success, "{id}: {:#?}", rec.result);
+        let want = BTreeSet::from(
+            [
+                "events.ndjson",
+                "lock",
+                "owner.json",
+                "request.json",
+                "result.json",
+                "started",
+                "task.json",
+                "worker.log",
+            ]
+            .map(String::from),
+        );
+        // The result is visible (linked into place) a moment before its writer removes its temp
+        // file and the task's reserve: wait for the writer to be done, under a timeout.
+        let until = tokio::time::Instant::now() + REACH;
+        while store.files_of(id) != want && tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         assert_eq!(
             store.files_of(id),
-            BTreeSet::from(
-                [
-                    "events.ndjson",
-                    "lock",
-                    "owner.json",
-                    "request.json",
-                    "result.json",
-                    "started",
-                    "task.json",
-                    "worker.log",
-                ]
-                .map(String::from)
-            ),
+            want,
             "{id}: one result and no temp files"
         );
         let events = tasks.events(id, 0).unwrap();

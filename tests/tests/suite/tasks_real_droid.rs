@@ -412,12 +412,16 @@ async fn a_killed_supervisor_is_reported_as_bridge_failure() {
         wait_gone(supervisor, GONE_LIMIT).await,
         "SIGKILL did not stop the supervisor {supervisor}"
     );
-    // droid dies with its parent; the setsid sleep waits for whoever looks next
+    // droid dies with its parent; the run's guardian ends the setsid sleep at once, before
+    // anyone looks at the task
     assert!(
         wait_gone(droid, GONE_LIMIT).await,
         "droid {droid} outlived its supervisor"
     );
-    assert!(is_alive(sleeper), "the setsid sleep {sleeper} died early");
+    assert!(
+        wait_gone(sleeper, GONE_LIMIT).await,
+        "the setsid sleep {sleeper} outlived its supervisor"
+    );
 
     let rec = w.show(&id).await;
     assert_eq!(rec.task_id, id);
@@ -426,7 +430,7 @@ async fn a_killed_supervisor_is_reported_as_bridge_failure() {
     assert_eq!(result.status, Status::Error, "{result:#?}");
     assert_eq!(result.task_id.as_deref(), Some(id.as_str()));
     assert_eq!(issue_kinds(&rec), vec!["bridge_failure"]);
-    // that look swept the run: droid (parent-death signal) and the setsid sleep are gone
+    // that look buried the run: nothing of it is left
     assert_eq!(
         pids_with_env(MARKER_VAR, &format!("task-{id}")),
         Vec::<i32>::new()

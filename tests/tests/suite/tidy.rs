@@ -1,0 +1,158 @@
+//! Tidy checks over the repository's own files (rust-analyzer style): the repository carries its
+//! own design. No tracked file may send a reader to documents that are not in it (the design and
+//! style notes the project started from, or the reference folder kept beside a checkout); what they
+//! held is in `docs/architecture.md`, and every section of it that a file cites (the file name,
+//! `#`, the heading's anchor) must be a heading there.
+
+use std::path::Path;
+
+use tests::droid_bin::workspace_root;
+
+/// The architecture document every design citation points to.
+const ARCHITECTURE: &str = "docs/architecture.md";
+
+/// Citations of documents outside the repository. Spelled in pieces so that this file does not
+/// cite them itself.
+fn outside_citations() -> Vec<String> {
+    vec![
+        ["DESIGN", ".md"].concat(),
+        ["STYLE", ".md"].concat(),
+        ["DESIGN", " §"].concat(),
+        ["STYLE", " §"].concat(),
+        ["../", "shared"].concat(),
+        ["shared", "/reference/"].concat(),
+        ["shared", "/fixtures/"].concat(),
+        ["shared", "/seeds/"].concat(),
+        ["mcp", ".md §"].concat(),
+        ["droid-cli", ".md"].concat(),
+    ]
+}
+
+/// Every tracked file of the repository (`git ls-files`), relative to the workspace root.
+fn tracked_files(root: &Path) -> Vec<String> {
+    #[allow(clippy::disallowed_methods)] // lists the checkout's files
+    let out = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(root)
+        .output()
+        .unwrap_or_else(|e| panic!("git is needed to list the tracked files: {e}"));
+    assert!(
+        out.status.success(),
+        "git ls-files in {} failed (the tidy checks need a git checkout): {}",
+        root.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// GitHub's anchor for a Markdown heading: lowercase, punctuation dropped, spaces to `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of `docs/architecture.md`'s headings (outside code blocks).
+fn architecture_anchors(text: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if !fenced && line.starts_with('#') {
+            out.push(anchor(line.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
+/// The anchors of the references to `docs/architecture.md` sections in `text`.
+fn cited_anchors(text: &str) -> Vec<String> {
+    // from the root (docs/…) and from docs/ (a relative Markdown link) alike
+    let needle = format!("{}#", ARCHITECTURE.trim_start_matches("docs/"));
+    text.match_indices(&needle)
+        .map(|(at, _)| {
+            text[at + needle.len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '-' || *c == '_')
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn anchors_are_what_github_makes_of_headings() {
+    assert_eq!(anchor(" The task store"), "the-task-store");
+    assert_eq!(anchor("Decisions, and why"), "decisions-and-why");
+    assert_eq!(anchor("`droid` 0.225.2 facts"), "droid-02252-facts");
+    let text = format!(
+        "see {ARCHITECTURE}#task-store) and [x]({}#a_b).",
+        "architecture.md"
+    );
+    assert_eq!(cited_anchors(&text), ["task-store", "a_b"]);
+}
+
+/// No tracked file cites a design or style document, or a reference folder, that is not in the
+/// repository; the repository's own design is `docs/architecture.md`, and every section of it
+/// that a file cites exists.
+#[test]
+fn tracked_files_cite_only_the_repositorys_own_design() {
+    let root = workspace_root();
+    let architecture = std::fs::read_to_string(root.join(ARCHITECTURE))
+        .unwrap_or_else(|e| panic!("{ARCHITECTURE} is missing: {e}"));
+    let anchors = architecture_anchors(&architecture);
+    let outside = outside_citations();
+    let mut found = Vec::new();
+    // its own links to its sections
+    for (at, _) in architecture.match_indices("](#") {
+        let a: String = architecture[at + 3..]
+            .chars()
+            .take_while(|c| *c != ')')
+            .collect();
+        if !anchors.contains(&a) {
+            found.push(format!(
+                "{ARCHITECTURE}: links to #{a}, which is not a heading there"
+            ));
+        }
+    }
+    for rel in tracked_files(&root) {
+        let Ok(text) = std::fs::read_to_string(root.join(&rel)) else {
+            continue; // binary, or deleted in the work tree
+        };
+        for (n, line) in text.lines().enumerate() {
+            for pattern in &outside {
+                if line.contains(pattern.as_str()) {
+                    found.push(format!(
+                        "{rel}:{}: cites {pattern:?} (outside the repository; point to \
+                         {ARCHITECTURE}#<section> instead): {}",
+                        n + 1,
+                        line.trim()
+                    ));
+                }
+            }
+            for a in cited_anchors(line) {
+                if !anchors.contains(&a) {
+                    found.push(format!(
+                        "{rel}:{}: cites {ARCHITECTURE}#{a}, which is not a heading there",
+                        n + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
