@@ -150,13 +150,15 @@ async fn every_front_end_writes_status_summary_issues_and_files_first() {
     assert_order("tasks show --json", &shown["result"]);
 }
 
-/// A run of 32 commands with 4 KiB of output each gives an MCP result of at most 24 KiB (the
+/// A run of 100 commands with 4 KiB of output each gives an MCP result of at most 24 KiB (the
 /// structured content) whose status, summary, issues and files are whole, whose newest commands
-/// are kept and whose last log line says how many were left out and which stored task holds the
-/// whole result; `tasks show --json` of that task has all 32 commands.
+/// are kept (their excerpts cut to their tails) and whose last log line says how many were left
+/// out and which stored task holds the whole result; `tasks show --json` of that task has all
+/// 100 commands with their whole excerpts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_big_mcp_result_is_cut_and_the_whole_stays_in_the_store() {
-    let fh = FaultHome::new("result-cut", &run_with(32, 4096), "");
+    const COMMANDS: usize = 100;
+    let fh = FaultHome::new("result-cut", &run_with(COMMANDS, 4096), "");
     let request = fh.request(json!({}));
     let mut mcp = McpServer::start(&fh.env(), fh.home.path());
     mcp.initialize().await;
@@ -172,10 +174,10 @@ async fn a_big_mcp_result_is_cut_and_the_whole_stays_in_the_store() {
         "{answer:#}"
     );
     let commands = sc["commands_run"].as_array().unwrap();
-    assert!(!commands.is_empty() && commands.len() < 32, "{} kept", commands.len());
+    assert!(!commands.is_empty() && commands.len() < COMMANDS, "{} kept", commands.len());
     assert_eq!(
         commands.last().map(|c| c["command"].clone()),
-        Some(json!("echo step 31"))
+        Some(json!(format!("echo step {}", COMMANDS - 1)))
     );
     let note = sc["logs"]
         .as_array()
@@ -183,9 +185,15 @@ async fn a_big_mcp_result_is_cut_and_the_whole_stays_in_the_store() {
         .and_then(Value::as_str)
         .unwrap_or_else(|| panic!("no note: {answer:#}"))
         .to_owned();
-    let left = 32 - commands.len();
     assert!(
-        note.contains(&format!("{left} of 32 commands_run")),
+        commands
+            .iter()
+            .all(|c| c["truncated"] == true && c["stdout_excerpt"].as_str().is_some_and(|s| s.len() <= 512)),
+        "the kept excerpts are cut to their tails: {answer:#}"
+    );
+    let left = COMMANDS - commands.len();
+    assert!(
+        note.contains(&format!("{left} of {COMMANDS} commands_run")),
         "{note}"
     );
     let text = answer["content"][0]["text"].as_str().unwrap();
@@ -207,7 +215,7 @@ async fn a_big_mcp_result_is_cut_and_the_whole_stays_in_the_store() {
     let shown = parse("tasks show", &out.stdout);
     assert_eq!(shown["state"], "success", "{shown:#}");
     let all = shown["result"]["commands_run"].as_array().unwrap();
-    assert_eq!(all.len(), 32, "the stored result has every command");
+    assert_eq!(all.len(), COMMANDS, "the stored result has every command");
     assert!(
         all.iter()
             .all(|c| c["stdout_excerpt"].as_str().is_some_and(|s| s.len() > 2048)),
