@@ -18,6 +18,16 @@
 //! and a strict answer tells a client that does what went wrong instead of half-serving it.
 //! A 2026-07-28 request (modern `_meta`) inside a 2025-03-26 batch gets `-32600` in the array.
 //!
+//! Lifecycle: in the legacy era a session starts with `initialize`; before it only `ping` is
+//! answered, any other request gets `-32600` naming initialize (mcp.md §1.2: a client sends
+//! nothing else before the `initialize` response). A modern request needs no `initialize`.
+//!
+//! Load: one session runs at most [`MAX_RUNNING_CALLS`] `tools/call`s (and `tasks/*` requests)
+//! at once and queues [`MAX_QUEUED_CALLS`] more; a call beyond that is answered at once with
+//! `-32000` "server busy" naming both limits. Everything else (`ping`, `tools/list`, cancels) is
+//! answered inline by the read loop, so it keeps its bound however many calls are in flight, and
+//! so does the shutdown below (it has at most that many calls to cancel).
+//!
 //! Cancellation: a call's progress, log messages and response go through an outbox guarded by
 //! the call's token, so from the moment `notifications/cancelled` is read nothing more of that
 //! call is written, not even what was already queued ([`Outbox::guarded`]).
