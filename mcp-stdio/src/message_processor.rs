@@ -769,7 +769,14 @@ fn start_call(
     let (reply, later) = Reply::new(out, batch);
     let state = Arc::clone(state);
     if as_task {
-        running.spawn(run_task(state, id, args, relay, (key, token, ticket), reply));
+        running.spawn(run_task(
+            state,
+            id,
+            args,
+            relay,
+            (key, token, ticket),
+            reply,
+        ));
         return later;
     }
     let name = name.to_owned();

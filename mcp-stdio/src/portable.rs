@@ -98,7 +98,15 @@ fn strip(v: &mut Value) {
             named.values_mut().for_each(strip);
         }
     }
-    for key in ["items", "additionalProperties", "not", "contains", "if", "then", "else"] {
+    for key in [
+        "items",
+        "additionalProperties",
+        "not",
+        "contains",
+        "if",
+        "then",
+        "else",
+    ] {
         if let Some(sub) = m.get_mut(key) {
             strip(sub);
         }

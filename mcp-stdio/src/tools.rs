@@ -85,11 +85,7 @@ fn build_definitions(tasks: bool) -> Vec<Value> {
                 // schema is there for validation (see `portable::terse`)
                 let prose = key == "inputSchema" && tool["name"] == "execute_droid_task";
                 let s = crate::portable::portable(s);
-                tool[key] = if prose {
-                    s
-                } else {
-                    crate::portable::terse(&s)
-                };
+                tool[key] = if prose { s } else { crate::portable::terse(&s) };
             }
         }
     }
@@ -270,7 +266,11 @@ fn cut_note(o: &Omitted, r: &ExecutionResult, whole: &str) -> String {
             parts.push(format!("{n} of {of} {what}"));
         }
     };
-    count(o.commands, r.commands_run.len(), "commands_run (the oldest)");
+    count(
+        o.commands,
+        r.commands_run.len(),
+        "commands_run (the oldest)",
+    );
     count(o.logs, r.logs.len(), "logs (the oldest)");
     count(o.files, r.files_changed.len(), "files_changed (the last)");
     count(o.issues, r.issues.len(), "issues (the last)");
@@ -636,12 +636,19 @@ mod tests {
             assert!(said.starts_with("status: error\nsummary: "), "{said}");
             // the structured content is cut to its bound too, its head kept
             let sc = &answer["structuredContent"];
-            assert!(sc.to_string().len() <= RESULT_MAX, "{} bytes", sc.to_string().len());
+            assert!(
+                sc.to_string().len() <= RESULT_MAX,
+                "{} bytes",
+                sc.to_string().len()
+            );
             let summary = sc["summary"].as_str().unwrap_or_default();
             assert!(r.summary.starts_with(summary.trim_end_matches('…')));
             assert!(!summary.is_empty() && summary.len() <= droid_contract::SUMMARY_MAX);
             let note = sc["logs"][0].as_str().unwrap_or_default();
-            assert!(note.starts_with("this MCP result was cut to 24 KiB"), "{note}");
+            assert!(
+                note.starts_with("this MCP result was cut to 24 KiB"),
+                "{note}"
+            );
             assert_eq!(answer["isError"], true);
         }
     }

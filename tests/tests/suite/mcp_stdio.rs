@@ -1073,7 +1073,11 @@ async fn requests_before_initialize_are_refused_but_ping_and_modern_requests_are
     let mut s = home.server();
     for (id, method, params) in [
         (1, "tools/list", Value::Null),
-        (2, "tools/call", json!({"name": "droid_ping", "arguments": {}})),
+        (
+            2,
+            "tools/call",
+            json!({"name": "droid_ping", "arguments": {}}),
+        ),
         (3, "logging/setLevel", json!({"level": "info"})),
     ] {
         let resp = s.request(json!(id), method, params).await;
@@ -1098,7 +1102,10 @@ async fn requests_before_initialize_are_refused_but_ping_and_modern_requests_are
     let list = tool_result(s.request(json!(6), "tools/list", Value::Null).await);
     assert_eq!(list["tools"].as_array().map(Vec::len), Some(TOOLS.len()));
     let result = s.call(json!(7), "droid_ping", json!({})).await;
-    assert_eq!(result["structuredContent"]["droid_found"], true, "{result:#}");
+    assert_eq!(
+        result["structuredContent"]["droid_found"], true,
+        "{result:#}"
+    );
 }
 
 /// Open descriptors of process `pid`.
@@ -1153,7 +1160,10 @@ async fn a_burst_of_calls_is_bounded_and_ping_and_eof_keep_their_bounds() {
             busy += 1;
         } else {
             let result = tool_result(resp);
-            assert_eq!(result["structuredContent"]["droid_found"], true, "{result:#}");
+            assert_eq!(
+                result["structuredContent"]["droid_found"], true,
+                "{result:#}"
+            );
             ok += 1;
         }
     }

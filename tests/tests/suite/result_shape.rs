@@ -61,7 +61,11 @@ fn assert_order(front: &str, v: &Value) {
     let k = keys(v);
     assert!(k.len() > HEAD.len() + TAIL.len(), "{front}: {k:?}");
     assert_eq!(&k[..HEAD.len()], &HEAD[..], "{front}: the head of {k:?}");
-    assert_eq!(&k[k.len() - TAIL.len()..], &TAIL[..], "{front}: the tail of {k:?}");
+    assert_eq!(
+        &k[k.len() - TAIL.len()..],
+        &TAIL[..],
+        "{front}: the tail of {k:?}"
+    );
 }
 
 /// Parse `text` as one JSON value.
@@ -82,7 +86,12 @@ async fn every_front_end_writes_status_summary_issues_and_files_first() {
     std::fs::write(&file, request.to_string()).unwrap();
     let out = finish(
         command(
-            &["run".as_ref(), "--json".as_ref(), "--request".as_ref(), file.as_os_str()],
+            &[
+                "run".as_ref(),
+                "--json".as_ref(),
+                "--request".as_ref(),
+                file.as_os_str(),
+            ],
             &fh.env(),
             fh.home.path(),
         )
@@ -107,7 +116,9 @@ async fn every_front_end_writes_status_summary_issues_and_files_first() {
 
     let mut mcp = McpServer::start(&fh.env(), fh.home.path());
     mcp.initialize().await;
-    let sync = mcp.call(json!(1), "execute_droid_task", request.clone()).await;
+    let sync = mcp
+        .call(json!(1), "execute_droid_task", request.clone())
+        .await;
     assert_order("mcp execute_droid_task", &sync["structuredContent"]);
     let submitted = mcp.call(json!(2), "droid_submit", request.clone()).await;
     let id = submitted["structuredContent"]["task_id"]
@@ -116,7 +127,11 @@ async fn every_front_end_writes_status_summary_issues_and_files_first() {
         .to_owned();
     assert!(is_task_id(&id), "{id}");
     let pend = mcp
-        .call(json!(3), "droid_pend", json!({"task_id": id, "wait_seconds": 60}))
+        .call(
+            json!(3),
+            "droid_pend",
+            json!({"task_id": id, "wait_seconds": 60}),
+        )
         .await;
     let record = &pend["structuredContent"];
     assert_eq!(
@@ -141,9 +156,13 @@ async fn every_front_end_writes_status_summary_issues_and_files_first() {
     assert_order("store result.json", &parse("store", &stored));
 
     let out = finish(
-        command(&["tasks", "show", id.as_str(), "--json"], &fh.env(), fh.home.path())
-            .spawn()
-            .unwrap(),
+        command(
+            &["tasks", "show", id.as_str(), "--json"],
+            &fh.env(),
+            fh.home.path(),
+        )
+        .spawn()
+        .unwrap(),
     )
     .await;
     let shown = parse("tasks show", &out.stdout);
@@ -169,12 +188,13 @@ async fn a_big_mcp_result_is_cut_and_the_whole_stays_in_the_store() {
     assert_order("mcp cut", sc);
     assert_eq!(sc["status"], "success", "{answer:#}");
     assert_eq!(sc["summary"], "Wrote new.txt.", "{answer:#}");
-    assert_eq!(
-        sc["files_changed"][0]["path"], "new.txt",
-        "{answer:#}"
-    );
+    assert_eq!(sc["files_changed"][0]["path"], "new.txt", "{answer:#}");
     let commands = sc["commands_run"].as_array().unwrap();
-    assert!(!commands.is_empty() && commands.len() < COMMANDS, "{} kept", commands.len());
+    assert!(
+        !commands.is_empty() && commands.len() < COMMANDS,
+        "{} kept",
+        commands.len()
+    );
     assert_eq!(
         commands.last().map(|c| c["command"].clone()),
         Some(json!(format!("echo step {}", COMMANDS - 1)))
@@ -186,9 +206,8 @@ async fn a_big_mcp_result_is_cut_and_the_whole_stays_in_the_store() {
         .unwrap_or_else(|| panic!("no note: {answer:#}"))
         .to_owned();
     assert!(
-        commands
-            .iter()
-            .all(|c| c["truncated"] == true && c["stdout_excerpt"].as_str().is_some_and(|s| s.len() <= 512)),
+        commands.iter().all(|c| c["truncated"] == true
+            && c["stdout_excerpt"].as_str().is_some_and(|s| s.len() <= 512)),
         "the kept excerpts are cut to their tails: {answer:#}"
     );
     let left = COMMANDS - commands.len();
@@ -197,7 +216,10 @@ async fn a_big_mcp_result_is_cut_and_the_whole_stays_in_the_store() {
         "{note}"
     );
     let text = answer["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains(&note), "the text carries the note too: {text}");
+    assert!(
+        text.contains(&note),
+        "the text carries the note too: {text}"
+    );
     let id = note
         .split_whitespace()
         .find(|w| is_task_id(w))
@@ -207,9 +229,13 @@ async fn a_big_mcp_result_is_cut_and_the_whole_stays_in_the_store() {
     let _ = mcp.exit_within(Duration::from_secs(10)).await;
 
     let out = finish(
-        command(&["tasks", "show", id.as_str(), "--json"], &fh.env(), fh.home.path())
-            .spawn()
-            .unwrap(),
+        command(
+            &["tasks", "show", id.as_str(), "--json"],
+            &fh.env(),
+            fh.home.path(),
+        )
+        .spawn()
+        .unwrap(),
     )
     .await;
     let shown = parse("tasks show", &out.stdout);
