@@ -693,6 +693,30 @@ mod tests {
         assert!(text.starts_with("task droid-1-abcd: error\nstatus: error\nsummary: €€"));
     }
 
+    /// `tools/list` goes into the model's context: it stays under 24 KiB (it was 44 KB with the
+    /// prose of the request and result schemas repeated in five schemas), and the schemas that
+    /// lost their prose validate what the full ones do.
+    #[test]
+    fn the_tool_list_is_compact_and_validates_the_same() {
+        for tasks in [false, true] {
+            let tools = definitions(tasks);
+            let size = Value::Array(tools.clone()).to_string().len();
+            assert!(size < 24 * 1024, "tools/list is {size} bytes");
+            let by = |name: &str| tools.iter().find(|t| t["name"] == name).cloned();
+            let (Some(exec), Some(submit)) = (by("execute_droid_task"), by("droid_submit")) else {
+                panic!("tools missing");
+            };
+            // execute_droid_task's input keeps its prose; droid_submit's is the same request
+            assert!(exec["inputSchema"].to_string().contains("\"description\""));
+            assert_eq!(
+                submit["inputSchema"],
+                crate::portable::terse(&exec["inputSchema"])
+            );
+            let result = crate::portable::portable(&droid_contract::result_schema());
+            assert_eq!(exec["outputSchema"], crate::portable::terse(&result));
+        }
+    }
+
     #[test]
     fn only_failures_are_errors_partial_is_not() {
         for (status, is_error) in [
