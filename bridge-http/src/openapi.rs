@@ -309,6 +309,8 @@ fn add_common_refusals(doc: &mut Value) {
             } else {
                 add("503", "Shutting down (see Retry-After)");
             }
+            // listed by status code, as a reader looks them up
+            responses.sort_keys();
         }
     }
 }

@@ -14,6 +14,7 @@
 //! trait, which the engine implements; this crate never touches the file system itself.
 #![deny(missing_docs)]
 
+mod fit;
 mod issue;
 mod paths;
 mod request;
@@ -26,6 +27,7 @@ mod task;
 mod text;
 mod violation;
 
+pub use fit::{EXCERPT_KEEP, Omitted, SUMMARY_MAX, TEXT_KEEP};
 pub use issue::{Issue, IssueType};
 pub use paths::{PathFacts, PathKind, RelPath, RepoRoot, normalize};
 pub use request::{Autonomy, Context, ExecutionMode, ExecutionRequest, HostCheck};

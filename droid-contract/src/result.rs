@@ -2,6 +2,12 @@
 //!
 //! The shape is stable: every field is always present, optional values serialize as `null`, and
 //! lists are empty rather than missing, so a calling agent can read it without guarding.
+//!
+//! The fields are declared in the order a reader needs them, and every encoder keeps that order
+//! (serde_json's `preserve_order` is on for the workspace, so a trip through `Value` keeps it):
+//! `status`, `summary`, `issues`, `files_changed` first, the bulky `commands_run` and `logs`
+//! last. A client that shows only the start of a long result (Claude Code previews 2 KB of a
+//! result it saved to a file) then still shows what matters.
 
 use serde::{Deserialize, Serialize};
 
@@ -130,16 +136,12 @@ pub struct ExecutionResult {
     pub status: Status,
     /// What was done, in a few sentences.
     pub summary: String,
-    /// Files changed in the repository, measured from the repository itself.
-    pub files_changed: Vec<FileChange>,
-    /// Commands droid ran, then the verification commands we ran.
-    pub commands_run: Vec<CommandRun>,
-    /// Verification summary.
-    pub tests: Tests,
-    /// Notable log lines (droid's errors, stderr, unknown events), each bounded.
-    pub logs: Vec<String>,
     /// Problems, each with a type and a suggested action.
     pub issues: Vec<Issue>,
+    /// Files changed in the repository, measured from the repository itself.
+    pub files_changed: Vec<FileChange>,
+    /// Verification summary.
+    pub tests: Tests,
     /// The caller's task id, echoed.
     pub task_id: Option<String>,
     /// droid's session id (pass it as `session_id` to continue).
@@ -150,6 +152,10 @@ pub struct ExecutionResult {
     pub droid: Option<DroidInfo>,
     /// The caller's `notes_for_human`, echoed.
     pub notes_for_human: Option<String>,
+    /// Commands droid ran, then the verification commands we ran.
+    pub commands_run: Vec<CommandRun>,
+    /// Notable log lines (droid's errors, stderr, unknown events), each bounded.
+    pub logs: Vec<String>,
 }
 
 impl ExecutionResult {

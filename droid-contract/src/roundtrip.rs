@@ -582,17 +582,18 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(CASES))]
 
     /// A result survives serialization through serde, and every field is on the wire (optional
-    /// ones as `null`), so the shape is stable.
+    /// ones as `null`), so the shape is stable, in the order a reader needs: `status`, `summary`,
+    /// `issues`, `files_changed` first, the bulky `commands_run` and `logs` last (through a
+    /// `Value` too: the workspace's serde_json keeps insertion order).
     #[test]
     fn result_round_trips(res in result()) {
         prop_assert_eq!(&through_serde(&res), &res);
         let wire = serde_json::to_value(&res).unwrap();
         let keys: Vec<&str> = wire.as_object().unwrap().keys().map(String::as_str).collect();
-        let mut want = vec![
-            "status", "summary", "files_changed", "commands_run", "tests", "logs", "issues",
-            "task_id", "session_id", "duration_ms", "droid", "notes_for_human",
+        let want = vec![
+            "status", "summary", "issues", "files_changed", "tests", "task_id", "session_id",
+            "duration_ms", "droid", "notes_for_human", "commands_run", "logs",
         ];
-        want.sort_unstable();
         prop_assert_eq!(keys, want);
     }
 

@@ -36,6 +36,20 @@ use crate::supervise::{Limits, Publisher, Supervised, supervise};
 use crate::sweep::MARKER_VAR;
 use crate::verify::{Verified, VerifyPlan, verify};
 
+/// What a binary's version is cached under: the binary as it is now, and how it is asked.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct VersionKey {
+    program: PathBuf,
+    args: Vec<OsString>,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+/// Versions found in this process (see [`Engine::droid_version`]); one entry per binary.
+static VERSIONS: std::sync::OnceLock<
+    std::sync::Mutex<HashMap<VersionKey, Arc<tokio::sync::OnceCell<String>>>>,
+> = std::sync::OnceLock::new();
+
 /// The longest `droid --version` may take (a start of droid takes 50-100 ms; a loaded machine
 /// or a cold disk cache can take seconds).
 const VERSION_LIMIT: Duration = Duration::from_secs(10);
@@ -51,7 +65,6 @@ const SUMMARY_MAX: usize = 4000;
 pub struct Engine {
     cfg: EngineConfig,
     provider: Arc<dyn Provider>,
-    version: tokio::sync::OnceCell<Option<String>>,
     scheduler: Option<Scheduler>,
 }
 
@@ -70,7 +83,6 @@ impl Engine {
         Self {
             cfg,
             provider,
-            version: tokio::sync::OnceCell::new(),
             scheduler,
         }
     }
@@ -120,21 +132,40 @@ impl Engine {
         }
     }
 
-    /// droid's version, found once per engine: from the npm package the binary belongs to
-    /// (`<package>/bin/droid` beside `<package>/package.json`, read in microseconds), else from
-    /// `droid --version` (a full start of droid, 50-100 ms); `None` when droid is missing or says
-    /// nothing.
+    /// droid's version, found once per process for each binary (keyed on its path, size and
+    /// modification time, so a replaced binary is asked again): from the npm package the binary
+    /// belongs to (`<package>/bin/droid` beside `<package>/package.json`, read in microseconds),
+    /// else from `droid --version` (a full start of droid, 50-100 ms); `None` when droid is
+    /// missing or says nothing. Concurrent callers share one lookup, so a burst of callers (a
+    /// client sending thousands of `droid_ping`s) starts at most one `droid --version` at a time;
+    /// a failed lookup is not kept (the next caller tries again).
     pub async fn droid_version(&self) -> Option<String> {
-        self.version
-            .get_or_init(|| async {
-                let program = self.cfg.droid_bin.as_deref()?;
-                if let Some(v) = npm_package_version(program) {
-                    return Some(v);
-                }
-                self.run_droid_version().await.ok()
-            })
-            .await
-            .clone()
+        let program = self.cfg.droid_bin.as_deref()?;
+        let meta = std::fs::metadata(program).ok()?;
+        let key = VersionKey {
+            program: program.to_path_buf(),
+            args: self.provider.version_args(),
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        };
+        let cell = {
+            let mut cache = VERSIONS
+                .get_or_init(Default::default)
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // an older binary at the same path is gone: forget its version
+            cache.retain(|k, _| k.program != key.program || k.args != key.args || *k == key);
+            Arc::clone(cache.entry(key).or_default())
+        };
+        cell.get_or_try_init(|| async {
+            if let Some(v) = npm_package_version(program) {
+                return Ok(v);
+            }
+            self.run_droid_version().await
+        })
+        .await
+        .ok()
+        .cloned()
     }
 
     /// Run `droid --version` now, bounded by [`VERSION_LIMIT`] (never the package.json shortcut

@@ -210,6 +210,41 @@ impl Tasks {
         Ok(key)
     }
 
+    /// Keep a run that already finished (a synchronous MCP call whose answer had to be cut) as a
+    /// finished task: `req` (stored redacted) and its `result`, so the whole result can be read
+    /// back by id (`tasks show`, `droid_pend`, `result.json`) like any task's, until the TTL.
+    ///
+    /// # Errors
+    /// [`EngineError::Io`] when the store cannot be written.
+    pub async fn record(
+        &self,
+        req: &ExecutionRequest,
+        result: &ExecutionResult,
+    ) -> Result<TaskKey, EngineError> {
+        let scheduler = self.scheduler.clone();
+        let seq = tokio::task::spawn_blocking(move || scheduler.next_seq())
+            .await
+            .map_err(|e| EngineError::Io {
+                action: "schedule",
+                path: self.store.root().to_path_buf(),
+                source: std::io::Error::other(e.to_string()),
+            })??;
+        let mut stored = serde_json::to_value(req).map_err(|e| EngineError::Io {
+            action: "encode",
+            path: PathBuf::from("request"),
+            source: std::io::Error::other(e),
+        })?;
+        redactor(&self.cfg).apply_value(&mut stored);
+        let key = self
+            .store
+            .create(seq, req.context.repo_root.as_path(), &stored)?;
+        if let Err(e) = self.store.commit_result(&key, result) {
+            let _ = self.store.remove(&key);
+            return Err(e);
+        }
+        Ok(key)
+    }
+
     /// The task's record. A task whose supervisor died is finalized here (see the module docs).
     ///
     /// # Errors

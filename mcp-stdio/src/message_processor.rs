@@ -20,6 +20,16 @@
 //! and a strict answer tells a client that does what went wrong instead of half-serving it.
 //! A 2026-07-28 request (modern `_meta`) inside a 2025-03-26 batch gets `-32600` in the array.
 //!
+//! Lifecycle: in the legacy era a session starts with `initialize`; before it only `ping` is
+//! answered, any other request gets `-32600` naming initialize (mcp.md §1.2: a client sends
+//! nothing else before the `initialize` response). A modern request needs no `initialize`.
+//!
+//! Load: one session runs at most [`MAX_RUNNING_CALLS`] `tools/call`s (and `tasks/*` requests)
+//! at once and queues [`MAX_QUEUED_CALLS`] more; a call beyond that is answered at once with
+//! `-32000` "server busy" naming both limits. Everything else (`ping`, `tools/list`, cancels) is
+//! answered inline by the read loop, so it keeps its bound however many calls are in flight, and
+//! so does the shutdown below (it has at most that many calls to cancel).
+//!
 //! Cancellation: a call's progress, log messages and response go through an outbox guarded by
 //! the call's token, so from the moment `notifications/cancelled` is read nothing more of that
 //! call is written, not even what was already queued ([`Outbox::guarded`]).
@@ -36,22 +46,22 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use droid_exec::lines::{Line, Lines};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::oneshot;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::discover;
 use crate::era::{BATCH_VERSION, Era, LEGACY_VERSIONS, Modern, TASKS_VERSION, server_info};
 use crate::jsonrpc::{
-    INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND, PARSE_ERROR, RpcError, classify,
-    error, result,
+    INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND, PARSE_ERROR, RpcError,
+    SERVER_BUSY, classify, error, result,
 };
 use crate::logging::{Level, LogSink, SessionLevel, Threshold};
 use crate::progress::ProgressSink;
@@ -69,6 +79,17 @@ pub const DRAIN: Duration = Duration::from_millis(900);
 
 /// How long the writer then gets to write what is queued.
 pub const FLUSH: Duration = Duration::from_millis(200);
+
+/// Tool calls (and 2025-11-25 `tasks/*` requests) of one session that run at once. A run of
+/// droid holds one for its whole length, and the engine runs at most `max_concurrent` (4) runs
+/// at a time anyway: 16 leaves room for pings, pends and cancels beside them.
+pub const MAX_RUNNING_CALLS: usize = 16;
+
+/// Calls that wait for one of the [`MAX_RUNNING_CALLS`] slots, in arrival order; a call beyond
+/// them is refused at once with [`SERVER_BUSY`] ("server busy", naming both limits). What a
+/// session can have in flight is bounded, so a client that fires thousands of calls gets quick
+/// errors instead of a server that grows without bound (processes, memory, descriptors).
+pub const MAX_QUEUED_CALLS: usize = 64;
 
 /// How often expired tasks are cleaned while the server runs.
 const JANITOR_EVERY: Duration = Duration::from_secs(3600);
@@ -88,9 +109,68 @@ struct State {
     negotiated: Mutex<Option<&'static str>>,
     /// The level `logging/setLevel` set (legacy era).
     log_level: SessionLevel,
+    /// Slots for running calls ([`MAX_RUNNING_CALLS`]).
+    slots: Arc<Semaphore>,
+    /// Calls admitted and not yet answered, running or waiting for a slot.
+    admitted: Arc<AtomicUsize>,
+}
+
+/// A call admitted past the bound on waiting calls; it runs once it gets a slot.
+struct Ticket {
+    slots: Arc<Semaphore>,
+    admitted: Arc<AtomicUsize>,
+}
+
+/// A call that holds a slot; the slot and its admission end when this is dropped.
+struct Slot {
+    _permit: OwnedSemaphorePermit,
+    _ticket: Ticket,
+}
+
+impl Ticket {
+    /// Wait for a slot; `None` when `token` (the call's cancellation) fires first.
+    async fn start(self, token: &CancellationToken) -> Option<Slot> {
+        let permit = tokio::select! {
+            p = Arc::clone(&self.slots).acquire_owned() => p.ok()?,
+            () = token.cancelled() => return None,
+        };
+        Some(Slot {
+            _permit: permit,
+            _ticket: self,
+        })
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.admitted.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl State {
+    /// Admit one more call, or the `SERVER_BUSY` answer to request `id` when the session already
+    /// runs [`MAX_RUNNING_CALLS`] and queues [`MAX_QUEUED_CALLS`].
+    fn admit(&self, id: &Value) -> Result<Ticket, Value> {
+        let limit = MAX_RUNNING_CALLS + MAX_QUEUED_CALLS;
+        match self
+            .admitted
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < limit).then_some(n + 1)
+            }) {
+            Ok(_) => Ok(Ticket {
+                slots: Arc::clone(&self.slots),
+                admitted: Arc::clone(&self.admitted),
+            }),
+            Err(_) => Err(error(
+                id,
+                SERVER_BUSY,
+                format!(
+                    "server busy: this session already runs {MAX_RUNNING_CALLS} tool calls and queues {MAX_QUEUED_CALLS} more (the limit); try again once some are answered"
+                ),
+            )),
+        }
+    }
+
     fn calls(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -208,6 +288,8 @@ where
         closing: CancellationToken::new(),
         negotiated: Mutex::new(None),
         log_level: SessionLevel::default(),
+        slots: Arc::new(Semaphore::new(MAX_RUNNING_CALLS)),
+        admitted: Arc::new(AtomicUsize::new(0)),
     });
     let mut lines = Lines::new(BufReader::new(input), MAX_MESSAGE_BYTES);
     let mut running = JoinSet::new();
@@ -438,6 +520,15 @@ fn legacy(
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel"
     );
     let now = |v: Value| Some(Answer::Now(v));
+    if state.negotiated().is_none() && !matches!(method, "initialize" | "ping") {
+        return now(error(
+            &id,
+            INVALID_REQUEST,
+            format!(
+                "{method} before initialize: a session starts with initialize (only ping is answered before it; a protocol revision 2026-07-28 request carries its own _meta instead)"
+            ),
+        ));
+    }
     match method {
         "initialize" => now(result(&id, initialize(state, &params))),
         "ping" => now(result(&id, json!({}))),
@@ -571,6 +662,10 @@ fn spawn_request<F>(
 where
     F: Future<Output = Result<Value, RpcError>> + Send + 'static,
 {
+    let ticket = match state.admit(&id) {
+        Ok(t) => t,
+        Err(answer) => return Some(Answer::Now(answer)),
+    };
     let (key, token) = match state.register(&id) {
         Ok(k) => k,
         Err(answer) => return Some(Answer::Now(answer)),
@@ -578,6 +673,10 @@ where
     let (reply, later) = Reply::new(state.out.guarded(token.clone()), batch);
     let state = Arc::clone(state);
     running.spawn(async move {
+        let Some(_slot) = ticket.start(&token).await else {
+            state.calls().remove(&key);
+            return;
+        };
         let outcome = tokio::select! {
             outcome = work => Some(outcome),
             () = token.cancelled() => None,
@@ -654,6 +753,10 @@ fn start_call(
         }
         _ => false,
     };
+    let ticket = match state.admit(&id) {
+        Ok(t) => t,
+        Err(answer) => return Some(Answer::Now(answer)),
+    };
     let (key, token) = match state.register(&id) {
         Ok(k) => k,
         Err(answer) => return Some(Answer::Now(answer)),
@@ -669,11 +772,22 @@ fn start_call(
     let (reply, later) = Reply::new(out, batch);
     let state = Arc::clone(state);
     if as_task {
-        running.spawn(run_task(state, id, args, relay, (key, token), reply));
+        running.spawn(run_task(
+            state,
+            id,
+            args,
+            relay,
+            (key, token, ticket),
+            reply,
+        ));
         return later;
     }
     let name = name.to_owned();
     running.spawn(async move {
+        let Some(_slot) = ticket.start(&token).await else {
+            state.calls().remove(&key);
+            return;
+        };
         let started = tokio::time::Instant::now();
         let answer = tools::call(&state.server, &name, args, relay, token.clone()).await;
         let answer = match &modern {
@@ -706,12 +820,16 @@ async fn run_task(
     id: Value,
     args: Map<String, Value>,
     relay: Relay,
-    (key, token): (String, CancellationToken),
+    (key, token, ticket): (String, CancellationToken, Ticket),
     reply: Reply,
 ) {
-    let created = tokio::select! {
-        created = tasks::create(&state.server, args, &relay) => Some(created),
-        () = token.cancelled() => None,
+    // the slot is held while the task is created, not while it is watched afterwards
+    let created = match ticket.start(&token).await {
+        Some(_slot) => tokio::select! {
+            created = tasks::create(&state.server, args, &relay) => Some(created),
+            () = token.cancelled() => None,
+        },
+        None => None,
     };
     let ours = state.calls().remove(&key).is_some();
     match created {

@@ -32,7 +32,7 @@ fn rewrite(v: &mut Value) {
                 .and_then(Value::as_str)
                 .is_some_and(numeric_format)
             {
-                m.remove("format");
+                m.shift_remove("format");
             }
             split_type_array(m);
             m.values_mut().for_each(rewrite);
@@ -58,18 +58,85 @@ fn split_type_array(m: &mut Map<String, Value>) {
         if k == "type" || ANNOTATIONS.contains(&k.as_str()) {
             continue;
         }
-        if let Some(val) = m.remove(&k) {
+        if let Some(val) = m.shift_remove(&k) {
             branch.insert(k, val);
         }
     }
     if let Some(Value::Array(e)) = branch.get_mut("enum") {
         e.retain(|x| !x.is_null());
     }
-    m.remove("type");
+    m.shift_remove("type");
     m.insert(
         "anyOf".into(),
         json!([Value::Object(branch), {"type": "null"}]),
     );
+}
+
+/// Keywords that are prose for a reader, not rules: [`terse`] drops them.
+const PROSE: &[&str] = &["description", "title", "examples", "$comment"];
+
+/// `schema` without its prose, validating exactly what it validates: every `description` and
+/// `title` of a schema (never a property that happens to be named so) removed, and a `oneOf` of
+/// string constants written as the `enum` it is. For the schemas a model does not need to read
+/// twice: output schemas (the result explains itself, and three tools share it) and the input of
+/// `droid_submit` (its description says the arguments are `execute_droid_task`'s).
+pub fn terse(schema: &Value) -> Value {
+    let mut v = schema.clone();
+    strip(&mut v);
+    v
+}
+
+fn strip(v: &mut Value) {
+    let Value::Object(m) = v else {
+        return;
+    };
+    for k in PROSE {
+        m.shift_remove(*k);
+    }
+    for key in ["properties", "$defs", "definitions", "patternProperties"] {
+        if let Some(Value::Object(named)) = m.get_mut(key) {
+            named.values_mut().for_each(strip);
+        }
+    }
+    for key in [
+        "items",
+        "additionalProperties",
+        "not",
+        "contains",
+        "if",
+        "then",
+        "else",
+    ] {
+        if let Some(sub) = m.get_mut(key) {
+            strip(sub);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(subs)) = m.get_mut(key) {
+            subs.iter_mut().for_each(strip);
+        }
+    }
+    // {"oneOf": [{"type": "string", "const": "a"}, …]} is {"type": "string", "enum": ["a", …]}
+    let consts: Option<Vec<Value>> = match m.get("oneOf") {
+        Some(Value::Array(subs)) if !subs.is_empty() => subs
+            .iter()
+            .map(|b| match b.as_object() {
+                Some(o) if o.len() == 2 && o.get("type") == Some(&json!("string")) => {
+                    o.get("const").filter(|c| c.is_string()).cloned()
+                }
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    };
+    if let Some(values) = consts
+        && !m.contains_key("type")
+        && !m.contains_key("enum")
+    {
+        m.shift_remove("oneOf");
+        m.insert("type".into(), json!("string"));
+        m.insert("enum".into(), Value::Array(values));
+    }
 }
 
 #[cfg(test)]
@@ -101,6 +168,36 @@ mod tests {
             json!({"type": "integer", "minimum": 0})
         );
         assert_eq!(p["properties"]["when"]["format"], "date-time");
+    }
+
+    #[test]
+    fn terse_drops_prose_but_not_properties_named_like_it_and_keeps_the_rules() {
+        let s = json!({
+            "type": "object", "title": "T", "description": "d",
+            "properties": {
+                "description": {"type": "string", "description": "a property named description"},
+                "kind": {"oneOf": [{"type": "string", "const": "a", "description": "A"},
+                                   {"type": "string", "const": "b"}], "description": "k"},
+                "mixed": {"oneOf": [{"type": "string", "const": "a"}, {"type": "integer"}]},
+                "list": {"type": "array", "items": {"$ref": "#/$defs/X"}, "maxItems": 3},
+            },
+            "required": ["description"],
+            "$defs": {"X": {"type": "string", "maxLength": 9, "title": "X"}},
+        });
+        assert_eq!(
+            terse(&s),
+            json!({
+                "type": "object",
+                "properties": {
+                    "description": {"type": "string"},
+                    "kind": {"type": "string", "enum": ["a", "b"]},
+                    "mixed": {"oneOf": [{"type": "string", "const": "a"}, {"type": "integer"}]},
+                    "list": {"type": "array", "items": {"$ref": "#/$defs/X"}, "maxItems": 3},
+                },
+                "required": ["description"],
+                "$defs": {"X": {"type": "string", "maxLength": 9}},
+            })
+        );
     }
 
     #[test]

@@ -51,7 +51,7 @@ use crate::jsonrpc::{INTERNAL_ERROR, RpcError, notification};
 use crate::logging::Level;
 use crate::relay::Relay;
 use crate::server::{Outbox, Server};
-use crate::tools::result_answer;
+use crate::tools::task_result_answer;
 
 /// Suggested `pollInterval`, in milliseconds: a droid task takes seconds to minutes.
 pub const POLL_INTERVAL_MS: u64 = 1000;
@@ -215,7 +215,7 @@ pub async fn result(server: &Server, params: &Value) -> Result<Value, RpcError> 
             .await
             .map_err(|e| lookup_error(&e))?;
         if let Some(r) = rec.result {
-            let mut answer = result_answer(&r);
+            let mut answer = task_result_answer(server, &id, &r);
             if let Some(obj) = answer.as_object_mut() {
                 obj.insert("_meta".into(), json!({RELATED_TASK: {"taskId": id}}));
             }

@@ -23,7 +23,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use droid_contract::{ExecutionResult, Status, TaskRecord};
+use droid_contract::{ExecutionResult, Omitted, Status, TaskRecord};
 use droid_exec::EngineError;
 use droid_exec::health::{self, Level};
 use serde_json::{Map, Value, json};
@@ -81,7 +81,11 @@ fn build_definitions(tasks: bool) -> Vec<Value> {
     for tool in &mut all {
         for key in ["inputSchema", "outputSchema"] {
             if let Some(s) = tool.get(key) {
-                tool[key] = crate::portable::portable(s);
+                // the model reads the input prose of execute_droid_task once; every other
+                // schema is there for validation (see `portable::terse`)
+                let prose = key == "inputSchema" && tool["name"] == "execute_droid_task";
+                let s = crate::portable::portable(s);
+                tool[key] = if prose { s } else { crate::portable::terse(&s) };
             }
         }
     }
@@ -108,7 +112,7 @@ fn base_definitions() -> Vec<Value> {
         json!({
             "name": "execute_droid_task",
             "title": "Run a coding task with droid (wait for the result)",
-            "description": "Hand a decided, well-specified coding task to Factory's droid CLI and wait for a verified result: files_changed measured from the repository, suggested_commands re-run by the executor, a status (success, partial, failed, timeout, cancelled, error) and issues with suggested actions. failed, timeout, cancelled and error are isError results; partial is not (droid finished but something needs a look): always read status and issues. One task per call, with a clear objective and acceptance criteria. Many clients stop waiting for a tool call after about 60 s: for anything that may take longer, use droid_submit and droid_pend instead.",
+            "description": "Hand a decided, well-specified coding task to Factory's droid CLI and wait for a verified result: files_changed measured from the repository, suggested_commands re-run by the executor, a status (success, partial, failed, timeout, cancelled, error) and issues with suggested actions. failed, timeout, cancelled and error are isError results; partial is not (droid finished but something needs a look): always read status and issues. One task per call, with a clear objective and acceptance criteria. A run may take up to max_runtime_seconds (default 600 s), longer than clients wait for a tool call (often 60 s; Codex 300 s): for anything that may take over a minute call droid_submit, then droid_pend. A result over 24 KiB is cut (oldest commands_run and logs first); its last log line names the stored task holding all of it.",
             "inputSchema": request,
             "outputSchema": result,
             "annotations": {"title": "Run a coding task with droid", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
@@ -191,7 +195,15 @@ fn shorten(mut s: String) -> String {
 
 /// A short text for a result: status, summary, files, issues.
 pub fn render_result(r: &ExecutionResult) -> String {
+    render_result_noting(r, None)
+}
+
+/// [`render_result`], with `note` (what was left out of the structured result) after the summary.
+fn render_result_noting(r: &ExecutionResult, note: Option<&str>) -> String {
     let mut s = format!("status: {}\nsummary: {}", r.status.as_str(), r.summary);
+    if let Some(note) = note {
+        s.push_str(&format!("\nnote: {note}"));
+    }
     if !r.files_changed.is_empty() {
         let files: Vec<&str> = r.files_changed.iter().map(|f| f.path.as_str()).collect();
         s.push_str(&format!("\nfiles changed: {}", files.join(", ")));
@@ -214,11 +226,15 @@ pub fn render_result(r: &ExecutionResult) -> String {
 }
 
 fn render_record(rec: &TaskRecord) -> String {
+    render_record_noting(rec, None)
+}
+
+fn render_record_noting(rec: &TaskRecord, note: Option<&str>) -> String {
     let mut s = format!("task {}: {}", rec.task_id, rec.state.as_str());
     match &rec.result {
         Some(r) => {
             s.push('\n');
-            s.push_str(&render_result(r));
+            s.push_str(&render_result_noting(r, note));
         }
         None => s.push_str(&format!(
             "\nnot finished; call droid_pend with task_id {} (and wait_seconds) again",
@@ -232,17 +248,138 @@ fn to_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
-/// The `CallToolResult` of a finished run: `isError` unless it succeeded (fully or partly).
-pub fn result_answer(r: &ExecutionResult) -> Value {
-    let is_error = match r.status {
-        Status::Success | Status::Partial => false,
-        Status::Failed | Status::Timeout | Status::Cancelled | Status::Error => true,
+/// Largest `structuredContent` of a result or task record, in bytes of compact JSON (24 KiB,
+/// about 6 000 tokens: well under the 25 000 tokens over which Claude Code saves a result to a
+/// file and shows the model a 2 KB preview). A bigger result is cut by
+/// [`ExecutionResult::fit`]: `status`, `summary`, `issues` and `files_changed` are kept, the
+/// command excerpts shortened and the oldest commands and log lines left out, and a last log
+/// line (also in the text) says how many and where the whole result is. The whole result is
+/// always in the task store: a task's own, and a cut synchronous result is stored as a finished
+/// task for that ([`sync_answer`]).
+pub const RESULT_MAX: usize = 24 * 1024;
+
+/// The note a cut result carries: what was left out, and `whole` (where the rest is).
+fn cut_note(o: &Omitted, r: &ExecutionResult, whole: &str) -> String {
+    let mut parts = Vec::new();
+    let mut count = |n: usize, of: usize, what: &str| {
+        if n > 0 {
+            parts.push(format!("{n} of {of} {what}"));
+        }
     };
-    tool_result(render_result(r), Some(to_value(r)), is_error)
+    count(
+        o.commands,
+        r.commands_run.len(),
+        "commands_run (the oldest)",
+    );
+    count(o.logs, r.logs.len(), "logs (the oldest)");
+    count(o.files, r.files_changed.len(), "files_changed (the last)");
+    count(o.issues, r.issues.len(), "issues (the last)");
+    let left = if parts.is_empty() {
+        String::new()
+    } else {
+        format!(": {} left out", parts.join(", "))
+    };
+    let texts = if o.shortened {
+        ", long texts and command excerpts shortened"
+    } else {
+        ""
+    };
+    format!(
+        "this MCP result was cut to {} KiB{left}{texts}; {whole}",
+        RESULT_MAX / 1024
+    )
 }
 
-fn record_answer(rec: &TaskRecord) -> Value {
-    tool_result(render_record(rec), Some(to_value(rec)), false)
+/// Where the whole result of task `id` is.
+fn whole_in_task(server: &Server, id: &str) -> String {
+    let file = server.tasks().map_or_else(String::new, |t| {
+        format!(
+            " (file {})",
+            t.store_dir()
+                .join("tasks")
+                .join(id)
+                .join("result.json")
+                .display()
+        )
+    });
+    format!(
+        "the whole result is task {id} in the task store: `droid-executor tasks show {id} --json` prints it{file}"
+    )
+}
+
+/// `r` fitted into [`RESULT_MAX`], and the note saying what was cut (`None` when whole).
+fn fit_result(r: &ExecutionResult, whole: &str) -> (ExecutionResult, Option<String>) {
+    let (fitted, o) = r.fit(RESULT_MAX, |o| cut_note(o, r, whole));
+    let note = (!o.nothing()).then(|| cut_note(&o, r, whole));
+    (fitted, note)
+}
+
+fn status_is_error(status: Status) -> bool {
+    match status {
+        Status::Success | Status::Partial => false,
+        Status::Failed | Status::Timeout | Status::Cancelled | Status::Error => true,
+    }
+}
+
+/// The `CallToolResult` of a finished run: `isError` unless it succeeded (fully or partly). A
+/// result over [`RESULT_MAX`] is cut, its note saying `whole` is where the rest is.
+fn result_answer_cut(r: &ExecutionResult, whole: &str) -> Value {
+    let (fitted, note) = fit_result(r, whole);
+    tool_result(
+        render_result_noting(r, note.as_deref()),
+        Some(to_value(&fitted)),
+        status_is_error(r.status),
+    )
+}
+
+/// The `CallToolResult` of a finished run that fits whole (a request refused before it ran).
+pub fn result_answer(r: &ExecutionResult) -> Value {
+    result_answer_cut(r, "the whole result was not stored")
+}
+
+/// The `CallToolResult` of task `id`'s result, cut to [`RESULT_MAX`] if need be (the whole stays
+/// in the store).
+pub fn task_result_answer(server: &Server, id: &str, r: &ExecutionResult) -> Value {
+    result_answer_cut(r, &whole_in_task(server, id))
+}
+
+/// The answer to a synchronous `execute_droid_task`: when the result is too big to send whole,
+/// it is first stored as a finished task (request `args`), so the note can say where it is.
+async fn sync_answer(server: &Server, args: &Value, r: &ExecutionResult) -> Value {
+    if serde_json::to_vec(r).map_or(0, |b| b.len()) <= RESULT_MAX {
+        return result_answer(r);
+    }
+    let stored = match (server.tasks(), server.engine().admit(args)) {
+        (Some(tasks), Ok(req)) => tasks.record(&req, r).await.map_err(|e| e.to_string()),
+        (None, _) => Err("there is no task store".to_owned()),
+        (Some(_), Err(v)) => Err(format!("the request is invalid ({v})")),
+    };
+    let whole = match stored {
+        Ok(key) => whole_in_task(server, key.as_str()),
+        Err(why) => {
+            tracing::warn!("a cut result could not be stored: {why}");
+            format!("the whole result could not be stored: {why}")
+        }
+    };
+    result_answer_cut(r, &whole)
+}
+
+/// The `CallToolResult` of a task record, its result cut to [`RESULT_MAX`] if need be (the
+/// whole stays in the store).
+fn record_answer(server: &Server, rec: &TaskRecord) -> Value {
+    let Some(r) = &rec.result else {
+        return tool_result(render_record(rec), Some(to_value(rec)), false);
+    };
+    let (fitted, note) = fit_result(r, &whole_in_task(server, &rec.task_id));
+    let cut = TaskRecord {
+        result: Some(fitted),
+        ..rec.clone()
+    };
+    tool_result(
+        render_record_noting(rec, note.as_deref()),
+        Some(to_value(&cut)),
+        false,
+    )
 }
 
 fn engine_error(e: &EngineError) -> Value {
@@ -297,7 +434,7 @@ pub async fn call(
                 server.engine().execute(&value, cancel, Some(tx))
             })
             .await;
-            result_answer(&result)
+            sync_answer(server, &value, &result).await
         }
         "droid_submit" => {
             let value = Value::Object(args);
@@ -376,7 +513,7 @@ pub async fn call(
                 () = cancel.cancelled() => tasks.status(&id).await,
             };
             match rec {
-                Ok(rec) => record_answer(&rec),
+                Ok(rec) => record_answer(server, &rec),
                 Err(e) => engine_error(&e),
             }
         }
@@ -397,7 +534,7 @@ pub async fn call(
                                        "event": "cancel", "task_id": id, "state": rec.state.as_str()}),
                             )
                             .await;
-                        record_answer(&rec)
+                        record_answer(server, &rec)
                     }
                     Err(e) => engine_error(&e),
                 },
@@ -494,9 +631,24 @@ mod tests {
             assert!(text.len() > TEXT_MAX - 8, "{} bytes", text.len());
             assert!(text.ends_with('…'));
             let answer = result_answer(&r);
-            assert_eq!(answer["content"][0]["text"], json!(text));
-            // the whole result stays in structuredContent
-            assert_eq!(answer["structuredContent"]["summary"], json!(r.summary));
+            let said = answer["content"][0]["text"].as_str().unwrap_or_default();
+            assert!(said.len() <= TEXT_MAX, "{} bytes", said.len());
+            assert!(said.starts_with("status: error\nsummary: "), "{said}");
+            // the structured content is cut to its bound too, its head kept
+            let sc = &answer["structuredContent"];
+            assert!(
+                sc.to_string().len() <= RESULT_MAX,
+                "{} bytes",
+                sc.to_string().len()
+            );
+            let summary = sc["summary"].as_str().unwrap_or_default();
+            assert!(r.summary.starts_with(summary.trim_end_matches('…')));
+            assert!(!summary.is_empty() && summary.len() <= droid_contract::SUMMARY_MAX);
+            let note = sc["logs"][0].as_str().unwrap_or_default();
+            assert!(
+                note.starts_with("this MCP result was cut to 24 KiB"),
+                "{note}"
+            );
             assert_eq!(answer["isError"], true);
         }
     }
@@ -539,6 +691,30 @@ mod tests {
         let text = render_record(&rec);
         assert!(text.len() <= TEXT_MAX, "{} bytes", text.len());
         assert!(text.starts_with("task droid-1-abcd: error\nstatus: error\nsummary: €€"));
+    }
+
+    /// `tools/list` goes into the model's context: it stays under 24 KiB (it was 44 KB with the
+    /// prose of the request and result schemas repeated in five schemas), and the schemas that
+    /// lost their prose validate what the full ones do.
+    #[test]
+    fn the_tool_list_is_compact_and_validates_the_same() {
+        for tasks in [false, true] {
+            let tools = definitions(tasks);
+            let size = Value::Array(tools.clone()).to_string().len();
+            assert!(size < 24 * 1024, "tools/list is {size} bytes");
+            let by = |name: &str| tools.iter().find(|t| t["name"] == name).cloned();
+            let (Some(exec), Some(submit)) = (by("execute_droid_task"), by("droid_submit")) else {
+                panic!("tools missing");
+            };
+            // execute_droid_task's input keeps its prose; droid_submit's is the same request
+            assert!(exec["inputSchema"].to_string().contains("\"description\""));
+            assert_eq!(
+                submit["inputSchema"],
+                crate::portable::terse(&exec["inputSchema"])
+            );
+            let result = crate::portable::portable(&droid_contract::result_schema());
+            assert_eq!(exec["outputSchema"], crate::portable::terse(&result));
+        }
     }
 
     #[test]

@@ -743,3 +743,59 @@ async fn an_old_git_is_said_in_the_result() {
     let record = fake.record().expect("droid did not run");
     assert_nothing_survives(&ran, &record).await;
 }
+
+/// A droid whose `--version` appends a line to `count` and prints `version`; written at `path`.
+fn counting_droid(path: &Path, count: &Path, version: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(
+        &tmp,
+        format!(
+            "#!/bin/sh\necho asked >> '{}'\necho '{version}'\n",
+            count.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // a new file, as an upgrade installs one (never a running binary rewritten in place)
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// droid's version is looked up once per process and binary: 200 engines asking at once (as
+/// 200 concurrent `droid_ping`s each build one) start one `droid --version`, and a binary
+/// replaced at the same path (another size) is asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn droids_version_is_asked_once_per_binary_however_many_ask() {
+    let dir = TempDir::new("version-cache").unwrap();
+    let droid = dir.path().join("droid");
+    let count = dir.path().join("count");
+    counting_droid(&droid, &count, "1.0.0");
+    let asked = |count: &Path| {
+        std::fs::read_to_string(count)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    let mut asking = tokio::task::JoinSet::new();
+    for _ in 0..200 {
+        let e = engine(droid.clone(), Vec::new(), dir.path());
+        asking.spawn(async move { e.droid_version().await });
+    }
+    let versions = asking.join_all().await;
+    assert!(
+        versions.iter().all(|v| v.as_deref() == Some("1.0.0")),
+        "{versions:?}"
+    );
+    assert_eq!(asked(&count), 1, "droid --version runs");
+
+    counting_droid(&droid, &count, "2.0.0-upgraded");
+    let again = engine(droid.clone(), Vec::new(), dir.path());
+    assert_eq!(
+        again.droid_version().await.as_deref(),
+        Some("2.0.0-upgraded")
+    );
+    assert_eq!(
+        again.droid_version().await.as_deref(),
+        Some("2.0.0-upgraded")
+    );
+    assert_eq!(asked(&count), 2, "droid --version runs after the upgrade");
+}

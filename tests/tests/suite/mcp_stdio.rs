@@ -1062,3 +1062,125 @@ async fn droid_ping_finds_the_droid_and_a_writable_store() {
     assert!(sc["checks"].is_array(), "{result:#}");
     assert_eq!(result["content"][0]["type"], "text", "{result:#}");
 }
+
+/// Before `initialize` a legacy session answers only `ping` (and `initialize`): `tools/list`,
+/// `tools/call` and `logging/setLevel` are refused with `-32600` naming initialize, while a
+/// request of revision 2026-07-28 (its own `_meta`, no session) is served, and after
+/// `initialize` everything is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_before_initialize_are_refused_but_ping_and_modern_requests_are_served() {
+    let home = Home::new(&short_run());
+    let mut s = home.server();
+    for (id, method, params) in [
+        (1, "tools/list", Value::Null),
+        (
+            2,
+            "tools/call",
+            json!({"name": "droid_ping", "arguments": {}}),
+        ),
+        (3, "logging/setLevel", json!({"level": "info"})),
+    ] {
+        let resp = s.request(json!(id), method, params).await;
+        assert_error(&resp, &json!(id), -32600);
+        let message = resp["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(method) && message.contains("before initialize"),
+            "{resp:#}"
+        );
+    }
+    assert_eq!(
+        s.request(json!(4), "ping", Value::Null).await,
+        pong(json!(4))
+    );
+    let modern = json!({"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }});
+    let list = tool_result(s.request(json!(5), "tools/list", modern).await);
+    assert_eq!(list["tools"].as_array().map(Vec::len), Some(TOOLS.len()));
+    s.initialize().await;
+    let list = tool_result(s.request(json!(6), "tools/list", Value::Null).await);
+    assert_eq!(list["tools"].as_array().map(Vec::len), Some(TOOLS.len()));
+    let result = s.call(json!(7), "droid_ping", json!({})).await;
+    assert_eq!(
+        result["structuredContent"]["droid_found"], true,
+        "{result:#}"
+    );
+}
+
+/// Open descriptors of process `pid`.
+fn fds(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
+}
+
+/// 3 000 `droid_ping` calls sent at once are each answered, with a result or a `-32000` "server
+/// busy" error naming the limits; the server keeps under 256 descriptors and starts at most a
+/// handful of droid processes (its version is looked up once), a `ping` after the burst is
+/// answered, and stdin EOF still ends the server within 2 s with no process of it left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_calls_is_bounded_and_ping_and_eof_keep_their_bounds() {
+    const CALLS: usize = 3000;
+    let home = Home::new(&short_run());
+    let mut s = home.server();
+    let pid = i32::try_from(s.child.id().unwrap()).unwrap();
+    s.initialize().await;
+    let burst: String = (0..CALLS)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                       "params": {"name": "droid_ping", "arguments": {}}})
+            )
+        })
+        .collect();
+    let started = Instant::now();
+    s.send_raw(&burst).await;
+    let asked = Instant::now();
+    assert_eq!(
+        s.request(json!("after"), "ping", Value::Null).await,
+        pong(json!("after"))
+    );
+    let ping_took = asked.elapsed();
+    let scenario = home.file("scenario.json").display().to_string();
+    let (mut ok, mut busy, mut most_fds, mut most_droids) = (0, 0, 0, 0);
+    for i in 0..CALLS {
+        let resp = s.response(&json!(i)).await;
+        if i % 100 == 0 {
+            most_fds = most_fds.max(fds(pid));
+            let droids = pids_with_env("FAKE_DROID_SCENARIO", &scenario);
+            most_droids = most_droids.max(droids.iter().filter(|p| **p != pid).count());
+        }
+        if resp.get("error").is_some() {
+            assert_error(&resp, &json!(i), -32000);
+            let message = resp["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("busy") && message.contains("16") && message.contains("64"),
+                "{resp:#}"
+            );
+            busy += 1;
+        } else {
+            let result = tool_result(resp);
+            assert_eq!(
+                result["structuredContent"]["droid_found"], true,
+                "{result:#}"
+            );
+            ok += 1;
+        }
+    }
+    let all_took = started.elapsed();
+    eprintln!(
+        "{CALLS} droid_ping: {ok} answered, {busy} busy in {all_took:?}; ping after the burst {ping_took:?}; at most {most_fds} fds, {most_droids} droid processes"
+    );
+    assert!(ok >= 16, "{ok} answered, {busy} busy");
+    assert!(most_fds < 256, "{most_fds} open descriptors");
+    assert!(most_droids <= 2, "{most_droids} droid processes at once");
+    s.close_stdin();
+    let (status, took) = s.exit_within(Duration::from_secs(10)).await;
+    assert!(status.is_some(), "no exit on EOF\nstderr:\n{}", s.stderr());
+    assert!(took < Duration::from_secs(2), "EOF to exit took {took:?}");
+    let left: Vec<i32> = pids_with_env("FAKE_DROID_SCENARIO", &scenario)
+        .into_iter()
+        .filter(|p| *p != pid)
+        .collect();
+    assert_eq!(left, Vec::<i32>::new(), "processes left after the server");
+}

@@ -241,7 +241,7 @@ async fn scripted_model_streams_tool_calls_and_counts_assistant_messages() {
     let response = exchange(port, &post_bytes("/v1/chat/completions", &body, "")).await;
     let calls = json!([
         {"index": 0, "id": "call_1_0", "type": "function",
-         "function": {"name": "Create", "arguments": "{\"content\":\"x\\n\",\"file_path\":\"/r/a.txt\"}"}},
+         "function": {"name": "Create", "arguments": "{\"file_path\":\"/r/a.txt\",\"content\":\"x\\n\"}"}},
         {"index": 1, "id": "call_1_1", "type": "function",
          "function": {"name": "Read", "arguments": "{\"file_path\":\"/r/a.txt\"}"}},
     ]);
