@@ -229,17 +229,22 @@ async fn drain(bridge: &Bridge) {
     while bridge.sync_in_flight() > 0 && Instant::now() < grace_end {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // cancelled runs stopping and droids being reaped share one budget
+    let end = Instant::now() + CANCEL_BUDGET;
     if bridge.sync_in_flight() > 0 {
         eprintln!(
             "droid-executor serve: cancelling {} run(s) still going",
             bridge.sync_in_flight()
         );
         bridge.cancel_runs();
-        let end = Instant::now() + CANCEL_BUDGET;
         while bridge.sync_in_flight() > 0 && Instant::now() < end {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+    // droids stopped after their completion events, still being reaped (droid's kill grace at
+    // most)
+    let left = end.saturating_duration_since(Instant::now());
+    let _ = tokio::time::timeout(left, bridge.engine().settled()).await;
 }
 
 /// One request, with the headers every answer carries, counted.

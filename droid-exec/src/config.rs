@@ -317,7 +317,6 @@ impl Settings {
             verify: self.verify,
             excerpt_bytes: self.excerpt_bytes,
             kill_grace: Duration::from_secs(5),
-            exit_grace: Duration::from_secs(2),
             scratch_root: env
                 .get("TMPDIR")
                 .filter(|t| !t.is_empty())
@@ -441,10 +440,9 @@ pub struct EngineConfig {
     pub verify: bool,
     /// Bytes kept per output excerpt.
     pub excerpt_bytes: usize,
-    /// Time between SIGTERM and SIGKILL.
+    /// Time between SIGTERM and SIGKILL. droid gets SIGTERM as soon as its completion event
+    /// arrives, and is reaped in the background (the result does not wait for it).
     pub kill_grace: Duration,
-    /// How long droid may linger after its completion event before we end it.
-    pub exit_grace: Duration,
     /// Where per-run private directories are made.
     pub scratch_root: PathBuf,
     /// The task store; also where run slots are kept. `None`: no background tasks, and runs are

@@ -27,6 +27,7 @@ use crate::host::FsFacts;
 use crate::prompt;
 use crate::provider::{AgentEvent, Invocation, Provider};
 use crate::queue::Scheduler;
+use crate::reap::{Reapers, Reaping};
 use crate::redact::Redactor;
 use crate::report;
 use crate::scratch::{Scratch, unique_id};
@@ -66,6 +67,15 @@ pub struct Engine {
     cfg: EngineConfig,
     provider: Arc<dyn Provider>,
     scheduler: Option<Scheduler>,
+    /// Ending droids that completed, after their results were returned.
+    reapers: Reapers,
+}
+
+/// What a run leaves to the background once its result is returned: droid being ended, and
+/// what must be held until it is (the run's guardian, and its run slot).
+struct Aftermath {
+    reaping: Reaping,
+    guardian: Option<guard::Guardian>,
 }
 
 impl Engine {
@@ -84,7 +94,17 @@ impl Engine {
             cfg,
             provider,
             scheduler,
+            reapers: Reapers::default(),
         }
+    }
+
+    /// Wait until every droid this engine's runs left running after their completion events
+    /// (the results do not wait for droid's exit) is reaped and its process tree ended. A
+    /// front-end that exits calls it after handing its results over; a long-lived one need not
+    /// (the run's guardian and droid's parent-death signal end the tree anyway if the process
+    /// dies first).
+    pub async fn settled(&self) {
+        self.reapers.settled().await;
     }
 
     /// The configuration.
@@ -292,8 +312,9 @@ impl Engine {
         };
         let waited = queued_at.elapsed();
         let started = Instant::now();
+        let mut after = None;
         let mut result = self
-            .run_inner(req, marker, &cancel, &publish, started)
+            .run_inner(req, marker, &cancel, &publish, started, &mut after)
             .await;
         if waited >= Duration::from_secs(1) {
             result.logs.insert(
@@ -321,8 +342,16 @@ impl Engine {
             status: result.status,
         });
         // the slot is released only after `Completed`: event times of runs sharing a repository
-        // never overlap
-        drop(permit);
+        // never overlap; and only once droid is gone: a repository has one run's processes at
+        // a time
+        match after {
+            Some(Aftermath { reaping, guardian }) => self.reapers.track(async move {
+                reaping.done().await;
+                drop(guardian);
+                drop(permit);
+            }),
+            None => drop(permit),
+        }
         result
     }
 
@@ -333,6 +362,7 @@ impl Engine {
         cancel: &CancellationToken,
         publish: &Publisher,
         started: Instant,
+        after: &mut Option<Aftermath>,
     ) -> ExecutionResult {
         let cfg = &self.cfg;
         let runtime = req.max_runtime_seconds.map_or(cfg.default_timeout, |r| {
@@ -411,8 +441,9 @@ impl Engine {
             return *result;
         }
         // ends what the run leaves behind if this process dies before the run does, SIGKILL
-        // included (see `crate::guard`); held to the end of the run, verification included
-        let _guardian = cfg.supervisor.as_deref().and_then(|supervisor| {
+        // included (see `crate::guard`); held to the end of the run, verification included, and
+        // until droid is reaped when that comes later (see `crate::reap`)
+        let guardian = cfg.supervisor.as_deref().and_then(|supervisor| {
             guard::start(supervisor, &marker)
                 .inspect_err(|e| tracing::warn!("this run has no guardian: {e}"))
                 .ok()
@@ -453,11 +484,10 @@ impl Engine {
         let limits_run = Limits {
             deadline,
             kill_grace: cfg.kill_grace,
-            exit_grace: cfg.exit_grace,
             marker: marker.clone(),
         };
         // `droid --version` (a second start of droid, ~50-100 ms) runs beside the run, not before it
-        let (sup, version) = tokio::join!(
+        let (mut sup, version) = tokio::join!(
             supervise(child, self.provider.as_ref(), &limits_run, cancel, publish),
             self.droid_version()
         );
@@ -500,6 +530,13 @@ impl Engine {
         } else {
             None
         };
+        // droid's exit status when it is already known; else the result goes without it
+        if let Some(reaping) = sup.reaping.take() {
+            match reaping.now_or_later().await {
+                Ok(status) => sup.exit = sup.exit.or(status),
+                Err(reaping) => *after = Some(Aftermath { reaping, guardian }),
+            }
+        }
         assemble(&Assembly {
             req,
             root: asked,

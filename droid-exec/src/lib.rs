@@ -14,6 +14,10 @@
 //!   cancellation can find and kill droid's Execute children even after they left droid's process
 //!   group with `setsid` (see [`sweep`]), and a run's guardian ([`guard`]) does the same when the
 //!   process running the run dies first (SIGKILL included);
+//! - the result is assembled as soon as droid's `completion` event arrives: the snapshot and the
+//!   verification start at once, and droid is stopped (SIGTERM) and reaped in the background,
+//!   its tree ended by a task that holds the run's guardian until then; a front-end that exits
+//!   waits for those tasks with [`Engine::settled`] (see `reap.rs`);
 //! - outcomes (timeout, cancel, droid failing) are data in the result; `Err` means "could not run".
 
 pub mod bind_address;
@@ -38,6 +42,7 @@ pub mod prompt;
 pub mod provenance;
 pub mod provider;
 pub mod queue;
+mod reap;
 pub mod redact;
 pub mod report;
 mod scratch;

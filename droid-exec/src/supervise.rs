@@ -1,10 +1,12 @@
 //! Supervising one agent process: read its events as they come, publish them, and stop it on
-//! timeout, cancellation, or shortly after its completion event.
+//! timeout, cancellation, or as soon as its completion event arrives.
 //!
-//! `select!` over: the next stdout line, the process exiting, the deadline, the cancel token, and
-//! (once a completion event arrived) the exit grace. droid can linger after `completion` (~6 s
-//! flushing telemetry when not in airgap mode), and its session is already on disk by then, so the
-//! result is ready: we wait `exit_grace` and then end the process group ourselves.
+//! `select!` over: the next stdout line, the process exiting, the deadline and the cancel token.
+//! On timeout or cancellation droid is ended here (SIGTERM, `kill_grace`, SIGKILL, sweep) before
+//! supervision returns. On its completion event supervision returns at once: droid's turn is over
+//! and its session is on disk, so the result need not wait for it (droid can linger ~6 s flushing
+//! telemetry when not in airgap mode); droid gets SIGTERM and is reaped in the background
+//! ([`crate::reap`]) while the run snapshots and verifies.
 
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -21,8 +23,9 @@ use crate::event_log::EventLog;
 use crate::excerpt::{Tail, head_str, tail_str};
 use crate::lines::{Line, Lines, MAX_LINE_BYTES};
 use crate::provider::{AgentEvent, Provider};
+use crate::reap::Reaping;
 use crate::redact::Redactor;
-use crate::spawn::{read_tail, terminate};
+use crate::spawn::terminate;
 
 /// Unknown (non-event) lines kept for the logs; the rest are only counted.
 const KEEP_UNKNOWN: usize = 50;
@@ -111,27 +114,79 @@ impl Publisher {
 #[derive(Debug)]
 pub(crate) struct Supervised {
     pub end: RunEnd,
+    /// droid's exit status, when it had exited by the end of supervision (see `reaping`).
     pub exit: Option<ExitStatus>,
     /// We ended the process (after completion, on timeout or on cancel).
     pub stopped_by_us: bool,
+    /// droid being ended in the background: it was still running when its completion event
+    /// arrived.
+    pub reaping: Option<Reaping>,
     pub events: Vec<AgentEvent>,
     /// Tool calls past [`KEEP_TOOL_CALLS`], left out of `events`.
     pub tool_calls_dropped: usize,
     pub unknown_lines: usize,
     pub oversized: Vec<u64>,
-    pub stderr: Tail,
+    /// droid's stderr as read so far (after a completion event, still being read while droid
+    /// shuts down: read it when the result is assembled).
+    pub stderr: StderrTail,
+}
+
+/// The last [`STDERR_KEEP`] bytes of droid's stderr, filled by a reader task.
+#[derive(Debug, Clone)]
+pub(crate) struct StderrTail(std::sync::Arc<std::sync::Mutex<Tail>>);
+
+impl StderrTail {
+    fn new() -> Self {
+        Self(std::sync::Arc::new(std::sync::Mutex::new(Tail::new(
+            STDERR_KEEP,
+        ))))
+    }
+
+    /// What was read so far.
+    pub(crate) fn text(&self) -> String {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .text()
+    }
+
+    /// Read `stream` to its end into this tail.
+    async fn fill<R: tokio::io::AsyncRead + Unpin>(self, stream: Option<R>) {
+        use tokio::io::AsyncReadExt as _;
+        let Some(mut r) = stream else { return };
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match r.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => self
+                    .0
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(&buf[..n]),
+            }
+        }
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 pub(crate) struct Limits {
     pub deadline: Instant,
     pub kill_grace: Duration,
-    pub exit_grace: Duration,
     pub marker: String,
 }
 
 enum Stop {
     Exited(Option<ExitStatus>),
-    GraceOver,
+    /// The completion event arrived.
+    Completed,
     Timeout,
     Cancel,
 }
@@ -144,22 +199,26 @@ pub(crate) async fn supervise(
     publish: &Publisher,
 ) -> Supervised {
     let pid = child.id();
-    let stderr_task = tokio::spawn(read_tail(child.stderr.take(), STDERR_KEEP));
+    let stderr = StderrTail::new();
+    let mut stderr_task = tokio::spawn(stderr.clone().fill(child.stderr.take()));
     let mut lines = child
         .stdout
         .take()
         .map(|s| Lines::new(BufReader::with_capacity(64 * 1024, s), MAX_LINE_BYTES));
     let mut obs = Observed::default();
     let stop = loop {
-        let grace = obs.completed_at.map(|t| t + limits.exit_grace);
         tokio::select! {
             biased;
             () = cancel.cancelled() => break Stop::Cancel,
             () = tokio::time::sleep_until(limits.deadline) => break Stop::Timeout,
-            () = sleep_opt(grace) => break Stop::GraceOver,
             status = child.wait() => break Stop::Exited(status.ok()),
             line = next_line(&mut lines) => match line {
-                Some(l) => obs.take(l, provider, publish),
+                Some(l) => {
+                    obs.take(l, provider, publish);
+                    if obs.completed {
+                        break Stop::Completed;
+                    }
+                }
                 None => lines = None,
             },
         }
@@ -173,10 +232,13 @@ pub(crate) async fn supervise(
             crate::sweep::sweep(&limits.marker, Duration::from_secs(3)).await;
             (status, false)
         }
-        Stop::GraceOver | Stop::Timeout | Stop::Cancel => (
+        Stop::Timeout | Stop::Cancel => (
             terminate(&mut child, limits.kill_grace, &limits.marker).await,
             true,
         ),
+        Stop::Completed => {
+            return hand_over(child, limits, (lines, AbortOnDrop(stderr_task)), obs, stderr);
+        }
     };
     // what droid printed before it went away is still in the pipe (unless it was read to its end)
     if let Some(open) = lines.as_mut() {
@@ -187,21 +249,20 @@ pub(crate) async fn supervise(
         })
         .await;
     }
-    let stderr = match tokio::time::timeout(DRAIN, stderr_task).await {
-        Ok(Ok(t)) => t,
-        _ => Tail::new(0),
-    };
-    let completed = obs.completed_at.is_some();
+    if tokio::time::timeout(DRAIN, &mut stderr_task).await.is_err() {
+        stderr_task.abort();
+    }
     let end = match stop {
-        _ if completed => RunEnd::Completed,
+        _ if obs.completed => RunEnd::Completed,
         Stop::Timeout => RunEnd::TimedOut,
         Stop::Cancel => RunEnd::Cancelled,
-        Stop::Exited(_) | Stop::GraceOver => RunEnd::Failed,
+        Stop::Exited(_) | Stop::Completed => RunEnd::Failed,
     };
     Supervised {
         end,
         exit,
         stopped_by_us,
+        reaping: None,
         events: obs.events,
         tool_calls_dropped: obs.calls_dropped,
         unknown_lines: obs.unknown,
@@ -210,10 +271,35 @@ pub(crate) async fn supervise(
     }
 }
 
-async fn sleep_opt(at: Option<Instant>) {
-    match at {
-        Some(t) => tokio::time::sleep_until(t).await,
-        None => std::future::pending().await,
+/// The end of supervision once droid completed: the result does not wait for droid. It may
+/// already be gone; else it is stopped and reaped in the background, its output (`keep`) held
+/// open and its stderr still read until then.
+fn hand_over<K: Send + 'static>(
+    mut child: Child,
+    limits: &Limits,
+    keep: K,
+    obs: Observed,
+    stderr: StderrTail,
+) -> Supervised {
+    let pid = child.id();
+    let exit = child.try_wait().ok().flatten();
+    if exit.is_some()
+        && let Some(pid) = pid
+    {
+        // gone: what it left in its group goes now
+        crate::spawn::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+    }
+    let reaping = Reaping::start(child, limits.kill_grace, limits.marker.clone(), keep);
+    Supervised {
+        end: RunEnd::Completed,
+        exit,
+        stopped_by_us: exit.is_none(),
+        reaping: Some(reaping),
+        events: obs.events,
+        tool_calls_dropped: obs.calls_dropped,
+        unknown_lines: obs.unknown,
+        oversized: obs.oversized,
+        stderr,
     }
 }
 
@@ -238,7 +324,8 @@ struct Observed {
     tool_text: usize,
     unknown: usize,
     oversized: Vec<u64>,
-    completed_at: Option<Instant>,
+    /// A completion event arrived.
+    completed: bool,
 }
 
 impl Observed {
@@ -321,11 +408,7 @@ impl Observed {
                 }
                 self.tool_text += text.len();
             }
-            AgentEvent::Completion { .. } => {
-                if self.completed_at.is_none() {
-                    self.completed_at = Some(Instant::now());
-                }
-            }
+            AgentEvent::Completion { .. } => self.completed = true,
             AgentEvent::Error { source, message } => publish.send(RunEvent::Warning {
                 message: format!("droid {source} error: {}", head_str(message, 2048)),
             }),

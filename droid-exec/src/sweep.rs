@@ -19,6 +19,20 @@ pub const MARKER_VAR: &str = "DROID_EXECUTOR_RUN_ID";
 /// sub-marker of it, `MARKER_VAR=marker-…` (verification commands are marked
 /// `<marker>-verify-<i>`), so a sweep of a run also reaches what its verification started.
 pub fn marked_pids(marker: &str) -> Vec<i32> {
+    pids_marked(marker, Reach::WithSubMarkers)
+}
+
+/// Which processes a sweep of a marker reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// Those marked `marker` or `marker-…` (a run and its verification commands).
+    WithSubMarkers,
+    /// Only those marked exactly `marker`: droid's tree, not the verification commands that
+    /// may be running beside its teardown ([`crate::reap`]).
+    Exact,
+}
+
+fn pids_marked(marker: &str, reach: Reach) -> Vec<i32> {
     let needle = format!("{MARKER_VAR}={marker}");
     let sub = format!("{needle}-");
     let me = std::process::id();
@@ -42,7 +56,10 @@ pub fn marked_pids(marker: &str) -> Vec<i32> {
         };
         if environ
             .split(|b| *b == 0)
-            .any(|kv| kv == needle.as_bytes() || kv.starts_with(sub.as_bytes()))
+            .any(|kv| {
+                kv == needle.as_bytes()
+                    || (reach == Reach::WithSubMarkers && kv.starts_with(sub.as_bytes()))
+            })
             && let Ok(pid) = i32::try_from(pid)
         {
             out.push(pid);
@@ -60,10 +77,15 @@ const SETTLE: Duration = Duration::from_millis(10);
 /// A process in the middle of `execve` shows an empty `/proc/<pid>/environ` for a moment, so one
 /// empty scan is not proof: the sweep ends only after two empty scans [`SETTLE`] apart.
 pub async fn sweep(marker: &str, budget: Duration) -> Vec<i32> {
+    sweep_reaching(marker, Reach::WithSubMarkers, budget).await
+}
+
+/// [`sweep`] reaching only what `reach` says.
+pub(crate) async fn sweep_reaching(marker: &str, reach: Reach, budget: Duration) -> Vec<i32> {
     let until = Instant::now() + budget;
     let mut quiet = false;
     loop {
-        let pids = marked_pids(marker);
+        let pids = pids_marked(marker, reach);
         if pids.is_empty() {
             if quiet || Instant::now() >= until {
                 return pids;
@@ -82,8 +104,49 @@ pub async fn sweep(marker: &str, budget: Duration) -> Vec<i32> {
             );
         }
         if Instant::now() >= until {
-            return marked_pids(marker);
+            return pids_marked(marker, reach);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spawn::{SpawnSpec, spawn};
+
+    /// A `sleep 300` marked `marker`.
+    fn marked_sleep(marker: &str) -> tokio::process::Child {
+        spawn(&SpawnSpec {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), "exec sleep 300".into()],
+            cwd: std::env::temp_dir(),
+            env: vec![
+                (MARKER_VAR.into(), marker.into()),
+                ("PATH".into(), "/usr/bin:/bin".into()),
+            ],
+            stdin_piped: false,
+            detach_log: None,
+        })
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_exact_sweep_leaves_the_sub_markers_alone() {
+        let run = format!("sweep-test-{}", std::process::id());
+        let verify = format!("{run}-verify-0");
+        let _droid = marked_sleep(&run);
+        let _check = marked_sleep(&verify);
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while marked_pids(&run).len() < 2 {
+            assert!(std::time::Instant::now() < until, "the sleeps never came up");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let left = sweep_reaching(&run, Reach::Exact, Duration::from_secs(10)).await;
+        assert_eq!(left, Vec::<i32>::new());
+        assert_eq!(pids_marked(&run, Reach::Exact), Vec::<i32>::new());
+        assert_eq!(marked_pids(&verify).len(), 1, "the sub-marked process was swept");
+        assert_eq!(sweep(&run, Duration::from_secs(10)).await, Vec::<i32>::new());
+        assert_eq!(marked_pids(&run), Vec::<i32>::new());
     }
 }

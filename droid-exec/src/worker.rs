@@ -140,6 +140,9 @@ pub async fn supervise_task(
     if !store.commit_result(&key, &result)? {
         tracing::warn!(task = %key, "a result was already committed; this run's result is dropped");
     }
+    // the result is in the store; droid, stopped at its completion event, is ended before this
+    // supervisor exits
+    engine.settled().await;
     Ok(SupervisorEnd::Finished(result.status))
 }
 

@@ -65,7 +65,6 @@ pub fn engine(dir: &WorkDir) -> Engine {
         verify: false,
         excerpt_bytes: 4096,
         kill_grace: Duration::from_secs(1),
-        exit_grace: Duration::from_secs(1),
         scratch_root: dir.scratch.clone(),
         store_dir: None,
         max_concurrent: 4,

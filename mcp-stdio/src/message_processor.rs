@@ -320,6 +320,8 @@ where
     }
     let _ = tokio::time::timeout(DRAIN, async {
         while running.join_next().await.is_some() {}
+        // droids stopped after their completion events, still being reaped
+        state.server.engine().settled().await;
     })
     .await;
     running.abort_all();

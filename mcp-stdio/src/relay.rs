@@ -207,7 +207,6 @@ mod tests {
             verify: false,
             excerpt_bytes: 4096,
             kill_grace: Duration::from_secs(1),
-            exit_grace: Duration::from_secs(1),
             scratch_root: PathBuf::from("."),
             store_dir: None,
             max_concurrent: 1,

@@ -26,6 +26,7 @@
 //! | `{"completion": "final text"}` | emit a droid `completion` event (see [`completion_event`]) |
 //! | `{"sleep_ms": N}` | sleep N ms |
 //! | `{"hang": true}` | sleep forever |
+//! | `{"wait_file": P}` | wait until P exists (checked every 10 ms), then go on: a droid lingering after its completion event for exactly as long as a test wants |
 //! | `{"exit": N}` | exit with status N |
 //! | `{"crash": true}` | abort (SIGABRT) |
 //! | `{"kill_self": "SIGKILL"}` | send itself that signal (any name `nix` knows) |
@@ -36,7 +37,7 @@
 //! | `{"long_line": N}` | write one line of N `x` |
 //! | `{"write_file": {"path": P, "content": C}}` | create or overwrite P (parents too) |
 //!
-//! Relative paths in `write_file` and `pid_file` are relative to the `--cwd` directory. stdout is
+//! Relative paths in `write_file`, `wait_file` and `pid_file` are relative to the `--cwd` directory. stdout is
 //! flushed after every step. A bad scenario (unknown step, missing variable) prints
 //! `fake-droid: <reason>` on stderr and exits 2.
 
@@ -337,6 +338,12 @@ async fn play(step: &Value, base: &Path) -> anyhow::Result<Option<Ending>> {
         }
         "sleep_ms" => tokio::time::sleep(Duration::from_millis(number(arg, name)?)).await,
         "hang" => std::future::pending::<()>().await,
+        "wait_file" => {
+            let path = base.join(text(arg, name)?);
+            while !path.exists() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
         "exit" => {
             let code = arg
                 .as_i64()

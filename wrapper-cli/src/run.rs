@@ -394,7 +394,10 @@ pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
     if let Some(p) = progress {
         let _ = p.await;
     }
-    print_result(&result, args.json)
+    let code = print_result(&result, args.json);
+    // the result is out; droid, stopped at its completion event, is ended before we exit
+    engine.settled().await;
+    code
 }
 
 /// `run --via bridge`: make sure the bridge runs (seed 000's socket probe,

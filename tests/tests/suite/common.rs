@@ -28,7 +28,6 @@ pub fn engine(droid: PathBuf, env: Vec<(OsString, OsString)>, scratch: &Path) ->
         verify: true,
         excerpt_bytes: 4096,
         kill_grace: Duration::from_secs(5),
-        exit_grace: Duration::from_secs(2),
         scratch_root: scratch.to_path_buf(),
         store_dir: None,
         max_concurrent: 4,
