@@ -814,8 +814,9 @@ async fn the_result_does_not_wait_for_droid_to_exit_after_its_completion() {
     let release = fake.file("release");
     fake.play(json!([
         {"write_file": {"path": "a.txt", "content": "y\n"}},
-        {"completion": "Changed a.txt."},
+        // before its completion: our SIGTERM comes right after it
         {"ignore_sigterm": true},
+        {"completion": "Changed a.txt."},
         {"wait_file": release},
     ]));
     let ran = run(&fake.engine, &request(repo.path(), "Change a.txt", json!({}))).await;
@@ -858,8 +859,8 @@ async fn a_droid_ignoring_sigterm_after_completing_is_killed_in_the_background()
     let pid_file = fake.file("sh.pid");
     fake.play(json!([
         {"spawn_grandchild": {"command": "sleep 600; exit 0", "pid_file": pid_file}},
-        {"completion": "All done."},
         {"ignore_sigterm": true},
+        {"completion": "All done."},
         {"hang": true},
     ]));
     let ran = run(&fake.engine, &request(repo.path(), "Finish", json!({}))).await;
@@ -882,8 +883,8 @@ async fn verification_beside_droid_s_reaping_is_not_swept_with_droid() {
     let fake = Fake::tuned(json!([]), |cfg| cfg.kill_grace = Duration::from_secs(600));
     let release = fake.file("release");
     fake.play(json!([
-        {"completion": "All done."},
         {"ignore_sigterm": true},
+        {"completion": "All done."},
         {"wait_file": release},
     ]));
     let verify = format!(
