@@ -120,7 +120,9 @@ pub struct DroidInfo {
     pub version: Option<String>,
     /// The model droid ran with.
     pub model: Option<String>,
-    /// droid's exit code (`null` when it was stopped by a signal).
+    /// droid's exit code: `null` when it was stopped by a signal, or had not exited yet when the
+    /// result was assembled (after its completion event droid is stopped and reaped in the
+    /// background; the result does not wait for it).
     pub exit_code: Option<i32>,
     /// Model turns, from the completion event.
     pub num_turns: Option<u64>,

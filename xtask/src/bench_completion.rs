@@ -1,0 +1,265 @@
+//! `cargo xtask bench completion [--runs N] [--real] [--executor PATH]`: how long the result
+//! takes once droid has completed, when droid lingers after its `completion` event (the real
+//! droid flushes telemetry for ~6 s outside airgap mode).
+//!
+//! The same task runs N times as a bare `droid exec -o stream-json` (timed from spawn to its
+//! `completion` line, and to its exit) and as `droid-executor run --json` (timed from spawn to
+//! the last line of the result on stdout, and to its exit), alternating. The driver is the fake
+//! droid playing `completion` then a 6 s linger (default), or with `--real` the real droid
+//! against the scripted model, outside airgap mode. `completion → result` is the median time to
+//! the result minus the bare droid's median time to `completion`: an upper bound, since it also
+//! holds the run's own work before droid starts (goal: ≤ 20 ms plus the verification commands,
+//! none here). `--executor` times another `droid-executor` binary (an older build, for a before
+//! and after). Measured and reported, never asserted.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+use crate::droid;
+use crate::sandbox::{MODEL, Sandbox};
+use crate::sh::{build_bins, git_commit_all};
+
+const USAGE: &str = "usage: cargo xtask bench completion [--runs N] [--real] [--executor PATH]";
+const OBJECTIVE: &str = "Create notes.txt containing one line: benchmark";
+/// How long the fake droid lingers after its completion event.
+const LINGER_MS: u64 = 6000;
+
+/// When a line matching the caller's test came, and when the process exited.
+struct Timed {
+    line: Duration,
+    exit: Duration,
+}
+
+/// Spawn `cmd` (stdout piped), note when the first stdout line satisfying `is_mark` comes, read
+/// to the end and wait for the exit.
+fn time_line(mut cmd: Command, is_mark: impl Fn(&str) -> bool) -> Result<Timed> {
+    let t = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("could not start {cmd:?}"))?;
+    let stdout = child.stdout.take().context("stdout was not piped")?;
+    let mut line_at = None;
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        if line_at.is_none() && is_mark(&line) {
+            line_at = Some(t.elapsed());
+        }
+    }
+    let status = child.wait()?;
+    let exit = t.elapsed();
+    let Some(line) = line_at else {
+        bail!("{cmd:?} never printed the line looked for (exit {status})");
+    };
+    Ok(Timed { line, exit })
+}
+
+fn median(v: &mut [Duration]) -> f64 {
+    v.sort();
+    v[v.len() / 2].as_secs_f64() * 1e3
+}
+
+/// The world a run happens in: a command maker for droid and for the executor, and a reset.
+struct World {
+    droid: PathBuf,
+    executor: PathBuf,
+    repo: PathBuf,
+    prompt: PathBuf,
+    env: Vec<(String, String)>,
+    home: PathBuf,
+    _sandbox: Option<Sandbox>,
+    _dir: Option<TempWorld>,
+}
+
+/// A temp directory removed on drop.
+struct TempWorld(PathBuf);
+
+impl Drop for TempWorld {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl World {
+    fn command(&self, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env("HOME", &self.home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("DROID_CLI_CMD", &self.droid)
+            .current_dir(&self.repo);
+        c
+    }
+
+    fn reset(&self) -> Result<()> {
+        let _ = std::fs::remove_file(self.repo.join("notes.txt"));
+        Ok(())
+    }
+
+    fn bare(&self) -> Result<Timed> {
+        self.reset()?;
+        let mut cmd = self.command(&self.droid);
+        cmd.args(["exec", "--output-format", "stream-json", "--auto", "low"]);
+        if self.env.iter().all(|(k, _)| k != "FAKE_DROID_SCENARIO") {
+            cmd.args(["-m", MODEL]);
+        }
+        cmd.arg("--cwd").arg(&self.repo).arg("-f").arg(&self.prompt);
+        time_line(cmd, |l| l.contains("\"type\":\"completion\""))
+    }
+
+    fn executor(&self) -> Result<Timed> {
+        self.reset()?;
+        let mut cmd = self.command(&self.executor);
+        cmd.args(["run", "--json", "--mode", "code"]);
+        if self.env.iter().all(|(k, _)| k != "FAKE_DROID_SCENARIO") {
+            cmd.args(["--model", MODEL]);
+        }
+        cmd.arg("--repo").arg(&self.repo).arg(OBJECTIVE);
+        // the pretty-printed result ends with a lone `}`
+        time_line(cmd, |l| l == "}")
+    }
+}
+
+fn fake_world(bins: &Path, executor: PathBuf) -> Result<World> {
+    let dir = std::env::temp_dir().join(format!(
+        "droid-executor-bench-completion-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let guard = TempWorld(dir.clone());
+    let home = dir.join("home");
+    let repo = home.join("repo");
+    let config = home.join(".config/droid-executor");
+    std::fs::create_dir_all(&config)?;
+    std::fs::create_dir_all(&repo)?;
+    std::fs::write(
+        config.join("config.toml"),
+        "env_passthrough = [\"FAKE_DROID_SCENARIO\"]\n",
+    )?;
+    std::fs::write(repo.join("a.txt"), "a\n")?;
+    git_commit_all(&repo, "bench repository")?;
+    let scenario = home.join("scenario.json");
+    std::fs::write(
+        &scenario,
+        json!({"steps": [
+            {"write_file": {"path": "notes.txt", "content": "benchmark\n"}},
+            {"completion": "Created notes.txt."},
+            {"sleep_ms": LINGER_MS},
+        ]})
+        .to_string(),
+    )?;
+    let prompt = home.join("prompt.txt");
+    std::fs::write(&prompt, OBJECTIVE)?;
+    Ok(World {
+        droid: bins.join("fake-droid"),
+        executor,
+        repo: std::fs::canonicalize(&repo)?,
+        prompt,
+        env: vec![(
+            "FAKE_DROID_SCENARIO".into(),
+            scenario.display().to_string(),
+        )],
+        home: std::fs::canonicalize(&home)?,
+        _sandbox: None,
+        _dir: Some(guard),
+    })
+}
+
+fn real_world(bins: &Path, executor: PathBuf) -> Result<World> {
+    let droid = droid::fetch()?;
+    let sandbox = Sandbox::new(bins, |repo| {
+        json!([
+            {"text": "Creating notes.txt.", "tool": [{"name": "Create", "args": {
+                "file_path": repo.join("notes.txt").display().to_string(), "content": "benchmark\n"}}]},
+            {"text": "Created notes.txt."}
+        ])
+    })?;
+    let prompt = sandbox.dir.join("prompt.txt");
+    std::fs::write(&prompt, OBJECTIVE)?;
+    Ok(World {
+        droid,
+        executor,
+        repo: sandbox.repo.clone(),
+        prompt,
+        // outside airgap mode: droid lingers after `completion` as it does for users
+        env: vec![("LANG".into(), "C.UTF-8".into())],
+        home: sandbox.home.clone(),
+        _sandbox: Some(sandbox),
+        _dir: None,
+    })
+}
+
+pub(crate) fn completion(args: &[&str]) -> Result<()> {
+    let (mut runs, mut real, mut executor) = (5usize, false, None);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match *a {
+            "--runs" => {
+                runs = it
+                    .next()
+                    .context(USAGE)?
+                    .parse()
+                    .context("--runs takes a number")?;
+            }
+            "--real" => real = true,
+            "--executor" => executor = Some(PathBuf::from(it.next().context(USAGE)?)),
+            _ => bail!(USAGE),
+        }
+    }
+    if runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let bins = build_bins("release")?;
+    let executor = executor.unwrap_or_else(|| bins.join("droid-executor"));
+    let world = if real {
+        real_world(&bins, executor)?
+    } else {
+        fake_world(&bins, executor)?
+    };
+    // one warm-up of each (page cache, droid's first-run work)
+    world.bare()?;
+    world.executor()?;
+    let (mut bc, mut bx, mut er, mut ex) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..runs {
+        let (b, e) = if i % 2 == 0 {
+            let b = world.bare()?;
+            (b, world.executor()?)
+        } else {
+            let e = world.executor()?;
+            (world.bare()?, e)
+        };
+        bc.push(b.line);
+        bx.push(b.exit);
+        er.push(e.line);
+        ex.push(e.exit);
+    }
+    let (bc, bx, er, ex) = (
+        median(&mut bc),
+        median(&mut bx),
+        median(&mut er),
+        median(&mut ex),
+    );
+    let driver = if real {
+        "the real droid, outside airgap mode".to_owned()
+    } else {
+        format!("the fake droid lingering {LINGER_MS} ms after completion")
+    };
+    println!("bench completion: {runs} runs each, {driver}");
+    println!("  bare droid: completion line       median {bc:>8.1} ms");
+    println!("  bare droid: exit                  median {bx:>8.1} ms");
+    println!("  droid-executor run: result out    median {er:>8.1} ms");
+    println!("  droid-executor run: exit          median {ex:>8.1} ms");
+    println!(
+        "  completion -> result (upper bound) {:>8.1} ms   (goal <= 20 ms + verification)",
+        er - bc
+    );
+    Ok(())
+}
