@@ -237,7 +237,13 @@ pub(crate) async fn supervise(
             true,
         ),
         Stop::Completed => {
-            return hand_over(child, limits, (lines, AbortOnDrop(stderr_task)), obs, stderr);
+            return hand_over(
+                child,
+                limits,
+                (lines, AbortOnDrop(stderr_task)),
+                obs,
+                stderr,
+            );
         }
     };
     // what droid printed before it went away is still in the pipe (unless it was read to its end)

@@ -54,13 +54,10 @@ fn pids_marked(marker: &str, reach: Reach) -> Vec<i32> {
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
             continue;
         };
-        if environ
-            .split(|b| *b == 0)
-            .any(|kv| {
-                kv == needle.as_bytes()
-                    || (reach == Reach::WithSubMarkers && kv.starts_with(sub.as_bytes()))
-            })
-            && let Ok(pid) = i32::try_from(pid)
+        if environ.split(|b| *b == 0).any(|kv| {
+            kv == needle.as_bytes()
+                || (reach == Reach::WithSubMarkers && kv.starts_with(sub.as_bytes()))
+        }) && let Ok(pid) = i32::try_from(pid)
         {
             out.push(pid);
         }
@@ -139,14 +136,24 @@ mod tests {
         let _check = marked_sleep(&verify);
         let until = std::time::Instant::now() + Duration::from_secs(10);
         while marked_pids(&run).len() < 2 {
-            assert!(std::time::Instant::now() < until, "the sleeps never came up");
+            assert!(
+                std::time::Instant::now() < until,
+                "the sleeps never came up"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let left = sweep_reaching(&run, Reach::Exact, Duration::from_secs(10)).await;
         assert_eq!(left, Vec::<i32>::new());
         assert_eq!(pids_marked(&run, Reach::Exact), Vec::<i32>::new());
-        assert_eq!(marked_pids(&verify).len(), 1, "the sub-marked process was swept");
-        assert_eq!(sweep(&run, Duration::from_secs(10)).await, Vec::<i32>::new());
+        assert_eq!(
+            marked_pids(&verify).len(),
+            1,
+            "the sub-marked process was swept"
+        );
+        assert_eq!(
+            sweep(&run, Duration::from_secs(10)).await,
+            Vec::<i32>::new()
+        );
         assert_eq!(marked_pids(&run), Vec::<i32>::new());
     }
 }

@@ -163,10 +163,7 @@ fn fake_world(bins: &Path, executor: PathBuf) -> Result<World> {
         executor,
         repo: std::fs::canonicalize(&repo)?,
         prompt,
-        env: vec![(
-            "FAKE_DROID_SCENARIO".into(),
-            scenario.display().to_string(),
-        )],
+        env: vec![("FAKE_DROID_SCENARIO".into(), scenario.display().to_string())],
         home: std::fs::canonicalize(&home)?,
         _sandbox: None,
         _dir: Some(guard),

@@ -819,7 +819,11 @@ async fn the_result_does_not_wait_for_droid_to_exit_after_its_completion() {
         {"completion": "Changed a.txt."},
         {"wait_file": release},
     ]));
-    let ran = run(&fake.engine, &request(repo.path(), "Change a.txt", json!({}))).await;
+    let ran = run(
+        &fake.engine,
+        &request(repo.path(), "Change a.txt", json!({})),
+    )
+    .await;
     assert_eq!(ran.result.status, Status::Success, "{:#?}", ran.result);
     assert_eq!(ran.issue_kinds(), Vec::<&str>::new());
     assert_eq!(ran.result.summary, "Changed a.txt.");

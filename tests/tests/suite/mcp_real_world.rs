@@ -175,7 +175,12 @@ pub(super) fn assert_created_b_txt(result: &Value) {
         }]),
         "{result:#}"
     );
-    assert_eq!(sc["droid"]["exit_code"], 0, "{result:#}");
+    // droid gets SIGTERM at its completion event and the result does not wait for its exit: 0
+    // (it exits 0 on SIGTERM) when it was already reaped, null when it was still stopping
+    assert!(
+        [json!(0), Value::Null].contains(&sc["droid"]["exit_code"]),
+        "{result:#}"
+    );
     let text = result["content"][0]["text"].as_str().unwrap_or_default();
     assert!(text.starts_with("status: success\n"), "{result:#}");
 }
