@@ -107,6 +107,16 @@ impl Engine {
         self.reapers.settled().await;
     }
 
+    /// [`Engine::settled`], SIGKILLing those droids at once rather than giving them the rest
+    /// of `kill_grace` to honour their SIGTERM (the real droid outside airgap mode can take
+    /// longer than that): for a front-end whose caller waits for it to exit, after it has
+    /// handed its result over (`droid-executor run`). Droids of runs that complete later are
+    /// killed at once too.
+    pub async fn settle_now(&self) {
+        self.reapers.hurry();
+        self.reapers.settled().await;
+    }
+
     /// The configuration.
     pub fn config(&self) -> &EngineConfig {
         &self.cfg
@@ -345,11 +355,9 @@ impl Engine {
         // never overlap; and only once droid is gone: a repository has one run's processes at
         // a time
         match after {
-            Some(Aftermath { reaping, guardian }) => self.reapers.track(async move {
-                reaping.done().await;
-                drop(guardian);
-                drop(permit);
-            }),
+            Some(Aftermath { reaping, guardian }) => {
+                self.reapers.track(reaping, (guardian, permit))
+            }
             None => drop(permit),
         }
         result

@@ -12,13 +12,17 @@
 //! Key choice: the "nothing the run started survives" guarantee is kept, not by the result, but
 //! by what outlives it. The reaping task holds the run's guardian ([`crate::guard`]) and its run
 //! slot until droid's tree is ended; the engine counts such tasks ([`Reapers`]) and a front-end
-//! that exits waits for them ([`Engine::settled`]) after it has handed the result over. If the
-//! front-end dies first, droid's parent-death signal and the guardian end the tree anyway.
+//! that exits waits for them ([`Engine::settled`]) after it has handed the result over, or, when
+//! its own caller waits for its exit (`droid-executor run`), kills them at once and waits
+//! ([`Engine::settle_now`]: the real droid outside airgap mode may take all of `kill_grace` to
+//! honour SIGTERM). If the front-end dies first, droid's parent-death signal and the guardian end
+//! the tree anyway.
 //! A process droid left running on purpose (an Execute with `fireAndForget`) may still write to
 //! the repository while the snapshot is taken: files_changed is the repository as droid's turn
 //! left it, give or take such a background process, which is ended without being waited for.
 //!
 //! [`Engine::settled`]: crate::Engine::settled
+//! [`Engine::settle_now`]: crate::Engine::settle_now
 //! [`Reach::Exact`]: crate::sweep::Reach::Exact
 
 use std::process::ExitStatus;
@@ -29,6 +33,7 @@ use nix::sys::signal::Signal;
 use tokio::process::Child;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::spawn::signal_group;
 use crate::sweep::{Reach, sweep_reaching};
@@ -40,6 +45,8 @@ const SWEEP_BUDGET: Duration = Duration::from_secs(3);
 #[derive(Debug)]
 pub(crate) struct Reaping {
     handle: JoinHandle<Option<ExitStatus>>,
+    /// Cancelled: SIGKILL droid's group now rather than at the end of `kill_grace`.
+    hurry: CancellationToken,
 }
 
 impl Reaping {
@@ -57,10 +64,17 @@ impl Reaping {
         if let Some(pid) = pid {
             signal_group(pid, Signal::SIGTERM);
         }
+        let hurry = CancellationToken::new();
+        let hurried = hurry.clone();
         let handle = tokio::spawn(async move {
-            let status = match tokio::time::timeout(kill_grace, child.wait()).await {
-                Ok(status) => status.ok(),
-                Err(_) => {
+            let exited = tokio::select! {
+                status = child.wait() => Some(status.ok()),
+                () = tokio::time::sleep(kill_grace) => None,
+                () = hurried.cancelled() => None,
+            };
+            let status = match exited {
+                Some(status) => status,
+                None => {
                     if let Some(pid) = pid {
                         signal_group(pid, Signal::SIGKILL);
                     }
@@ -75,7 +89,7 @@ impl Reaping {
             drop(keep);
             status
         });
-        Self { handle }
+        Self { handle, hurry }
     }
 
     /// droid's exit status when its tree has already been ended (the reaping is over), else
@@ -87,11 +101,6 @@ impl Reaping {
         }
         Err(self)
     }
-
-    /// Wait for the end of the reaping.
-    pub(crate) async fn done(self) -> Option<ExitStatus> {
-        self.handle.await.ok().flatten()
-    }
 }
 
 /// The background tasks of an engine that end what its runs left (see the module docs).
@@ -99,12 +108,15 @@ impl Reaping {
 pub(crate) struct Reapers {
     /// How many are under way.
     running: Arc<watch::Sender<usize>>,
+    /// Cancelled: every reaping, under way or to come, kills droid at once.
+    hurry: CancellationToken,
 }
 
 impl Default for Reapers {
     fn default() -> Self {
         Self {
             running: Arc::new(watch::Sender::new(0)),
+            hurry: CancellationToken::new(),
         }
     }
 }
@@ -119,17 +131,29 @@ impl Drop for Running {
 }
 
 impl Reapers {
-    /// Run `work` in the background, counted until it ends.
-    pub(crate) fn track<F>(&self, work: F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
+    /// Follow `reaping` in the background, counted until it ends; `hold` (the run's guardian
+    /// and run slot) is let go only then.
+    pub(crate) fn track<H: Send + 'static>(&self, mut reaping: Reaping, hold: H) {
         self.running.send_modify(|n| *n += 1);
         let running = Running(Arc::clone(&self.running));
+        let hurry = self.hurry.clone();
         tokio::spawn(async move {
-            work.await;
+            tokio::select! {
+                _ = &mut reaping.handle => {}
+                () = hurry.cancelled() => {
+                    reaping.hurry.cancel();
+                    let _ = (&mut reaping.handle).await;
+                }
+            }
+            drop(hold);
             drop(running);
         });
+    }
+
+    /// From now on, kill droid at once (SIGKILL its group) instead of giving it the rest of
+    /// `kill_grace`: for a front-end about to exit, which has handed its result over.
+    pub(crate) fn hurry(&self) {
+        self.hurry.cancel();
     }
 
     /// Wait until no task is under way.
@@ -149,9 +173,14 @@ mod tests {
         let reapers = Reapers::default();
         reapers.settled().await;
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        reapers.track(async move {
-            let _ = rx.await;
-        });
+        let reaping = Reaping {
+            handle: tokio::spawn(async move {
+                let _ = rx.await;
+                None
+            }),
+            hurry: CancellationToken::new(),
+        };
+        reapers.track(reaping, ());
         let settled = tokio::spawn({
             let reapers = reapers.clone();
             async move { reapers.settled().await }

@@ -395,8 +395,9 @@ pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
         let _ = p.await;
     }
     let code = print_result(&result, args.json);
-    // the result is out; droid, stopped at its completion event, is ended before we exit
-    engine.settled().await;
+    // the result is out, and our caller waits for our exit: droid, stopped at its completion
+    // event, is killed and its tree ended now rather than at the end of its SIGTERM grace
+    engine.settle_now().await;
     code
 }
 
