@@ -27,8 +27,8 @@
 //!   the fake droid for a bounded time; throughput, p50/p99, errors, and RSS and open
 //!   descriptors after the warm-up and at the end (`--check`: no errors, no process left, no
 //!   growth).
-//! - `reliability [--check] [--observed FILE]`: `docs/reliability.md`'s fault matrix from what the
-//!   fault tests record, and its list of security probes from their tests.
+//! - `reliability [--from FILE | --check [--observed FILE]]`: `docs/reliability.md`'s fault
+//!   matrix from what the fault tests record, and its list of security probes from their tests.
 //! - `fuzz [--time SECS] [--target NAME] [--stable]`: the cargo-fuzz targets in `fuzz/`, each for
 //!   SECS (60), from the seeds in `fuzz/seeds/`; executions, rate, corpus size, crashes.
 #![allow(clippy::disallowed_methods)] // automation: xtask runs cargo, npm, tar, python3 and the binaries it builds
@@ -73,7 +73,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R] | reliability [--check] [--observed FILE] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
+const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
