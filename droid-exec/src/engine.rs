@@ -369,7 +369,7 @@ impl Engine {
             message: format!("recording {}", root.display()),
         });
         let limits = SnapshotLimits::default();
-        let before = Snapshot::take(root, &cfg.env, scratch.path(), &limits).await;
+        let before = Snapshot::take(root, &cfg.env, scratch.path(), &limits, None).await;
         let git_fallback = before
             .as_ref()
             .ok()
@@ -466,10 +466,12 @@ impl Engine {
             message: "reading the repository".into(),
         });
         let changes = match before {
-            Ok(before) => match Snapshot::take(root, &cfg.env, scratch.path(), &limits).await {
-                Ok(after) => before.diff(&after, &cfg.env).await,
-                Err(e) => Err(e),
-            },
+            Ok(before) => {
+                match Snapshot::take(root, &cfg.env, scratch.path(), &limits, Some(&before)).await {
+                    Ok(after) => before.diff(&after, &cfg.env).await,
+                    Err(e) => Err(e),
+                }
+            }
             Err(e) => Err(e),
         };
         let verified = if cfg.verify

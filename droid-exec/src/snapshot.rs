@@ -68,6 +68,10 @@ const GIT_CONFIG: &[&str] = &[
     "core.quotepath=false",
     "core.splitIndex=false",
     "core.safecrlf=false",
+    // objects in scratch are read once, by our diff, and deleted with it: deflating them costs
+    // more than it saves (a 1 GiB file took 43 s to stage deflated, 13 s stored)
+    "core.compression=0",
+    "core.looseCompression=0",
     "gc.auto=0",
     "advice.addEmbeddedRepo=false",
     "filter.lfs.clean=",
@@ -133,6 +137,47 @@ struct GitTree {
     objects: PathBuf,
     /// The repository's object directory, used read-only as an alternate.
     repo_objects: PathBuf,
+    /// The scratch index the tree was written from: its stat cache lets the next snapshot of
+    /// the run hash only what changed since this one.
+    index: PathBuf,
+    /// Where the repository was found, reused by the next snapshot while [`Self::markers`] hold.
+    repo: Repo,
+    /// The `.git` entries from the root up to the top level: when they differ at the next
+    /// snapshot (droid ran `git init` below the top level), the repository is located again.
+    markers: Vec<PathBuf>,
+    /// Untracked files of [`BIG_FILE`] bytes or more (paths relative to the root), left out of
+    /// the tree and compared by their metadata; `None` where the path no longer holds one.
+    big: BTreeMap<Vec<u8>, Option<FileStat>>,
+}
+
+/// An untracked file at least this large is not hashed: git would read (and store) all of it
+/// at every snapshot to compare what size, times and inode already tell.
+const BIG_FILE: u64 = 32 * 1024 * 1024;
+
+/// What tells whether a large file changed without reading it (git's own stat check, which
+/// includes `ctime`: it cannot be set back the way `mtime` can).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStat {
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    dev: u64,
+    ino: u64,
+    mode: u32,
+}
+
+impl FileStat {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mode: meta.mode(),
+        }
+    }
 }
 
 /// The files found by walking the root.
@@ -185,7 +230,10 @@ impl Snapshot {
     /// `root` is the absolute repository root (may be a subdirectory of a git work tree, or not
     /// a git repo at all). `env` is the complete environment for child processes (it contains
     /// PATH, HOME...). `scratch` is a private temp directory owned by this run (exists, deleted
-    /// by the caller afterwards); take both snapshots of a run with the same `scratch`.
+    /// by the caller afterwards); take both snapshots of a run with the same `scratch`, and
+    /// pass the first as `previous` when taking the second: the second then starts from the
+    /// first one's index (only what changed since is hashed) and location, and compares the
+    /// large untracked files the first one found by their metadata.
     ///
     /// # Errors
     /// [`EngineError::Git`] when git fails on a work tree it recognised, [`EngineError::Spawn`]
@@ -196,6 +244,7 @@ impl Snapshot {
         env: &[(OsString, OsString)],
         scratch: &Path,
         limits: &SnapshotLimits,
+        previous: Option<&Snapshot>,
     ) -> Result<Snapshot, EngineError> {
         let mode_file = scratch.join(MODE_FILE);
         let walked_before = match tokio::fs::read(&mode_file).await {
@@ -206,9 +255,42 @@ impl Snapshot {
         let mut warnings = Vec::new();
         let mut fallback = None;
         if !walked_before {
-            match locate(root, env).await {
+            let previous = previous.and_then(|p| match &p.kind {
+                Kind::Git(tree) => Some(tree),
+                Kind::Walk(_) => None,
+            });
+            let reuse = previous.filter(|p| git_markers(root, &p.repo.toplevel) == p.markers);
+            let (located, untracked) = match reuse {
+                // the configuration is read again: a filter droid configured during the run
+                // must be emptied as well
+                Some(p) => match filter_names(root, env).await {
+                    Ok(filters) => (
+                        Located::Repo(Repo {
+                            filters,
+                            ..p.repo.clone()
+                        }),
+                        Vec::new(),
+                    ),
+                    Err(why) => (Located::Unusable(why), Vec::new()),
+                },
+                None if previous.is_some() => (locate(root, env).await, Vec::new()),
+                None => tokio::join!(locate(root, env), untracked_files(root, env)),
+            };
+            match located {
                 Located::Repo(repo) => {
-                    let tree = take_git(root, env, scratch, &repo, &mut warnings).await?;
+                    let tree = take_git(
+                        root,
+                        env,
+                        scratch,
+                        repo,
+                        GitStart {
+                            previous,
+                            reuse_index: reuse.is_some(),
+                            untracked,
+                        },
+                        &mut warnings,
+                    )
+                    .await?;
                     return Ok(Snapshot {
                         root: root.to_path_buf(),
                         kind: Kind::Git(tree),
@@ -266,7 +348,9 @@ impl Snapshot {
             }
         }
         let mut files = match (&self.kind, &after.kind) {
-            (Kind::Git(before), Kind::Git(now)) => diff_git(&self.root, before, now, env).await?,
+            (Kind::Git(before), Kind::Git(now)) => {
+                diff_git(&self.root, before, now, env, &mut warnings).await?
+            }
             (Kind::Walk(before), Kind::Walk(now)) => diff_walk(before, now),
             (Kind::Git(_), Kind::Walk(_)) | (Kind::Walk(_), Kind::Git(_)) => {
                 warnings.push(
@@ -294,8 +378,10 @@ fn io_error(action: &'static str, path: &Path, source: std::io::Error) -> Engine
 // git
 
 /// Where the git work tree containing the root keeps things.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Repo {
+    /// The top level of the work tree.
+    toplevel: PathBuf,
     /// The root's path inside the work tree, with a trailing `/`; empty at the top.
     prefix: OsString,
     /// The real index file (it may not exist yet).
@@ -508,7 +594,7 @@ async fn locate(root: &Path, env: &[(OsString, OsString)]) -> Located {
         stdout.pop();
     }
     let lines: Vec<&[u8]> = stdout.split(|b| *b == b'\n').collect();
-    let [_toplevel, prefix, index, objects] = lines.as_slice() else {
+    let [toplevel, prefix, index, objects] = lines.as_slice() else {
         // git before 2.31 prints `--path-format=absolute` back as if it were an argument
         if let Some(why) = too_old(root, env).await {
             return Located::Unusable(why);
@@ -524,6 +610,7 @@ async fn locate(root: &Path, env: &[(OsString, OsString)]) -> Located {
         Err(why) => return Located::Unusable(why),
     };
     Located::Repo(Repo {
+        toplevel: PathBuf::from(OsString::from_vec(toplevel.to_vec())),
         prefix: OsString::from_vec(prefix.to_vec()),
         index: PathBuf::from(OsString::from_vec(index.to_vec())),
         objects: PathBuf::from(OsString::from_vec(objects.to_vec())),
@@ -616,23 +703,48 @@ fn neutral_filters(env: &[(OsString, OsString)], names: &[Vec<u8>]) -> Vec<(OsSt
     out
 }
 
-/// Stage the working tree below `root` into a copy of the index and write it as a tree.
+/// How a git snapshot starts.
+struct GitStart<'a> {
+    /// The run's previous snapshot, when it was a git one.
+    previous: Option<&'a GitTree>,
+    /// Stage into the previous snapshot's index: the repository is where it was.
+    reuse_index: bool,
+    /// Untracked files below the root, as `git ls-files -o` listed them (first snapshot only).
+    untracked: Vec<Vec<u8>>,
+}
+
+/// Stage the working tree below `root` into a copy of the index (or the previous snapshot's
+/// index) and write it as a tree. Large untracked files are left out and recorded by metadata.
 async fn take_git(
     root: &Path,
     env: &[(OsString, OsString)],
     scratch: &Path,
-    repo: &Repo,
+    repo: Repo,
+    start: GitStart<'_>,
     warnings: &mut Vec<String>,
 ) -> Result<GitTree, EngineError> {
-    let dir = scratch.join(format!("snap-{}", next_seq()));
     let objects = scratch.join("objects");
-    for d in [&dir, &objects] {
-        tokio::fs::create_dir_all(d)
-            .await
-            .map_err(|source| io_error("create directory", d, source))?;
-    }
-    let index = dir.join("index");
-    copy_index(&repo.index, &index).await?;
+    tokio::fs::create_dir_all(&objects)
+        .await
+        .map_err(|source| io_error("create directory", &objects, source))?;
+    let index = match start.previous.filter(|_| start.reuse_index) {
+        Some(previous) => previous.index.clone(),
+        None => {
+            let dir = scratch.join(format!("snap-{}", next_seq()));
+            tokio::fs::create_dir_all(&dir)
+                .await
+                .map_err(|source| io_error("create directory", &dir, source))?;
+            let index = dir.join("index");
+            copy_index(&repo.index, &index).await?;
+            index
+        }
+    };
+    // the previous snapshot's large files stay out of this tree too, whatever they became
+    let big = match start.previous {
+        Some(previous) => stat_big(root, previous.big.keys().cloned().collect(), false).await?,
+        None => stat_big(root, start.untracked, true).await?,
+    };
+    let excludes = exclude_pathspecs(big.keys());
     let env = neutral_filters(env, &repo.filters);
     let env = with_vars(
         &env,
@@ -645,27 +757,122 @@ async fn take_git(
             ),
         ],
     );
-    // --ignore-errors: a file that cannot be read, or a nested repository without a commit,
-    // must not stop everything else from being staged; git still exits non-zero and says why.
-    let add = git(
-        root,
-        &env,
-        &os_args(&["add", "--ignore-errors", "-A", "--", "."]),
-        None,
-    )
-    .await?;
+    let add = add_all(root, &env, b".", &excludes).await?;
     if !add.success {
         warnings.push(format!(
             "git {} could not stage everything: {}",
             add.args, add.message
         ));
     }
-    let tree = write_tree(root, &env, &repo.prefix).await?;
+    let tree = write_tree(root, &env, &repo.prefix, &excludes).await?;
     Ok(GitTree {
         tree,
         objects,
         repo_objects: repo.objects.clone(),
+        index,
+        markers: git_markers(root, &repo.toplevel),
+        repo,
+        big,
     })
+}
+
+/// `git add --ignore-errors -A` of `pathspec` (`.` or `:/`), leaving out `excludes` (NUL-ended
+/// exclude pathspecs, read from stdin so that no list is too long for a command line).
+/// `--ignore-errors`: a file that cannot be read, or a nested repository without a commit, must
+/// not stop everything else from being staged; git still exits non-zero and says why.
+async fn add_all(
+    root: &Path,
+    env: &[(OsString, OsString)],
+    pathspec: &[u8],
+    excludes: &[u8],
+) -> Result<GitRun, EngineError> {
+    if excludes.is_empty() {
+        let mut args = os_args(&["add", "--ignore-errors", "-A", "--"]);
+        args.push(OsString::from_vec(pathspec.to_vec()));
+        return git(root, env, &args, None).await;
+    }
+    let mut input = pathspec.to_vec();
+    input.push(0);
+    input.extend_from_slice(excludes);
+    let args = os_args(&[
+        "add",
+        "--ignore-errors",
+        "-A",
+        "--pathspec-from-file=-",
+        "--pathspec-file-nul",
+    ]);
+    git(root, env, &args, Some(&input)).await
+}
+
+/// `:(exclude,literal)<path>\0` for each path (relative to the root, where git runs).
+fn exclude_pathspecs<'a>(paths: impl Iterator<Item = &'a Vec<u8>>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for path in paths {
+        out.extend_from_slice(b":(exclude,literal)");
+        out.extend_from_slice(path);
+        out.push(0);
+    }
+    out
+}
+
+/// `git ls-files -z -o --exclude-standard` in `root`: the untracked, not ignored files below it,
+/// relative to it. Empty when git fails (the snapshot then hashes every file, as git would).
+async fn untracked_files(root: &Path, env: &[(OsString, OsString)]) -> Vec<Vec<u8>> {
+    let args = os_args(&["ls-files", "-z", "-o", "--exclude-standard"]);
+    match git(root, env, &args, None).await {
+        Ok(run) if run.success => run
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect(),
+        Ok(_) | Err(_) => Vec::new(),
+    }
+}
+
+/// The metadata of `paths` (relative to `root`), read on a blocking thread. With `only_big`,
+/// keep the regular files of [`BIG_FILE`] bytes or more; else keep every path, `None` where it
+/// holds no regular file.
+async fn stat_big(
+    root: &Path,
+    paths: Vec<Vec<u8>>,
+    only_big: bool,
+) -> Result<BTreeMap<Vec<u8>, Option<FileStat>>, EngineError> {
+    if paths.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let root_buf = root.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let mut out = BTreeMap::new();
+        for path in paths {
+            let abs = root_buf.join(OsStr::from_bytes(&path));
+            let stat = std::fs::symlink_metadata(&abs)
+                .ok()
+                .filter(std::fs::Metadata::is_file)
+                .map(|m| FileStat::of(&m));
+            if !only_big || stat.as_ref().is_some_and(|s| s.size >= BIG_FILE) {
+                out.insert(path, stat);
+            }
+        }
+        out
+    })
+    .await
+    .map_err(|e| io_error("read", root, std::io::Error::other(e)))
+}
+
+/// The `.git` entries in `root` and its ancestors up to `toplevel`.
+fn git_markers(root: &Path, toplevel: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in root.ancestors() {
+        let marker = dir.join(".git");
+        if std::fs::symlink_metadata(&marker).is_ok() {
+            out.push(marker);
+        }
+        if dir == toplevel {
+            break;
+        }
+    }
+    out
 }
 
 /// Copy the real index (when there is one) to `to`, keeping its modification time: git's
@@ -743,6 +950,7 @@ async fn write_tree(
     root: &Path,
     env: &[(OsString, OsString)],
     prefix: &OsStr,
+    excludes: &[u8],
 ) -> Result<String, EngineError> {
     let mut args = os_args(&["write-tree"]);
     if !prefix.is_empty() {
@@ -769,13 +977,7 @@ async fn write_tree(
         // write-tree refuses an index with unmerged entries anywhere, even outside the root
         // (a merge in progress elsewhere in the work tree): stage the whole work tree, which
         // resolves them, and try once more. Below the root the result is the same.
-        let add = git(
-            root,
-            env,
-            &os_args(&["add", "--ignore-errors", "-A", "--", ":/"]),
-            None,
-        )
-        .await?;
+        let add = add_all(root, env, b":/", excludes).await?;
         if !add.success {
             return Err(add.into_error());
         }
@@ -803,16 +1005,39 @@ fn tree_id(stdout: &[u8], args: &str) -> Result<String, EngineError> {
     }
 }
 
-/// The changes between two trees of the same root.
+/// The changes between two trees of the same root, and of the large files both left out.
 async fn diff_git(
     root: &Path,
     before: &GitTree,
     after: &GitTree,
     env: &[(OsString, OsString)],
+    warnings: &mut Vec<String>,
 ) -> Result<Vec<FileChange>, EngineError> {
-    if before.tree == after.tree {
-        return Ok(Vec::new());
+    let mut files = if before.tree == after.tree {
+        Vec::new()
+    } else {
+        diff_trees(root, before, after, env).await?
+    };
+    let big = diff_big(&before.big, &after.big);
+    if !big.is_empty() {
+        let names: Vec<&str> = big.iter().map(|f| f.path.as_str()).collect();
+        warnings.push(format!(
+            "large untracked file(s) compared by size, times and inode, not by content, and \
+             without line counts: {}",
+            names.join(", ")
+        ));
     }
+    files.extend(big);
+    Ok(files)
+}
+
+/// One `git diff-tree --raw --numstat` between the two trees: renames and line counts at once.
+async fn diff_trees(
+    root: &Path,
+    before: &GitTree,
+    after: &GitTree,
+    env: &[(OsString, OsString)],
+) -> Result<Vec<FileChange>, EngineError> {
     let extra: Vec<&Path> = [
         before.repo_objects.as_path(),
         after.repo_objects.as_path(),
@@ -831,34 +1056,28 @@ async fn diff_git(
             ("GIT_ALTERNATE_OBJECT_DIRECTORIES", alternates(&extra, env)),
         ],
     );
-    let base = [
+    let mut args = os_args(&[
         "diff-tree",
         "--no-ext-diff",
         "--no-textconv",
         "-r",
         "-z",
         "-M",
-    ];
-    let run_with = |format: &str| {
-        let mut args = os_args(&base);
-        args.push(OsString::from(format));
-        args.push(OsString::from(&before.tree));
-        args.push(OsString::from(&after.tree));
-        args
-    };
-    let status_run = git(root, &env, &run_with("--name-status"), None).await?;
-    let status_args = status_run.args.clone();
-    let statuses =
-        parse_name_status(&status_run.into_stdout()?).ok_or_else(|| EngineError::Git {
-            args: status_args,
-            message: "unexpected --name-status output".to_owned(),
-        })?;
-    let numstat_run = git(root, &env, &run_with("--numstat"), None).await?;
-    let numstat_args = numstat_run.args.clone();
-    let mut counts =
-        parse_numstat(&numstat_run.into_stdout()?).ok_or_else(|| EngineError::Git {
-            args: numstat_args,
-            message: "unexpected --numstat output".to_owned(),
+        "--raw",
+        "--numstat",
+    ]);
+    args.push(OsString::from(&before.tree));
+    args.push(OsString::from(&after.tree));
+    let run = git(root, &env, &args, None).await?;
+    let run_args = run.args.clone();
+    let out = run.into_stdout()?;
+    let (statuses, mut counts) = parse_raw(&out)
+        .and_then(|(name_status, numstat)| {
+            Some((parse_name_status(&name_status)?, parse_numstat(numstat)?))
+        })
+        .ok_or_else(|| EngineError::Git {
+            args: run_args,
+            message: "unexpected --raw --numstat output".to_owned(),
         })?;
     Ok(statuses
         .into_iter()
@@ -876,6 +1095,62 @@ async fn diff_git(
             }
         })
         .collect())
+}
+
+/// The large files that changed, by their metadata: no line counts.
+fn diff_big(
+    before: &BTreeMap<Vec<u8>, Option<FileStat>>,
+    after: &BTreeMap<Vec<u8>, Option<FileStat>>,
+) -> Vec<FileChange> {
+    let paths: BTreeSet<&Vec<u8>> = before.keys().chain(after.keys()).collect();
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let was = before.get(path).and_then(Option::as_ref);
+            let is = after.get(path).and_then(Option::as_ref);
+            let change_type = match (was, is) {
+                (Some(_), None) => ChangeType::Deleted,
+                (None, Some(_)) => ChangeType::Added,
+                (Some(a), Some(b)) if a != b => ChangeType::Modified,
+                (Some(_), Some(_)) | (None, None) => return None,
+            };
+            Some(FileChange {
+                path: String::from_utf8_lossy(path).into_owned(),
+                change_type,
+                old_path: None,
+                highlights: Vec::new(),
+                lines_added: None,
+                lines_removed: None,
+            })
+        })
+        .collect()
+}
+
+/// Split `git diff-tree -z --raw --numstat` output: the raw records (`:<modes> <ids> <status>\0
+/// path\0`, a second path for renames and copies) rewritten as `--name-status` records, and the
+/// numstat part that follows them. `None` when a raw record is cut short.
+fn parse_raw(out: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    let mut name_status = Vec::new();
+    let mut rest = out;
+    while rest.first() == Some(&b':') {
+        let end = rest.iter().position(|b| *b == 0)?;
+        let meta = &rest[..end];
+        let status = meta.rsplit(|b| *b == b' ').next()?;
+        let paths = match status.first() {
+            Some(b'R' | b'C') => 2,
+            Some(_) => 1,
+            None => return None,
+        };
+        name_status.extend_from_slice(status);
+        name_status.push(0);
+        rest = &rest[end + 1..];
+        for _ in 0..paths {
+            let end = rest.iter().position(|b| *b == 0)?;
+            name_status.extend_from_slice(&rest[..=end]);
+            rest = &rest[end + 1..];
+        }
+    }
+    Some((name_status, rest))
 }
 
 /// One `--name-status` record.
@@ -1314,14 +1589,26 @@ mod tests {
             std::fs::rename(self.repo.join(from), to).unwrap();
         }
 
-        async fn take_at(&self, root: &Path, limits: SnapshotLimits) -> Snapshot {
-            Snapshot::take(root, &self.env, &self.scratch, &limits)
+        async fn take_at(
+            &self,
+            root: &Path,
+            limits: SnapshotLimits,
+            previous: Option<&Snapshot>,
+        ) -> Snapshot {
+            Snapshot::take(root, &self.env, &self.scratch, &limits, previous)
                 .await
                 .unwrap()
         }
 
         async fn take(&self) -> Snapshot {
-            self.take_at(&self.repo, SnapshotLimits::default()).await
+            self.take_at(&self.repo, SnapshotLimits::default(), None)
+                .await
+        }
+
+        /// The second snapshot of a run, as the engine takes it.
+        async fn take_after(&self, before: &Snapshot) -> Snapshot {
+            self.take_at(&self.repo, SnapshotLimits::default(), Some(before))
+                .await
         }
 
         async fn diff(&self, before: &Snapshot, after: &Snapshot) -> Changes {
@@ -1395,7 +1682,7 @@ mod tests {
         f.remove("gone.txt");
         f.write("new.txt", "a\nb\n");
         f.write("src/new/mod.rs", "mod x;\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
         let changes = f.diff(&before, &after).await;
 
         assert_eq!(
@@ -1425,7 +1712,7 @@ mod tests {
         f.write("a.txt", "a\n");
         f.commit_all().await;
         let before = f.take().await;
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
         assert_eq!(f.diff(&before, &after).await, Changes::default());
     }
 
@@ -1442,7 +1729,7 @@ mod tests {
         f.rename("big.txt", "moved/big.txt");
         f.write("moved/big.txt", format!("{body}one more\n"));
         f.rename("plain.txt", "same.txt");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1466,7 +1753,7 @@ mod tests {
         let before = f.take().await;
         f.write("image.bin", [0u8, 9, 9, 0, 1]);
         f.write("new.bin", [0u8, 0, 7]);
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1494,7 +1781,7 @@ mod tests {
         f.write("new\nline.txt", "n\n");
         f.write("日本 語.md", "#\n");
         f.write("tab\there \"quoted\".txt", "q\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1520,7 +1807,7 @@ mod tests {
 
         let before = f.take().await;
         f.write("first.txt", "hello\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1543,7 +1830,7 @@ mod tests {
 
         let before = f.take().await;
         f.write("staged.txt", "one\nmore\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1565,14 +1852,16 @@ mod tests {
         f.commit_all().await;
         let root = f.repo.join("sub");
 
-        let before = f.take_at(&root, SnapshotLimits::default()).await;
+        let before = f.take_at(&root, SnapshotLimits::default(), None).await;
         f.write("top.txt", "top changed\n");
         f.write("outside.txt", "outside\n");
         f.write("sub/inner.txt", "inner changed\n");
         f.write("sub/deep/new.txt", "new\n");
         // moved out of the root: gone, as far as the root is concerned
         f.rename("sub/moving.txt", "moved-out.txt");
-        let after = f.take_at(&root, SnapshotLimits::default()).await;
+        let after = f
+            .take_at(&root, SnapshotLimits::default(), Some(&before))
+            .await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1596,10 +1885,12 @@ mod tests {
         let root = f.repo.join("fresh");
         std::fs::create_dir(&root).unwrap();
 
-        let before = f.take_at(&root, SnapshotLimits::default()).await;
+        let before = f.take_at(&root, SnapshotLimits::default(), None).await;
         f.write("fresh/x.txt", "x\n");
         f.write("top.txt", "elsewhere\n");
-        let after = f.take_at(&root, SnapshotLimits::default()).await;
+        let after = f
+            .take_at(&root, SnapshotLimits::default(), Some(&before))
+            .await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1628,9 +1919,11 @@ mod tests {
         let git_dir = f.git_dir_files();
         let root = f.repo.join("sub");
 
-        let before = f.take_at(&root, SnapshotLimits::default()).await;
+        let before = f.take_at(&root, SnapshotLimits::default(), None).await;
         f.write("sub/s.txt", "s2\n");
-        let after = f.take_at(&root, SnapshotLimits::default()).await;
+        let after = f
+            .take_at(&root, SnapshotLimits::default(), Some(&before))
+            .await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1655,7 +1948,7 @@ mod tests {
 
         let before = f.take().await;
         f.write("further.txt", "dirty\nand more\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1679,7 +1972,7 @@ mod tests {
         f.write("n.txt", "n\n");
         f.remove("b.txt");
         f.commit_all().await;
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1708,7 +2001,7 @@ mod tests {
         f.write("build.log", "noise\n");
         f.write("target/debug/app", "binary\n");
         f.write("tracked.log", "changed\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1733,7 +2026,7 @@ mod tests {
         std::os::unix::fs::symlink("elsewhere.txt", f.repo.join("link")).unwrap();
         f.remove("becomes-link.txt");
         std::os::unix::fs::symlink("target.txt", f.repo.join("becomes-link.txt")).unwrap();
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1759,7 +2052,7 @@ mod tests {
         f.git_status(&f.repo.join("nested"), &["init", "-q"]).await;
         f.write("nested/inside.txt", "i\n");
         f.write("b.txt", "b\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1790,7 +2083,7 @@ mod tests {
 
         let before = f.take().await;
         f.write("x.dat", "more data\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1831,7 +2124,7 @@ mod tests {
         let before = f.take().await;
         f.write("b.dat", "b\n");
         f.write("b.xy", "b\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1873,7 +2166,7 @@ mod tests {
         .unwrap();
         std::fs::remove_file(f.repo.join("link")).unwrap();
         symlink("change.txt", f.repo.join("link")).unwrap();
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1900,7 +2193,7 @@ mod tests {
         f.init().await;
         f.write("new.txt", "new");
         f.commit_all().await;
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1927,7 +2220,7 @@ mod tests {
 
         let before = f.take().await;
         f.write("a.txt", "b");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1953,10 +2246,10 @@ mod tests {
             ..SnapshotLimits::default()
         };
 
-        let before = f.take_at(&f.repo, limits).await; // a b c
+        let before = f.take_at(&f.repo, limits, None).await; // a b c
         f.remove("a");
         f.write("e", "changed beyond the limit");
-        let after = f.take_at(&f.repo, limits).await; // b c d
+        let after = f.take_at(&f.repo, limits, Some(&before)).await; // b c d
 
         assert_eq!(
             f.diff(&before, &after).await,
@@ -1992,7 +2285,7 @@ mod tests {
             set_mtime(name, old);
         }
 
-        let before = f.take_at(&f.repo, limits).await; // only a is hashed
+        let before = f.take_at(&f.repo, limits, None).await; // only a is hashed
         // a: same size, same mtime, new content: the hash sees it
         f.write("a", "abcdefgh");
         set_mtime("a", old);
@@ -2001,7 +2294,7 @@ mod tests {
         // c: same size, same mtime, new content: beyond the budget, not seen
         f.write("c", "abcdefgh");
         set_mtime("c", old);
-        let after = f.take_at(&f.repo, limits).await;
+        let after = f.take_at(&f.repo, limits, Some(&before)).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
