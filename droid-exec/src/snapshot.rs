@@ -87,11 +87,15 @@ fn next_seq() -> u64 {
     SEQ.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Bounds on the fallback walk of a directory that is not a git work tree.
+/// Bounds on the fallback walk of a directory that is not a git work tree. A walk cut short by
+/// either of the first two makes [`Changes::incomplete`] say so: the list is then only right
+/// up to where both walks got, and the result carries an `env_issue`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SnapshotLimits {
-    /// Record at most this many files; the walk stops there with a warning.
+    /// Record at most this many files (what bounds the walk's memory, ~150 bytes a file).
     pub max_files: usize,
+    /// Walk for at most this long.
+    pub max_time: Duration,
     /// Hash at most this many bytes in all; later files are compared by size and mtime.
     pub max_bytes: u64,
 }
@@ -99,11 +103,17 @@ pub(crate) struct SnapshotLimits {
 impl Default for SnapshotLimits {
     fn default() -> Self {
         Self {
-            max_files: 20_000,
+            max_files: WALK_MAX_FILES,
+            max_time: WALK_MAX_TIME,
             max_bytes: 256 * 1024 * 1024,
         }
     }
 }
+
+/// The default [`SnapshotLimits::max_files`].
+pub const WALK_MAX_FILES: usize = 1_000_000;
+/// The default [`SnapshotLimits::max_time`].
+pub const WALK_MAX_TIME: Duration = Duration::from_secs(10);
 
 /// A record of the working tree below a root at one moment.
 #[derive(Debug)]
@@ -185,8 +195,9 @@ impl FileStat {
 struct Walk {
     /// Path relative to the root → what was there. Ordered as the walk visits (component-wise).
     entries: BTreeMap<PathBuf, Entry>,
-    /// The walk stopped at the file limit: paths after the last entry were not checked.
-    truncated: bool,
+    /// Why the walk stopped before the end (a limit): paths after the last entry were not
+    /// checked.
+    truncated: Option<String>,
 }
 
 /// One walked non-directory.
@@ -222,6 +233,8 @@ pub(crate) struct Changes {
     pub files: Vec<FileChange>,
     /// What could not be checked (limits hit, files git could not stage...), without duplicates.
     pub warnings: Vec<String>,
+    /// Why `files` may miss changes: a walk stopped at a limit before seeing every file.
+    pub incomplete: Option<String>,
 }
 
 impl Snapshot {
@@ -347,6 +360,12 @@ impl Snapshot {
                 warnings.push(w.clone());
             }
         }
+        let incomplete = [&self.kind, &after.kind]
+            .into_iter()
+            .find_map(|kind| match kind {
+                Kind::Walk(w) => w.truncated.clone(),
+                Kind::Git(_) => None,
+            });
         let mut files = match (&self.kind, &after.kind) {
             (Kind::Git(before), Kind::Git(now)) => {
                 diff_git(&self.root, before, now, env, &mut warnings).await?
@@ -362,7 +381,11 @@ impl Snapshot {
             }
         };
         files.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(Changes { files, warnings })
+        Ok(Changes {
+            files,
+            warnings,
+            incomplete,
+        })
     }
 }
 
@@ -1267,7 +1290,8 @@ struct Walker {
     limits: SnapshotLimits,
     entries: BTreeMap<PathBuf, Entry>,
     warnings: Vec<String>,
-    truncated: bool,
+    truncated: Option<String>,
+    deadline: std::time::Instant,
     hashed: u64,
     hashing: bool,
     buf: Vec<u8>,
@@ -1282,7 +1306,8 @@ impl Walker {
             limits,
             entries: BTreeMap::new(),
             warnings: Vec::new(),
-            truncated: false,
+            truncated: None,
+            deadline: std::time::Instant::now() + limits.max_time,
             hashed: 0,
             hashing: true,
             buf: vec![0; 64 * 1024],
@@ -1332,12 +1357,28 @@ impl Walker {
                 self.dir(&rel)?;
                 continue;
             }
-            if self.entries.len() >= self.limits.max_files {
-                self.truncated = true;
-                self.warnings.push(format!(
-                    "snapshot stopped at {} files; changes beyond were not checked",
-                    self.limits.max_files
-                ));
+            let cut = if self.entries.len() >= self.limits.max_files {
+                Some(format!("{} files", self.limits.max_files))
+            } else if std::time::Instant::now() >= self.deadline {
+                Some(format!(
+                    "{} s ({} files)",
+                    self.limits.max_time.as_secs_f64(),
+                    self.entries.len()
+                ))
+            } else {
+                None
+            };
+            if let Some(cut) = cut {
+                let why = format!(
+                    "the walk of the directory stopped at {cut}; changes after {} were not \
+                     checked",
+                    self.entries
+                        .keys()
+                        .next_back()
+                        .map_or_else(|| "its start".to_owned(), |p| p.display().to_string())
+                );
+                self.warnings.push(why.clone());
+                self.truncated = Some(why);
                 return ControlFlow::Break(());
             }
             let entry = if file_type.is_symlink() {
@@ -1410,7 +1451,7 @@ fn special_kind(file_type: &std::fs::FileType) -> &'static str {
 /// only paths up to its last recorded one are compared (beyond it, absence means "not looked").
 fn diff_walk(before: &Walk, after: &Walk) -> Vec<FileChange> {
     let last = |w: &Walk| {
-        if w.truncated {
+        if w.truncated.is_some() {
             w.entries.keys().next_back().cloned()
         } else {
             None
@@ -1688,6 +1729,7 @@ mod tests {
         assert_eq!(
             changes,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("change.txt", Modified, Some((2, 1))),
                     change("gone.txt", Deleted, Some((0, 1))),
@@ -1734,6 +1776,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     renamed("big.txt", "moved/big.txt", (1, 0)),
                     renamed("plain.txt", "same.txt", (0, 0)),
@@ -1758,6 +1801,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("image.bin", Modified, None),
                     change("new.bin", Added, None),
@@ -1786,6 +1830,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("a b.txt", Modified, Some((1, 0))),
                     change("new\nline.txt", Added, Some((1, 0))),
@@ -1812,6 +1857,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("first.txt", Added, Some((1, 0)))],
                 warnings: no_warnings(),
             }
@@ -1835,6 +1881,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("staged.txt", Modified, Some((1, 0)))],
                 warnings: no_warnings(),
             }
@@ -1866,6 +1913,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("deep/new.txt", Added, Some((1, 0))),
                     change("inner.txt", Modified, Some((1, 1))),
@@ -1895,6 +1943,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("x.txt", Added, Some((1, 0)))],
                 warnings: no_warnings(),
             }
@@ -1928,6 +1977,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("s.txt", Modified, Some((1, 1)))],
                 warnings: no_warnings(),
             }
@@ -1953,6 +2003,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("further.txt", Modified, Some((1, 0)))],
                 warnings: no_warnings(),
             }
@@ -1977,6 +2028,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("a.txt", Modified, Some((1, 0))),
                     change("b.txt", Deleted, Some((0, 1))),
@@ -2006,6 +2058,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("tracked.log", Modified, Some((1, 1)))],
                 warnings: no_warnings(),
             }
@@ -2031,6 +2084,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("becomes-link.txt", Modified, Some((1, 1))),
                     change("link", Modified, Some((1, 1))),
@@ -2057,6 +2111,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("b.txt", Added, Some((1, 0)))],
                 warnings: vec![
                     "git add --ignore-errors -A -- . could not stage everything: error: \
@@ -2088,6 +2143,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("x.dat", Modified, Some((1, 1)))],
                 warnings: no_warnings(),
             }
@@ -2129,6 +2185,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("b.dat", Added, Some((1, 0))),
                     change("b.xy", Added, Some((1, 0))),
@@ -2171,6 +2228,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("a b/ünï.txt", Modified, None),
                     change("change.txt", Modified, None),
@@ -2198,6 +2256,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("new.txt", Added, None)],
                 warnings: no_warnings(),
             }
@@ -2225,6 +2284,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("a.txt", Modified, None)],
                 warnings: vec![
                     "git could not be started (could not start git: No such file or directory \
@@ -2250,13 +2310,20 @@ mod tests {
         f.remove("a");
         f.write("e", "changed beyond the limit");
         let after = f.take_at(&f.repo, limits, Some(&before)).await; // b c d
+        let cut_at_c =
+            "the walk of the directory stopped at 3 files; changes after c were not checked"
+                .to_owned();
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: Some(cut_at_c.clone()),
                 files: vec![change("a", Deleted, None)],
                 warnings: vec![
-                    "snapshot stopped at 3 files; changes beyond were not checked".to_owned()
+                    cut_at_c,
+                    "the walk of the directory stopped at 3 files; changes after d were not \
+                     checked"
+                        .to_owned(),
                 ],
             }
         );
@@ -2299,6 +2366,7 @@ mod tests {
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("a", Modified, None), change("b", Modified, None)],
                 warnings: vec![
                     "snapshot stopped hashing after 10 bytes; files beyond were compared by size \
@@ -2437,5 +2505,177 @@ mod tests {
             OsString::from("/a:\"/b:c\":/inherited")
         );
         assert_eq!(alternates(&[Path::new("/a")], &[]), OsString::from("/a"));
+    }
+
+    #[tokio::test]
+    async fn walk_of_more_files_than_the_old_limit_sees_every_change() {
+        let f = Fixture::new();
+        for i in 0..25_000 {
+            f.write(&format!("d{:02}/f{i:05}", i / 1000), "x");
+        }
+
+        let before = f.take().await;
+        f.write("d00/f00000", "changed");
+        f.write("d24/f24999", "changed");
+        f.write("d24/new", "new");
+        let after = f.take_after(&before).await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![
+                    change("d00/f00000", Modified, None),
+                    change("d24/f24999", Modified, None),
+                    change("d24/new", Added, None),
+                ],
+                warnings: no_warnings(),
+                incomplete: None,
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn walk_out_of_time_says_files_changed_may_be_incomplete() {
+        let f = Fixture::new();
+        f.write("a", "a");
+        let limits = SnapshotLimits {
+            max_time: Duration::ZERO,
+            ..SnapshotLimits::default()
+        };
+
+        let before = f.take_at(&f.repo, limits, None).await;
+        f.write("b", "b");
+        let after = f.take_at(&f.repo, limits, Some(&before)).await;
+
+        let cut = "the walk of the directory stopped at 0 s (0 files); changes after its start \
+                   were not checked"
+            .to_owned();
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: Vec::new(),
+                warnings: vec![cut.clone()],
+                incomplete: Some(cut),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn large_untracked_files_are_compared_by_metadata_and_never_stored() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("a.txt", "a\n");
+        f.commit_all().await;
+        let big = vec![7_u8; usize::try_from(BIG_FILE).unwrap()];
+        for name in ["same.bin", "grows.bin", "gone.bin"] {
+            f.write(name, &big);
+        }
+
+        let before = f.take().await;
+        let mut grows = std::fs::OpenOptions::new()
+            .append(true)
+            .open(f.repo.join("grows.bin"))
+            .unwrap();
+        std::io::Write::write_all(&mut grows, b"more").unwrap();
+        f.remove("gone.bin");
+        f.write("new.txt", "n\n");
+        let after = f.take_after(&before).await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![
+                    change("gone.bin", Deleted, None),
+                    change("grows.bin", Modified, None),
+                    change("new.txt", Added, Some((1, 0))),
+                ],
+                warnings: vec![
+                    "large untracked file(s) compared by size, times and inode, not by \
+                     content, and without line counts: gone.bin, grows.bin"
+                        .to_owned()
+                ],
+                incomplete: None,
+            }
+        );
+        fn size(dir: &Path) -> u64 {
+            std::fs::read_dir(dir).map_or(0, |entries| {
+                entries
+                    .map(|e| e.unwrap())
+                    .map(|e| {
+                        let meta = std::fs::symlink_metadata(e.path()).unwrap();
+                        if meta.is_dir() {
+                            size(&e.path())
+                        } else {
+                            meta.len()
+                        }
+                    })
+                    .sum()
+            })
+        }
+        let stored = size(&f.scratch.join("objects"));
+        assert!(
+            stored < 1 << 20,
+            "{stored} bytes of objects written to scratch"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_filter_configured_during_the_run_is_not_run_by_the_second_snapshot() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("a.txt", "a\n");
+        f.commit_all().await;
+        let ran = f.dir.join("filter-ran");
+
+        let before = f.take().await;
+        // droid (at --auto low it may write .git/config) plants a filter mid-run
+        f.git(&[
+            "config",
+            "filter.planted.clean",
+            &format!("touch '{}'; cat", ran.display()),
+        ])
+        .await;
+        f.write(".gitattributes", "*.dat filter=planted\n");
+        f.write("x.dat", "x\n");
+        let after = f.take_after(&before).await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![
+                    change(".gitattributes", Added, Some((1, 0))),
+                    change("x.dat", Added, Some((1, 0))),
+                ],
+                warnings: no_warnings(),
+                incomplete: None,
+            }
+        );
+        assert!(!ran.exists(), "the planted clean filter must not run");
+    }
+
+    #[tokio::test]
+    async fn git_init_at_a_subdirectory_root_during_the_run_locates_again() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("sub/kept.txt", "k\n");
+        f.write("outside.txt", "o\n");
+        f.commit_all().await;
+        let root = f.repo.join("sub");
+
+        let before = f.take_at(&root, SnapshotLimits::default(), None).await;
+        f.git_status(&root, &["init", "-q"]).await;
+        f.write("sub/new.txt", "n\n");
+        let after = f
+            .take_at(&root, SnapshotLimits::default(), Some(&before))
+            .await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![change("new.txt", Added, Some((1, 0)))],
+                warnings: no_warnings(),
+                incomplete: None,
+            }
+        );
     }
 }
