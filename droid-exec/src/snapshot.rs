@@ -9,17 +9,29 @@
 //! `scratch/objects` (the repository's own object directory is only an alternate, read-only).
 //! Key choice: nothing is ever written to the user's repository, not its index, not its object
 //! store, and HEAD is irrelevant: we diff working trees, so droid committing during the run hides
-//! nothing. Both snapshots of one run share `scratch/objects`, so `git diff-tree` sees both trees
-//! and gives renames and line counts for free. No code the repository controls runs: hooks,
-//! fsmonitor, filter drivers, textconv and external diffs are all off ([`GIT_CONFIG`]).
+//! nothing. Both snapshots of one run share `scratch/objects`, so one `git diff-tree --raw
+//! --numstat` sees both trees and gives renames and line counts at once. No code the repository
+//! controls runs: hooks, fsmonitor, filter drivers, textconv and external diffs are all off
+//! ([`GIT_CONFIG`]).
+//!
+//! Cost, in the ratio of `git status` (`cargo xtask bench snapshot`): the second snapshot of a
+//! run starts from the first one's scratch index, so only what changed during the run is
+//! hashed, and reuses its location (no second `git rev-parse`; the filter names are read again,
+//! since droid may configure one mid-run). Objects are stored uncompressed. Untracked files of
+//! [`BIG_FILE`] bytes or more (listed by `git ls-files -o` beside the first `rev-parse`) are
+//! left out of both trees and compared by size, times, inode and mode: hashing and storing a
+//! 1 GiB file took most of a minute, and a change is still seen (reported without line counts,
+//! with a warning naming the file; a mere `touch` then counts as modified).
 //!
 //! Files that `.gitignore` excludes are not staged and so never reported: build output and caches
 //! are not "files changed" (a file that is already tracked is reported even when ignored, as git
 //! does). Changes inside an embedded repository show only as a change of its checked-out commit.
 //!
 //! Outside a git work tree (or when git cannot be used) the fallback walks `root` with std::fs,
-//! bounded by [`SnapshotLimits`], recording size, modification time, executable bit and a 64-bit
-//! FNV-1a hash per regular file, and the target of each symlink; line counts are then `None`.
+//! bounded by [`SnapshotLimits`] (time and file count; past either, [`Changes::incomplete`] says
+//! so and the result carries an `env_issue`), recording size, modification time, executable bit
+//! and a 64-bit FNV-1a hash per regular file (while a byte budget lasts, then size and mtime), and
+//! the target of each symlink; line counts are then `None`.
 //! Once a run's first snapshot walked, the second walks too (a marker file in `scratch`), so a
 //! droid that runs `git init` does not make the two snapshots incomparable; `.git` entries are
 //! skipped by the walk for the same reason.
@@ -684,17 +696,7 @@ fn parse_filter_names(out: &[u8]) -> Vec<Vec<u8>> {
 /// `required` to false), through `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_<n>`/`GIT_CONFIG_VALUE_<n>`
 /// after any the environment already holds: unlike `-c`, these take a name holding `=`.
 fn neutral_filters(env: &[(OsString, OsString)], names: &[Vec<u8>]) -> Vec<(OsString, OsString)> {
-    let start: usize = env
-        .iter()
-        .find(|(k, _)| k == "GIT_CONFIG_COUNT")
-        .and_then(|(_, v)| v.to_str()?.trim().parse().ok())
-        .unwrap_or(0);
-    let mut out: Vec<(OsString, OsString)> = env
-        .iter()
-        .filter(|(k, _)| k != "GIT_CONFIG_COUNT")
-        .cloned()
-        .collect();
-    let mut n = start;
+    let mut settings: Vec<(Vec<u8>, &str)> = Vec::new();
     for name in names {
         for (key, value) in [
             ("clean", ""),
@@ -706,16 +708,39 @@ fn neutral_filters(env: &[(OsString, OsString)], names: &[Vec<u8>]) -> Vec<(OsSt
             full.extend_from_slice(name);
             full.push(b'.');
             full.extend_from_slice(key.as_bytes());
-            out.push((
-                OsString::from(format!("GIT_CONFIG_KEY_{n}")),
-                OsString::from_vec(full),
-            ));
-            out.push((
-                OsString::from(format!("GIT_CONFIG_VALUE_{n}")),
-                OsString::from(value),
-            ));
-            n += 1;
+            settings.push((full, value));
         }
+    }
+    with_config(env, &settings)
+}
+
+/// `env` with `settings` (key, value) added through `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_<n>`/
+/// `GIT_CONFIG_VALUE_<n>` after any the environment already holds.
+fn with_config(
+    env: &[(OsString, OsString)],
+    settings: &[(Vec<u8>, &str)],
+) -> Vec<(OsString, OsString)> {
+    let start: usize = env
+        .iter()
+        .find(|(k, _)| k == "GIT_CONFIG_COUNT")
+        .and_then(|(_, v)| v.to_str()?.trim().parse().ok())
+        .unwrap_or(0);
+    let mut out: Vec<(OsString, OsString)> = env
+        .iter()
+        .filter(|(k, _)| k != "GIT_CONFIG_COUNT")
+        .cloned()
+        .collect();
+    let mut n = start;
+    for (key, value) in settings {
+        out.push((
+            OsString::from(format!("GIT_CONFIG_KEY_{n}")),
+            OsString::from_vec(key.clone()),
+        ));
+        out.push((
+            OsString::from(format!("GIT_CONFIG_VALUE_{n}")),
+            OsString::from(value),
+        ));
+        n += 1;
     }
     if n > 0 {
         out.push((
@@ -768,7 +793,14 @@ async fn take_git(
         None => stat_big(root, start.untracked, true).await?,
     };
     let excludes = exclude_pathspecs(big.keys());
-    let env = neutral_filters(env, &repo.filters);
+    // `core.bigFileThreshold=1` makes `add` stream every blob it stores into one pack instead
+    // of one loose file each: 1,000 dirty files were 1,000 files created in scratch and 1-1.4 s
+    // to delete afterwards on a busy disk, against one pack and 25-55 ms. Only for staging: in
+    // `diff-tree` the same setting would make every file binary.
+    let env = with_config(
+        &neutral_filters(env, &repo.filters),
+        &[(b"core.bigFileThreshold".to_vec(), "1")],
+    );
     let env = with_vars(
         &env,
         &[
@@ -803,27 +835,23 @@ async fn take_git(
 /// exclude pathspecs, read from stdin so that no list is too long for a command line).
 /// `--ignore-errors`: a file that cannot be read, or a nested repository without a commit, must
 /// not stop everything else from being staged; git still exits non-zero and says why.
+///
 async fn add_all(
     root: &Path,
     env: &[(OsString, OsString)],
     pathspec: &[u8],
     excludes: &[u8],
 ) -> Result<GitRun, EngineError> {
+    let mut args = os_args(&["add", "--ignore-errors", "-A"]);
     if excludes.is_empty() {
-        let mut args = os_args(&["add", "--ignore-errors", "-A", "--"]);
+        args.push(OsString::from("--"));
         args.push(OsString::from_vec(pathspec.to_vec()));
         return git(root, env, &args, None).await;
     }
     let mut input = pathspec.to_vec();
     input.push(0);
     input.extend_from_slice(excludes);
-    let args = os_args(&[
-        "add",
-        "--ignore-errors",
-        "-A",
-        "--pathspec-from-file=-",
-        "--pathspec-file-nul",
-    ]);
+    args.extend(os_args(&["--pathspec-from-file=-", "--pathspec-file-nul"]));
     git(root, env, &args, Some(&input)).await
 }
 
