@@ -145,7 +145,7 @@ pub(crate) struct Snapshot {
 #[derive(Debug)]
 enum Kind {
     /// A git tree of the working tree below the root.
-    Git(GitTree),
+    Git(Box<GitTree>),
     /// A bounded walk of the directory.
     Walk(Walk),
 }
@@ -281,7 +281,7 @@ impl Snapshot {
         let mut fallback = None;
         if !walked_before {
             let previous = previous.and_then(|p| match &p.kind {
-                Kind::Git(tree) => Some(tree),
+                Kind::Git(tree) => Some(&**tree),
                 Kind::Walk(_) => None,
             });
             let reuse = previous.filter(|p| git_markers(root, &p.repo.toplevel) == p.markers);
@@ -318,7 +318,7 @@ impl Snapshot {
                     .await?;
                     return Ok(Snapshot {
                         root: root.to_path_buf(),
-                        kind: Kind::Git(tree),
+                        kind: Kind::Git(Box::new(tree)),
                         warnings,
                         fallback: None,
                     });
