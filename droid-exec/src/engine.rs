@@ -369,7 +369,7 @@ impl Engine {
             message: format!("recording {}", root.display()),
         });
         let limits = SnapshotLimits::default();
-        let before = Snapshot::take(root, &cfg.env, scratch.path(), &limits).await;
+        let before = Snapshot::take(root, &cfg.env, scratch.path(), &limits, None).await;
         let git_fallback = before
             .as_ref()
             .ok()
@@ -466,10 +466,12 @@ impl Engine {
             message: "reading the repository".into(),
         });
         let changes = match before {
-            Ok(before) => match Snapshot::take(root, &cfg.env, scratch.path(), &limits).await {
-                Ok(after) => before.diff(&after, &cfg.env).await,
-                Err(e) => Err(e),
-            },
+            Ok(before) => {
+                match Snapshot::take(root, &cfg.env, scratch.path(), &limits, Some(&before)).await {
+                    Ok(after) => before.diff(&after, &cfg.env).await,
+                    Err(e) => Err(e),
+                }
+            }
             Err(e) => Err(e),
         };
         let verified = if cfg.verify
@@ -737,6 +739,14 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     let mut files: Vec<FileChange> = match &a.changes {
         Ok(c) => {
             logs.extend(c.warnings.iter().cloned());
+            if let Some(why) = &c.incomplete {
+                issues.push(Issue::new(
+                    IssueType::EnvIssue,
+                    format!("files_changed may be incomplete: {why}"),
+                    "make repo_root a git repository (git snapshots have no such limit) or \
+                     narrow it to the directory the task needs",
+                ));
+            }
             c.files.clone()
         }
         Err(e) => {
@@ -750,14 +760,14 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     };
     if let Some(why) = a.git_fallback {
         // the status stays what the run earned: the files listed did change; what may be
-        // missing is said here (a walk ignores .gitignore and stops at 20,000 files). The
+        // missing is said here (a walk ignores .gitignore and is bounded). The
         // snapshot's own warning is already a line of `logs`.
         issues.push(Issue::new(
             IssueType::EnvIssue,
             format!(
                 "git could not be used in this git work tree ({why}); files_changed comes from \
-                 walking the directory, which ignores .gitignore and stops at 20,000 files, so \
-                 it may list ignored files or miss changes"
+                 walking the directory, which ignores .gitignore and stops after 10 s or \
+                 1,000,000 files, so it may list ignored files or miss changes"
             ),
             "install git 2.31 or later (droid-executor doctor checks it), then run the task \
              again for an exact files_changed",

@@ -728,8 +728,8 @@ async fn an_old_git_is_said_in_the_result() {
         .collect();
     let description = format!(
         "git could not be used in this git work tree ({why}); files_changed comes from walking \
-         the directory, which ignores .gitignore and stops at 20,000 files, so it may list \
-         ignored files or miss changes"
+         the directory, which ignores .gitignore and stops after 10 s or 1,000,000 files, so it \
+         may list ignored files or miss changes"
     );
     assert_eq!(
         issues,
