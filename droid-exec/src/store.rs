@@ -90,6 +90,17 @@ impl TaskKey {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The second of its creation, as its id says (wall clock): the store's order, newest
+    /// first, is read from the names alone ([`Store::newest_first`]).
+    pub(crate) fn secs(&self) -> u64 {
+        self.0
+            .strip_prefix("droid-")
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(secs, _)| secs.parse().ok())
+            // twenty digits can exceed u64: such an id sorts as the newest, harmlessly
+            .unwrap_or(u64::MAX)
+    }
 }
 
 impl std::fmt::Display for TaskKey {
@@ -491,6 +502,26 @@ impl Store {
             }
         }
         Ok((keys, damaged))
+    }
+
+    /// Task directories newest first by the second in their ids (ties in name order; within a
+    /// second, the submission number in `task.json` decides: [`crate::Tasks::survey`]), and every
+    /// other entry of `tasks/` as [`Store::entries`] reports it. Only the directory listing is
+    /// read.
+    pub(crate) fn newest_first(&self) -> Result<(Vec<TaskKey>, Vec<DamagedEntry>), EngineError> {
+        let (mut keys, damaged) = self.entries()?;
+        keys.sort_by(|a, b| b.secs().cmp(&a.secs()).then_with(|| a.0.cmp(&b.0)));
+        Ok((keys, damaged))
+    }
+
+    /// Whether the task's `task.json` is there, whatever state it is in (one `lstat`, nothing
+    /// read). Anything but "it does not exist" counts as there: a clean keeps what it cannot
+    /// examine.
+    pub(crate) fn has_record(&self, key: &TaskKey) -> bool {
+        match std::fs::symlink_metadata(self.dir(key).join("task.json")) {
+            Ok(_) => true,
+            Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+        }
     }
 
     /// The damage of a task directory whose records cannot be read, as an entry to report.
