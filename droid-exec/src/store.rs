@@ -91,8 +91,8 @@ impl TaskKey {
         &self.0
     }
 
-    /// The second of its creation, as its id says (wall clock): the store's order, newest
-    /// first, is read from the names alone ([`Store::newest_first`]).
+    /// The second of its creation, as its id says (wall clock): a listing finds the newest
+    /// tasks from the names alone ([`Store::newest_first`]).
     pub(crate) fn secs(&self) -> u64 {
         self.0
             .strip_prefix("droid-")
@@ -504,8 +504,8 @@ impl Store {
         Ok((keys, damaged))
     }
 
-    /// Task directories newest first by the second in their ids (ties in name order; within a
-    /// second, the submission number in `task.json` decides: [`crate::Tasks::survey`]), and every
+    /// Task directories newest first by the second in their ids (ties in name order; the
+    /// submission number in `task.json` has the last word: [`crate::Tasks::survey`]), and every
     /// other entry of `tasks/` as [`Store::entries`] reports it. Only the directory listing is
     /// read.
     pub(crate) fn newest_first(&self) -> Result<(Vec<TaskKey>, Vec<DamagedEntry>), EngineError> {

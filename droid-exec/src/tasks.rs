@@ -329,10 +329,13 @@ impl Tasks {
     /// cannot be read (those among the tasks examined). A half-created task (no `task.json` yet)
     /// and an expired one are neither listed nor reported.
     ///
-    /// Newest first is by the second in the task's id, then by submission number within a
-    /// second. Tasks are read in that order until `filter.limit` of them match, a second at a
-    /// time (so the order within one is exact): the cost follows what is returned or skipped,
-    /// not the size of the store. With `filter.after`, the listing starts after that task.
+    /// Newest first is by submission number. Tasks are read from the newest second in their
+    /// ids back, a second at a time, until `filter.limit` of them match and one more second is
+    /// read (a submission racing another across a second boundary can get the later number
+    /// with the earlier second): the cost follows what is returned or skipped, not the size of
+    /// the store. Only a wall clock set back between submissions can misorder a limited
+    /// listing (the whole listing is exact). With `filter.after`, the listing starts after that
+    /// task.
     ///
     /// # Errors
     /// [`EngineError::Io`] when the store's `tasks/` directory cannot be read;
@@ -340,7 +343,7 @@ impl Tasks {
     /// since: list again from the start).
     pub async fn survey(&self, filter: &TaskFilter) -> Result<TaskListing, EngineError> {
         let (keys, mut damaged) = self.store.newest_first()?;
-        // the cursor: its second and its place within that second
+        // the cursor: its second and its submission number
         let cursor = match &filter.after {
             None => None,
             Some(id) => {
@@ -360,40 +363,53 @@ impl Tasks {
                 Some((key, seq))
             }
         };
+        let after_cursor = |seq: u64, key: &TaskKey| {
+            cursor
+                .as_ref()
+                .is_none_or(|(c, cseq)| seq < *cseq || (seq == *cseq && key > c))
+        };
+        // from the second before the cursor's (see above about racing submissions)
         let first = cursor.as_ref().map_or(0, |(key, _)| {
-            keys.partition_point(|k| k.secs() > key.secs())
+            keys.partition_point(|k| k.secs() > key.secs().saturating_add(1))
         });
         let limit = filter.limit.unwrap_or(usize::MAX);
-        let mut tasks = Vec::new();
+        let mut read: Vec<(u64, &TaskKey, TaskRecord)> = Vec::new();
+        let mut matched = 0;
+        // the second in which `limit` tasks matched
+        let mut full_at: Option<u64> = None;
         let mut i = first;
-        while i < keys.len() && tasks.len() < limit {
+        while i < keys.len() {
             let secs = keys[i].secs();
+            if full_at.is_some_and(|full| secs.saturating_add(1) < full) {
+                break;
+            }
             let end = i + keys[i..].iter().take_while(|k| k.secs() == secs).count();
-            let mut second: Vec<(u64, &TaskKey, TaskRecord)> = Vec::new();
             for key in &keys[i..end] {
                 match self.look(key).await {
-                    Ok((meta, rec)) => second.push((meta.seq, key, rec)),
-                    // half-created or expired: not a task to show
-                    Err(EngineError::NoSuchTask { .. }) => {}
+                    Ok((meta, rec)) if after_cursor(meta.seq, key) => {
+                        if filter.state.is_none_or(|s| s == rec.state) {
+                            matched += 1;
+                        }
+                        read.push((meta.seq, key, rec));
+                    }
+                    // before the cursor, half-created or expired: not a task to show
+                    Ok(_) | Err(EngineError::NoSuchTask { .. }) => {}
                     Err(e) => damaged.push(Store::damaged(key, &e)),
                 }
             }
-            // within one second: the latest submission first (ties, which only a hand-made
-            // record has, by id)
-            second.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-            for (seq, key, rec) in second {
-                let after_cursor = cursor.as_ref().is_none_or(|(c, cseq)| {
-                    key.secs() < c.secs() || seq < *cseq || (seq == *cseq && key > c)
-                });
-                if after_cursor
-                    && tasks.len() < limit
-                    && filter.state.is_none_or(|s| s == rec.state)
-                {
-                    tasks.push(rec);
-                }
+            if full_at.is_none() && matched >= limit {
+                full_at = Some(secs);
             }
             i = end;
         }
+        // the latest submission first (ties, which only a hand-made record has, by id)
+        read.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        let tasks = read
+            .into_iter()
+            .map(|(_, _, rec)| rec)
+            .filter(|rec| filter.state.is_none_or(|s| s == rec.state))
+            .take(limit)
+            .collect();
         damaged.sort_by(|a, b| a.entry.cmp(&b.entry));
         Ok(TaskListing { tasks, damaged })
     }
@@ -687,7 +703,11 @@ impl Tasks {
             let ttl = self.cfg.task_ttl.as_secs();
             let hint = match self.store.remove(key) {
                 Ok(()) => format!("its result expired after {ttl} s and was removed"),
-                Err(e) => format!("its result expired after {ttl} s; removing it failed: {e}"),
+                Err(e) => {
+                    // said here too: a listing skips the task without a word
+                    tracing::warn!(task = %key, "removing the expired task failed: {e}");
+                    format!("its result expired after {ttl} s; removing it failed: {e}")
+                }
             };
             return Err(EngineError::NoSuchTask {
                 id: key.to_string(),
@@ -1082,5 +1102,25 @@ mod tests {
         drop(held);
         assert_eq!(rt.block_on(st.tasks.clean_if_due()).unwrap(), Some(0));
         assert!(dir(&fresh).is_dir());
+    }
+
+    #[test]
+    fn a_submission_that_raced_across_a_second_boundary_keeps_its_place() {
+        use droid_contract::Status;
+        let st = TempStore::new("race");
+        // numbered 21, but its id was made a moment before the 20th's crossed into a new second
+        st.finished("droid-1700000400-aaaa", 20, Status::Success);
+        st.finished("droid-1700000399-bbbb", 21, Status::Success);
+        st.finished("droid-1700000300-cccc", 19, Status::Success);
+        let one = TaskFilter {
+            limit: Some(1),
+            ..TaskFilter::default()
+        };
+        assert_eq!(st.ids(&one), ["droid-1700000399-bbbb"]);
+        let after = TaskFilter {
+            after: Some("droid-1700000399-bbbb".into()),
+            ..one
+        };
+        assert_eq!(st.ids(&after), ["droid-1700000400-aaaa"]);
     }
 }

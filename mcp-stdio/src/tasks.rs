@@ -28,7 +28,8 @@
 //!   `isError` text saying what to fix would be lost for its users, while a JSON-RPC error
 //!   message reaches them (and no task exists that could be listed or fetched for them);
 //! - `tasks/list`: every task of the store, newest first, in pages; the cursor is the id of the
-//!   last task of the previous page (`-32602` once that task is gone);
+//!   last task of the previous page (`-32602` once that task is gone), and a page reads only its
+//!   own tasks (and a second's worth around it), never the pages before it;
 //! - `tasks/cancel`: `-32602` for a finished task; otherwise the cancel request goes to the task's
 //!   supervisor and the answer waits (bounded) until the task is `cancelled`, as the spec wants
 //!   the task cancelled before the response.
