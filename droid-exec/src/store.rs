@@ -508,10 +508,14 @@ impl Store {
     /// submission number in `task.json` has the last word: [`crate::Tasks::survey`]), and every
     /// other entry of `tasks/` as [`Store::entries`] reports it. Only the directory listing is
     /// read.
-    pub(crate) fn newest_first(&self) -> Result<(Vec<TaskKey>, Vec<DamagedEntry>), EngineError> {
-        let (mut keys, damaged) = self.entries()?;
-        keys.sort_by(|a, b| b.secs().cmp(&a.secs()).then_with(|| a.0.cmp(&b.0)));
-        Ok((keys, damaged))
+    /// Each with its second, parsed once.
+    pub(crate) fn newest_first(
+        &self,
+    ) -> Result<(Vec<(u64, TaskKey)>, Vec<DamagedEntry>), EngineError> {
+        let (keys, damaged) = self.entries()?;
+        let mut keyed: Vec<(u64, TaskKey)> = keys.into_iter().map(|k| (k.secs(), k)).collect();
+        keyed.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        Ok((keyed, damaged))
     }
 
     /// Whether the task's `task.json` is there, whatever state it is in (one `lstat`, nothing

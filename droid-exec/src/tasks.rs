@@ -370,7 +370,7 @@ impl Tasks {
         };
         // from the second before the cursor's (see above about racing submissions)
         let first = cursor.as_ref().map_or(0, |(key, _)| {
-            keys.partition_point(|k| k.secs() > key.secs().saturating_add(1))
+            keys.partition_point(|(secs, _)| *secs > key.secs().saturating_add(1))
         });
         let limit = filter.limit.unwrap_or(usize::MAX);
         let mut read: Vec<(u64, &TaskKey, TaskRecord)> = Vec::new();
@@ -379,12 +379,12 @@ impl Tasks {
         let mut full_at: Option<u64> = None;
         let mut i = first;
         while i < keys.len() {
-            let secs = keys[i].secs();
+            let secs = keys[i].0;
             if full_at.is_some_and(|full| secs.saturating_add(1) < full) {
                 break;
             }
-            let end = i + keys[i..].iter().take_while(|k| k.secs() == secs).count();
-            for key in &keys[i..end] {
+            let end = i + keys[i..].iter().take_while(|(s, _)| *s == secs).count();
+            for (_, key) in &keys[i..end] {
                 match self.look(key).await {
                     Ok((meta, rec)) if after_cursor(meta.seq, key) => {
                         if filter.state.is_none_or(|s| s == rec.state) {
@@ -616,8 +616,9 @@ impl Tasks {
     fn clean_one(&self, key: &TaskKey, all: bool) -> Result<bool, EngineError> {
         // the result decides, whatever state task.json is in: a committed result is kept for
         // the whole TTL
-        let remove = if self.store.has_result(key) {
-            all || self.expired(key)
+        // one stat for a finished task: whether it has a result, and since when
+        let remove = if let Some(at) = self.store.result_time(key) {
+            all || at.elapsed().is_ok_and(|age| age > self.cfg.task_ttl)
         } else if self.store.has_record(key) {
             // a task without a result (damaged record or not) is never removed by age
             false
