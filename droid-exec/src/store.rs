@@ -364,6 +364,9 @@ pub(crate) fn create_atomic(path: &Path, bytes: &[u8]) -> Result<bool, EngineErr
     }
 }
 
+/// A task id with the second in it ([`TaskKey::secs`]).
+pub(crate) type Dated = (u64, TaskKey);
+
 /// The store at a root directory.
 #[derive(Debug, Clone)]
 pub(crate) struct Store {
@@ -509,9 +512,7 @@ impl Store {
     /// other entry of `tasks/` as [`Store::entries`] reports it. Only the directory listing is
     /// read.
     /// Each with its second, parsed once.
-    pub(crate) fn newest_first(
-        &self,
-    ) -> Result<(Vec<(u64, TaskKey)>, Vec<DamagedEntry>), EngineError> {
+    pub(crate) fn newest_first(&self) -> Result<(Vec<Dated>, Vec<DamagedEntry>), EngineError> {
         let (keys, damaged) = self.entries()?;
         let mut keyed: Vec<(u64, TaskKey)> = keys.into_iter().map(|k| (k.secs(), k)).collect();
         keyed.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
