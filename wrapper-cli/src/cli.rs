@@ -122,10 +122,11 @@ pub(crate) fn engine_config(settings: &Settings, env: &EnvMap) -> droid_exec::En
     cfg
 }
 
-/// Remove expired task results (every front-end does this at start-up); a store that cannot be
-/// read is reported once and does not stop the command.
+/// Remove expired task results (every front-end does this at start-up, at most once a minute
+/// per store: see [`droid_exec::Tasks::clean_if_due`]); a store that cannot be read is reported
+/// once and does not stop the command.
 pub(crate) async fn clean_expired(tasks: &droid_exec::Tasks) {
-    if let Err(e) = tasks.clean(false).await {
+    if let Err(e) = tasks.clean_if_due().await {
         eprintln!("droid-executor: warning: cleaning expired tasks: {e}");
     }
 }
