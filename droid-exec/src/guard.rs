@@ -184,7 +184,11 @@ pub(crate) fn start_supervised(
     let pipe = child
         .stdin
         .take()
-        .ok_or_else(|| failed(std::io::Error::other("the supervisor's stdin was not piped")))?
+        .ok_or_else(|| {
+            failed(std::io::Error::other(
+                "the supervisor's stdin was not piped",
+            ))
+        })?
         .into_owned_fd()
         .map_err(failed)?;
     Ok((
@@ -193,6 +197,18 @@ pub(crate) fn start_supervised(
             pipe: std::fs::File::from(pipe),
         },
     ))
+}
+
+/// The supervisor's stdin as its control pipe, read without a blocking thread: a read pending
+/// on a blocking thread would hold the process's exit (the runtime waits for that thread) long
+/// after droid's tree is gone, and the engine waits for that exit.
+///
+/// # Errors
+/// When stdin cannot be duplicated or is not a pipe.
+pub fn stdin_control() -> std::io::Result<tokio::net::unix::pipe::Receiver> {
+    use std::os::fd::AsFd as _;
+    let fd = std::io::stdin().as_fd().try_clone_to_owned()?;
+    tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
 }
 
 /// How long a supervisor asked to SIGKILL its tree may take before the engine kills the
@@ -351,7 +367,10 @@ fn children_of(pid: u32) -> Vec<i32> {
     let mut out = Vec::new();
     for task in tasks.flatten() {
         if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            out.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
         }
     }
     out

@@ -375,7 +375,10 @@ async fn play(step: &Value, base: &Path) -> anyhow::Result<Option<Ending>> {
             let until = std::time::Instant::now() + WAIT_FILE_LIMIT;
             while !path.exists() {
                 if std::time::Instant::now() >= until {
-                    bail!("{} did not appear within {WAIT_FILE_LIMIT:?}", path.display());
+                    bail!(
+                        "{} did not appear within {WAIT_FILE_LIMIT:?}",
+                        path.display()
+                    );
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }

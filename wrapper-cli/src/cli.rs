@@ -200,7 +200,14 @@ async fn supervise(
     program: std::path::PathBuf,
     args: Vec<std::ffi::OsString>,
 ) -> ExitCode {
-    match droid_exec::guard::supervise_tree(marker, program, args, tokio::io::stdin()).await {
+    let control = match droid_exec::guard::stdin_control() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("droid-executor guard: stdin is not the engine's control pipe: {e}");
+            return ExitCode::from(droid_exec::guard::SUPERVISOR_SPAWN_FAILED);
+        }
+    };
+    match droid_exec::guard::supervise_tree(marker, program, args, control).await {
         Ok((status, left)) => {
             if left > 0 {
                 eprintln!("droid-executor guard: {left} process(es) of run {marker} survived");

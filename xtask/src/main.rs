@@ -23,6 +23,8 @@
 //!   requests/s and p50/p99 at 1, 8 and 32 clients, and resident memory.
 //! - `bench mcp`: MCP `tools/call` round trips (p50/p99) and server start-up, against the fake
 //!   droid, as ratios to bare fake-droid spawns and `droid-executor --version`.
+//! - `bench processes`: a run's overhead over a bare fake-droid `exec` with 0, 100 and 2,000
+//!   extra idle processes on the machine (`--bins DIR` measures another build the same way).
 //! - `soak [--time SECS] [--check]`: the bridge and the MCP server under mixed traffic against
 //!   the fake droid for a bounded time; throughput, p50/p99, errors, and RSS and open
 //!   descriptors after the warm-up and at the end (`--check`: no errors, no process left, no
@@ -36,6 +38,7 @@
 
 mod bench;
 mod bench_bridge;
+mod bench_processes;
 mod bridge_process;
 mod demo;
 mod droid;
@@ -73,7 +76,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R] | reliability [--check] [--observed FILE] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
+const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench bridge [--requests N] [--repos R] | reliability [--check] [--observed FILE] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
@@ -92,6 +95,7 @@ fn dispatch(args: &[&str]) -> Result<()> {
         ["bench", "engine", rest @ ..] => bench::engine(rest),
         ["bench", "bridge", rest @ ..] => bench_bridge::bridge(rest),
         ["bench", "mcp", rest @ ..] => bench::mcp(rest),
+        ["bench", "processes", rest @ ..] => bench_processes::processes(rest),
         ["soak", rest @ ..] => soak::soak(rest),
         ["fuzz", rest @ ..] => fuzz::fuzz(rest),
         ["reliability", rest @ ..] => reliability::reliability(rest),

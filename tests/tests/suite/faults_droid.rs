@@ -512,8 +512,9 @@ async fn verification_commands_leave_no_background_process() {
 /// environment (`exec env -i …`), and a double fork into a new session with a clean environment.
 /// Each writes its own pid to `<name>.pid` beside the repository and sleeps for ten minutes.
 fn escapes() -> Vec<Value> {
-    let pid_then_sleep =
-        |name: &str| format!("echo $$ > ../{name}.tmp && mv ../{name}.tmp ../{name}.pid; exec sleep 600");
+    let pid_then_sleep = |name: &str| {
+        format!("echo $$ > ../{name}.tmp && mv ../{name}.tmp ../{name}.pid; exec sleep 600")
+    };
     let mut steps: Vec<Value> = [
         format!("env -i sh -c '{}' & wait", pid_then_sleep("env_i")),
         format!("exec env -i sh -c '{}'", pid_then_sleep("rewritten")),
@@ -528,7 +529,11 @@ fn escapes() -> Vec<Value> {
         json!({"spawn_grandchild": {"command": command, "pid_file": format!("../escape-sh-{i}.pid")}})
     })
     .collect();
-    steps.extend(ESCAPES.iter().map(|name| json!({"wait_file": format!("../{name}.pid")})));
+    steps.extend(
+        ESCAPES
+            .iter()
+            .map(|name| json!({"wait_file": format!("../{name}.pid")})),
+    );
     steps
 }
 
@@ -576,7 +581,12 @@ async fn unmarked_escapes_end_with_a_completed_run() {
         .every_front_end(
             |fh, d| {
                 assert_outcome(d, Status::Success, None);
-                assert_eq!(escapes_left(fh, d.front), Vec::<String>::new(), "{:?}", d.front);
+                assert_eq!(
+                    escapes_left(fh, d.front),
+                    Vec::<String>::new(),
+                    "{:?}",
+                    d.front
+                );
             },
             |_| "env -i, exec env -i and a double-forked daemon gone after completion".into(),
         )
@@ -598,7 +608,12 @@ async fn unmarked_escapes_end_with_a_timed_out_run() {
         .every_front_end(
             |fh, d| {
                 assert_outcome(d, Status::Timeout, Some("timeout"));
-                assert_eq!(escapes_left(fh, d.front), Vec::<String>::new(), "{:?}", d.front);
+                assert_eq!(
+                    escapes_left(fh, d.front),
+                    Vec::<String>::new(),
+                    "{:?}",
+                    d.front
+                );
             },
             |_| "env -i, exec env -i and a double-forked daemon gone after the timeout".into(),
         )
@@ -627,8 +642,10 @@ async fn unmarked_escapes_end_with_a_cancelled_run() {
         unreachable!("started through MCP")
     };
     server
-        .send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                       "params": {"requestId": 7, "reason": "user cancelled"}}))
+        .send(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": 7, "reason": "user cancelled"}}),
+        )
         .await;
     let left = escapes_left(&fh, Front::Mcp);
     drop(started);
