@@ -662,3 +662,51 @@ async fn unmarked_escapes_end_with_a_cancelled_run() {
         note: "env -i, exec env -i and a double-forked daemon gone after the cancel".into(),
     }]);
 }
+
+/// Processes of droid's tree that dropped the run's marker (`env -i`, an environment rewritten
+/// by `exec`, a double fork into a new session) are ended when the front-end running the run is
+/// SIGKILLed (`run`, `serve`'s `POST /execute`, `mcp`'s `tools/call`): the run's supervisor
+/// outlives the front-end just long enough to end droid's whole tree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmarked_escapes_end_with_a_killed_front_end() {
+    let mut rows = Vec::new();
+    for front in Front::ALL {
+        let mut steps = escapes();
+        steps.push(json!({"hang": true}));
+        let fh = FaultHome::new("fault", &Value::Array(steps), "");
+        let request = fh.request(json!({}));
+        let started = Started::request(front, &fh, &request).await;
+        for name in ESCAPES {
+            super::common::read_pid_file(
+                &fh.home.file(&format!("{name}.pid")),
+                super::common::RUN_LIMIT,
+            )
+            .await;
+        }
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(started.pid()),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let left = escapes_left(&fh, front);
+        if let Started::Bridge(_, pending) = &started {
+            pending.abort();
+        }
+        drop(started);
+        assert_eq!(left, Vec::<String>::new(), "{front:?}");
+        rows.push(Observed {
+            test: String::new(),
+            front_end: front.name().into(),
+            droid: "fake",
+            status: "front-end killed (SIGKILL)".into(),
+            issues: Vec::new(),
+            results: 0,
+            peak_rss_mib: 0.0,
+            processes_left: left.len(),
+            note:
+                "env -i, exec env -i and a double-forked daemon gone after the front-end's SIGKILL"
+                    .into(),
+        });
+    }
+    record(rows);
+}
