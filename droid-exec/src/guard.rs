@@ -243,8 +243,8 @@ pub(crate) async fn stop(
 
 /// The supervisor's body (`droid-executor guard <marker> -- <program> <args…>`): become a child
 /// subreaper, start `program` with this process's environment plus the marker, in this
-/// process's directory, writing to this process's stdout and stderr; obey `control` (see
-/// [`TreeControl`]; end-of-file kills the tree); when `program` exits, kill and reap whatever
+/// process's directory, writing to this process's stdout and stderr; obey `control` (`T`:
+/// SIGTERM droid's group; `K`: SIGKILL the tree; end-of-file kills the tree); when `program` exits, kill and reap whatever
 /// is left of its tree. Returns `program`'s exit status and how many processes of the tree
 /// could not be ended.
 ///

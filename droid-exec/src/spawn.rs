@@ -4,13 +4,15 @@
 //! then exactly what the caller passes), null or piped stdin, piped stdout and stderr,
 //! `kill_on_drop`, and a parent-death signal (SIGKILL when the thread that started it dies, which
 //! covers our process being SIGKILLed). Killing is by process group; descendants that escaped into
-//! their own session (droid runs each Execute command under `setsid`) are found by
-//! [`crate::sweep`].
+//! their own session (droid runs each Execute command under `setsid`) are ended by the run's
+//! supervisor, their subreaper ([`crate::guard`]), or else found by [`crate::sweep`].
 //!
-//! The one exception is a *detached* child (a background task's supervisor, a run's guardian): it
-//! gets a new session (`setsid`), its output goes to a log file (`/dev/null` for a guardian), and
-//! neither `kill_on_drop` nor a parent-death signal, because it must outlive the front-end that
-//! started it.
+//! The exceptions: a *detached* child (a background task's worker, a run's guardian) gets a new
+//! session (`setsid`), its output goes to a log file (`/dev/null` for a guardian), and neither
+//! `kill_on_drop` nor a parent-death signal, because it must outlive the front-end that started
+//! it; a run's *supervisor* ([`spawn_supervisor`]) keeps its own group and pipes but has neither
+//! either, for the same reason; and droid started by that supervisor ([`spawn_inheriting`])
+//! writes straight to the supervisor's stdout and stderr.
 //!
 //! The parent-death signal is per *thread* on Linux: it fires when the thread that called `fork`
 //! exits. Children are spawned from async code, that is from a tokio worker thread (or the
