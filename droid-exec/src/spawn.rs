@@ -10,8 +10,8 @@
 //! The exceptions: a *detached* child (a background task's worker, a run's guardian) gets a new
 //! session (`setsid`), its output goes to a log file (`/dev/null` for a guardian), and neither
 //! `kill_on_drop` nor a parent-death signal, because it must outlive the front-end that started
-//! it; a run's *supervisor* ([`spawn_supervisor`]) keeps its own group and pipes but has neither
-//! either, for the same reason; and droid started by that supervisor ([`spawn_inheriting`])
+//! it; a run's *supervisor* (`spawn_supervisor`) keeps its own group and pipes, but gets no
+//! parent-death signal and no `kill_on_drop` either, for the same reason; and droid started by that supervisor (`spawn_inheriting`)
 //! writes straight to the supervisor's stdout and stderr.
 //!
 //! The parent-death signal is per *thread* on Linux: it fires when the thread that called `fork`
