@@ -410,13 +410,6 @@ impl Engine {
         if let Err(result) = resolved.still_there() {
             return *result;
         }
-        // ends what the run leaves behind if this process dies before the run does, SIGKILL
-        // included (see `crate::guard`); held to the end of the run, verification included
-        let _guardian = cfg.supervisor.as_deref().and_then(|supervisor| {
-            guard::start(supervisor, &marker)
-                .inspect_err(|e| tracing::warn!("this run has no guardian: {e}"))
-                .ok()
-        });
         let spec = SpawnSpec {
             program: program.clone(),
             args,
@@ -425,7 +418,36 @@ impl Engine {
             stdin_piped: false,
             detach_log: None,
         };
-        let child = match spawn(&spec) {
+        // droid runs under the run's supervisor, which owns its whole process tree (see
+        // `crate::guard`); without one (no supervisor program, or droid not a runnable path, which
+        // the direct spawn below reports), straight under us with a guardian that ends what
+        // carries the marker if this process dies first (SIGKILL included); the guardian is held
+        // to the end of the run, verification included
+        let guardian = || {
+            cfg.supervisor.as_deref().and_then(|supervisor| {
+                guard::start(supervisor, &marker)
+                    .inspect_err(|e| tracing::warn!("this run has no guardian: {e}"))
+                    .ok()
+            })
+        };
+        let mut held_guardian = None;
+        let supervised = cfg
+            .supervisor
+            .as_deref()
+            .filter(|_| crate::spawn::resolve_program(&program, None).is_some())
+            .and_then(|supervisor| {
+                guard::start_supervised(supervisor, &marker, &spec)
+                    .inspect_err(|e| tracing::warn!("droid runs without a supervisor: {e}"))
+                    .ok()
+            });
+        let spawned = match supervised {
+            Some((child, tree)) => Ok((child, Some(tree))),
+            None => {
+                held_guardian = guardian();
+                spawn(&spec).map(|child| (child, None))
+            }
+        };
+        let (child, tree) = match spawned {
             Ok(c) => c,
             Err(EngineError::Spawn { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
@@ -455,6 +477,7 @@ impl Engine {
             kill_grace: cfg.kill_grace,
             exit_grace: cfg.exit_grace,
             marker: marker.clone(),
+            tree,
         };
         // `droid --version` (a second start of droid, ~50-100 ms) runs beside the run, not before it
         let (sup, version) = tokio::join!(
@@ -480,6 +503,10 @@ impl Engine {
                 || (sup.end == RunEnd::Failed
                     && changes.as_ref().is_ok_and(|c| !c.files.is_empty())))
         {
+            if held_guardian.is_none() {
+                // the supervisor is gone with droid's tree; the commands run straight under us
+                held_guardian = guardian();
+            }
             publish.send(RunEvent::Progress {
                 phase: Phase::Verify,
                 message: format!("re-running {} command(s)", req.suggested_commands.len()),
@@ -502,6 +529,8 @@ impl Engine {
         } else {
             None
         };
+        // the run's processes are all gone: the guardian has nothing left to guard
+        drop(held_guardian);
         assemble(&Assembly {
             req,
             root: asked,

@@ -6,6 +6,7 @@
 //! flushing telemetry when not in airgap mode), and its session is already on disk by then, so the
 //! result is ready: we wait `exit_grace` and then end the process group ourselves.
 
+use std::os::unix::process::ExitStatusExt as _;
 use std::process::ExitStatus;
 use std::time::Duration;
 
@@ -127,6 +128,9 @@ pub(crate) struct Limits {
     pub kill_grace: Duration,
     pub exit_grace: Duration,
     pub marker: String,
+    /// The control pipe of the supervisor the child is ([`crate::guard`]), which ends droid's
+    /// whole tree itself; `None`: the child is droid, its tree is ended by the marker sweep.
+    pub tree: Option<crate::guard::TreeControl>,
 }
 
 enum Stop {
@@ -166,15 +170,27 @@ pub(crate) async fn supervise(
     };
     let (exit, stopped_by_us) = match stop {
         Stop::Exited(status) => {
-            // the process is gone; kill whatever it left behind in its group or elsewhere
-            if let Some(pid) = pid {
-                crate::spawn::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+            match &limits.tree {
+                // the supervisor exits only once droid's tree is gone; killed by a signal it may
+                // have been killed itself before that (droid's own signal death looks the same)
+                Some(_) if status.is_some_and(|s| s.signal().is_none()) => {}
+                _ => {
+                    // the process is gone; kill whatever it left behind in its group or elsewhere
+                    if let Some(pid) = pid {
+                        crate::spawn::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+                    }
+                    crate::sweep::sweep(&limits.marker, Duration::from_secs(3)).await;
+                }
             }
-            crate::sweep::sweep(&limits.marker, Duration::from_secs(3)).await;
             (status, false)
         }
         Stop::GraceOver | Stop::Timeout | Stop::Cancel => (
-            terminate(&mut child, limits.kill_grace, &limits.marker).await,
+            match &limits.tree {
+                Some(tree) => {
+                    crate::guard::stop(&mut child, tree, limits.kill_grace, &limits.marker).await
+                }
+                None => terminate(&mut child, limits.kill_grace, &limits.marker).await,
+            },
             true,
         ),
     };

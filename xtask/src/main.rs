@@ -27,6 +27,8 @@
 //!   10k, 100k files; clean, dirty, one untracked 1 GiB file), next to `git status` there.
 //! - `bench store [--tasks N] [--runs R] [--debug]`: `tasks show`, `tasks list` and `run` against
 //!   a store of N tasks (10 000), as ratios to the same commands against a store of one.
+//! - `bench processes`: a run's overhead over a bare fake-droid `exec` with 0, 100 and 2,000
+//!   extra idle processes on the machine (`--bins DIR` measures another build the same way).
 //! - `soak [--time SECS] [--check]`: the bridge and the MCP server under mixed traffic against
 //!   the fake droid for a bounded time; throughput, p50/p99, errors, and RSS and open
 //!   descriptors after the warm-up and at the end (`--check`: no errors, no process left, no
@@ -40,6 +42,7 @@
 
 mod bench;
 mod bench_bridge;
+mod bench_processes;
 mod bench_snapshot;
 mod bench_store;
 mod bridge_process;
@@ -79,7 +82,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R] | bench store [--tasks N] [--runs R] [--debug] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
+const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench bridge [--requests N] [--repos R] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
@@ -100,6 +103,7 @@ fn dispatch(args: &[&str]) -> Result<()> {
         ["bench", "mcp", rest @ ..] => bench::mcp(rest),
         ["bench", "snapshot", rest @ ..] => bench_snapshot::snapshot(rest),
         ["bench", "store", rest @ ..] => bench_store::store(rest),
+        ["bench", "processes", rest @ ..] => bench_processes::processes(rest),
         ["soak", rest @ ..] => soak::soak(rest),
         ["fuzz", rest @ ..] => fuzz::fuzz(rest),
         ["reliability", rest @ ..] => reliability::reliability(rest),
