@@ -99,6 +99,7 @@ fn filter(query: Option<&str>) -> Result<TaskFilter, String> {
     let mut f = TaskFilter {
         state: None,
         limit: Some(DEFAULT_LIMIT),
+        after: None,
     };
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));

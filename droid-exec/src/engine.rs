@@ -101,7 +101,7 @@ impl Engine {
     /// Wait until every droid this engine's runs left running after their completion events
     /// (the results do not wait for droid's exit) is reaped and its process tree ended. A
     /// front-end that exits calls it after handing its results over; a long-lived one need not
-    /// (the run's guardian and droid's parent-death signal end the tree anyway if the process
+    /// (the run's supervisor, or without one its guardian and droid's parent-death signal, end the tree anyway if the process
     /// dies first).
     pub async fn settled(&self) {
         self.reapers.settled().await;
@@ -407,7 +407,7 @@ impl Engine {
             message: format!("recording {}", root.display()),
         });
         let limits = SnapshotLimits::default();
-        let before = Snapshot::take(root, &cfg.env, scratch.path(), &limits).await;
+        let before = Snapshot::take(root, &cfg.env, scratch.path(), &limits, None).await;
         let git_fallback = before
             .as_ref()
             .ok()
@@ -448,14 +448,6 @@ impl Engine {
         if let Err(result) = resolved.still_there() {
             return *result;
         }
-        // ends what the run leaves behind if this process dies before the run does, SIGKILL
-        // included (see `crate::guard`); held to the end of the run, verification included, and
-        // until droid is reaped when that comes later (see `crate::reap`)
-        let guardian = cfg.supervisor.as_deref().and_then(|supervisor| {
-            guard::start(supervisor, &marker)
-                .inspect_err(|e| tracing::warn!("this run has no guardian: {e}"))
-                .ok()
-        });
         let spec = SpawnSpec {
             program: program.clone(),
             args,
@@ -464,7 +456,37 @@ impl Engine {
             stdin_piped: false,
             detach_log: None,
         };
-        let child = match spawn(&spec) {
+        // droid runs under the run's supervisor, which owns its whole process tree (see
+        // `crate::guard`); without one (no supervisor program, or droid not a runnable path, which
+        // the direct spawn below reports), straight under us with a guardian that ends what
+        // carries the marker if this process dies first (SIGKILL included); the guardian is held
+        // to the end of the run, verification included, and until droid is reaped when that
+        // comes later (see `crate::reap`)
+        let guardian = || {
+            cfg.supervisor.as_deref().and_then(|supervisor| {
+                guard::start(supervisor, &marker)
+                    .inspect_err(|e| tracing::warn!("this run has no guardian: {e}"))
+                    .ok()
+            })
+        };
+        let mut held_guardian = None;
+        let supervised = cfg
+            .supervisor
+            .as_deref()
+            .filter(|_| crate::spawn::resolve_program(&program, None).is_some())
+            .and_then(|supervisor| {
+                guard::start_supervised(supervisor, &marker, &spec)
+                    .inspect_err(|e| tracing::warn!("droid runs without a supervisor: {e}"))
+                    .ok()
+            });
+        let spawned = match supervised {
+            Some((child, tree)) => Ok((child, Some(tree))),
+            None => {
+                held_guardian = guardian();
+                spawn(&spec).map(|child| (child, None))
+            }
+        };
+        let (child, tree) = match spawned {
             Ok(c) => c,
             Err(EngineError::Spawn { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
@@ -493,10 +515,11 @@ impl Engine {
             deadline,
             kill_grace: cfg.kill_grace,
             marker: marker.clone(),
+            tree,
         };
         // `droid --version` (a second start of droid, ~50-100 ms) runs beside the run, not before it
         let (mut sup, version) = tokio::join!(
-            supervise(child, self.provider.as_ref(), &limits_run, cancel, publish),
+            supervise(child, self.provider.as_ref(), limits_run, cancel, publish),
             self.droid_version()
         );
         publish.send(RunEvent::Progress {
@@ -504,10 +527,12 @@ impl Engine {
             message: "reading the repository".into(),
         });
         let changes = match before {
-            Ok(before) => match Snapshot::take(root, &cfg.env, scratch.path(), &limits).await {
-                Ok(after) => before.diff(&after, &cfg.env).await,
-                Err(e) => Err(e),
-            },
+            Ok(before) => {
+                match Snapshot::take(root, &cfg.env, scratch.path(), &limits, Some(&before)).await {
+                    Ok(after) => before.diff(&after, &cfg.env).await,
+                    Err(e) => Err(e),
+                }
+            }
             Err(e) => Err(e),
         };
         let verified = if cfg.verify
@@ -516,6 +541,11 @@ impl Engine {
                 || (sup.end == RunEnd::Failed
                     && changes.as_ref().is_ok_and(|c| !c.files.is_empty())))
         {
+            if held_guardian.is_none() {
+                // the commands run straight under us (droid's supervisor, if still there, is
+                // only ending droid's tree)
+                held_guardian = guardian();
+            }
             publish.send(RunEvent::Progress {
                 phase: Phase::Verify,
                 message: format!("re-running {} command(s)", req.suggested_commands.len()),
@@ -538,13 +568,21 @@ impl Engine {
         } else {
             None
         };
-        // droid's exit status when it is already known; else the result goes without it
+        // droid's exit status when it is already known; else the result goes without it, and
+        // the guardian is held until droid's tree is ended (see `crate::reap`); otherwise the
+        // run's processes are all gone: the guardian has nothing left to guard
         if let Some(reaping) = sup.reaping.take() {
             match reaping.now_or_later().await {
                 Ok(status) => sup.exit = sup.exit.or(status),
-                Err(reaping) => *after = Some(Aftermath { reaping, guardian }),
+                Err(reaping) => {
+                    *after = Some(Aftermath {
+                        reaping,
+                        guardian: held_guardian.take(),
+                    });
+                }
             }
         }
+        drop(held_guardian);
         assemble(&Assembly {
             req,
             root: asked,
@@ -782,6 +820,14 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     let mut files: Vec<FileChange> = match &a.changes {
         Ok(c) => {
             logs.extend(c.warnings.iter().cloned());
+            if let Some(why) = &c.incomplete {
+                issues.push(Issue::new(
+                    IssueType::EnvIssue,
+                    format!("files_changed may be incomplete: {why}"),
+                    "make repo_root a git repository (git snapshots have no such limit) or \
+                     narrow it to the directory the task needs",
+                ));
+            }
             c.files.clone()
         }
         Err(e) => {
@@ -795,14 +841,14 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     };
     if let Some(why) = a.git_fallback {
         // the status stays what the run earned: the files listed did change; what may be
-        // missing is said here (a walk ignores .gitignore and stops at 20,000 files). The
+        // missing is said here (a walk ignores .gitignore and is bounded). The
         // snapshot's own warning is already a line of `logs`.
         issues.push(Issue::new(
             IssueType::EnvIssue,
             format!(
                 "git could not be used in this git work tree ({why}); files_changed comes from \
-                 walking the directory, which ignores .gitignore and stops at 20,000 files, so \
-                 it may list ignored files or miss changes"
+                 walking the directory, which ignores .gitignore and stops after 10 s or \
+                 1,000,000 files, so it may list ignored files or miss changes"
             ),
             "install git 2.31 or later (droid-executor doctor checks it), then run the task \
              again for an exact files_changed",

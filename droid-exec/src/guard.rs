@@ -1,33 +1,58 @@
-//! A run's guardian: a small process that outlives the front-end running the run, and ends
-//! whatever the run left behind once that front-end is gone, however it went (SIGKILL included).
+//! A run's supervisor and guardian: a small process of our own (`<supervisor program> guard
+//! <marker> …`, [`EngineConfig::supervisor`], the front-end's own executable) that owns what a
+//! run starts and ends it, however the run ends, the front-end being SIGKILLed included.
 //!
-//! droid gets a parent-death signal ([`crate::spawn`]), but the commands it runs under `setsid`
-//! do not, and a front-end killed with SIGKILL sweeps nothing. So before droid starts, the engine
-//! starts `<supervisor program> guard <marker>` ([`EngineConfig::supervisor`], the front-end's
-//! own executable) in a session of its own, with an empty environment (no secrets, and no marker
-//! of its own) and its stdin a pipe whose only writer is the engine. The guardian reads that pipe
-//! until end-of-file, which comes when the run ends normally (the engine lets go of it, and the
-//! sweep finds nothing) or when the front-end dies (the kernel closes the writer), and then kills
-//! every process carrying the run's marker ([`crate::sweep`]), verification commands included.
+//! # The supervisor: `guard <marker> -- <droid> <args…>`
+//! The engine starts the supervisor in a process group of its own, with droid's environment (but
+//! not the marker, which it passes on to droid), droid's working directory, and three pipes:
+//! stdout and stderr (droid's, which it hands down unchanged) and stdin, the control pipe whose
+//! only writer is the engine. The supervisor makes itself a child subreaper
+//! (`PR_SET_CHILD_SUBREAPER`) and starts droid ([`supervise_tree`]). From then on every process
+//! of droid's tree that loses its parent (`setsid` and double-forked daemons, ones started with
+//! `env -i`, ones that rewrote their environment) is re-parented to the supervisor instead of
+//! init, so the supervisor finds the whole tree from its own `/proc/<self>/task/*/children`,
+//! recursively: no scan of the machine, a cost that depends on the run only, and no settle time
+//! (a process in the tree is a child of one of its members or of the supervisor at every instant;
+//! a fork racing a SIGKILL fails). When droid exits, the supervisor kills what is left of the
+//! tree, reaps it, and exits with droid's own status (the same code, or killed by the same
+//! signal), so for the engine the supervisor *is* droid: it reads droid's output from the
+//! supervisor's pipes and droid's exit status from the supervisor's. The engine stops the run by
+//! writing to the control pipe (`T`: SIGTERM droid's group; `K`: SIGKILL the whole tree), and its
+//! end-of-file (the run's future dropped, or the front-end dead, SIGKILL included) kills the tree
+//! at once.
 //!
-//! Key choice: a guardian per run rather than a registry of runs in the task store swept by the
-//! next front-end or a janitor: cleanup is prompt (users expect a killed `droid-executor run` to
-//! take its work with it, not the next command to), and it needs no store. It is the first step
-//! towards a per-run supervisor owning the whole tree (a child subreaper or a cgroup leaf), which
-//! would replace the marker sweep. Without a supervisor program configured (the engine used as a
-//! library) there is no guardian; the run's own sweeps still end everything when the caller
-//! lives.
+//! # The guardian: `guard <marker>`
+//! Verification commands run after droid, straight under the engine; a guardian covers them: it
+//! reads its stdin until end-of-file and then kills every process carrying the run's marker
+//! ([`crate::sweep`], a scan of `/proc`, the fallback), in a session of its own with an empty
+//! environment. Without a supervisor program configured (the engine used as a library) or when
+//! the supervisor cannot start, droid runs straight under the engine with a guardian, and the
+//! marker sweep ends its tree (it misses a process that dropped the marker).
+//!
+//! Key choices: a process per run rather than the front-end itself becoming the subreaper. A
+//! long-lived server (`serve`, `mcp`) running several runs at once would inherit every run's
+//! orphans with nothing telling whose they are (the marker is exactly what an escaped process may
+//! have lost), and a front-end SIGKILLed would take its subreaper role with it, leaving the tree
+//! to init. A cgroup v2 leaf (`cgroup.kill`) would also catch processes that escape by other
+//! means, but needs a delegated cgroup, which unprivileged front-ends rarely have (the machines
+//! this was built on have none); the subreaper works everywhere on Linux 3.4+.
 //!
 //! [`EngineConfig::supervisor`]: crate::config::EngineConfig::supervisor
 
-use std::path::Path;
-use std::time::Duration;
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
 
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, ChildStdin};
 
 use crate::error::EngineError;
-use crate::spawn::{SpawnSpec, spawn};
+use crate::spawn::{SpawnSpec, signal_group, spawn, spawn_inheriting, spawn_supervisor};
 use crate::sweep;
 
 /// How long a guardian keeps killing what carries its marker.
@@ -91,6 +116,277 @@ pub async fn guard<R: AsyncRead + Unpin>(marker: &str, mut owner: R) -> Result<u
         }
     }
     Ok(sweep::sweep(marker, SWEEP_BUDGET).await.len())
+}
+
+/// What the engine writes to a supervisor's control pipe: SIGTERM droid's process group.
+const CONTROL_TERM: u8 = b'T';
+/// What the engine writes to a supervisor's control pipe: SIGKILL the whole tree.
+const CONTROL_KILL: u8 = b'K';
+/// How long a supervisor keeps killing its tree before it gives up (a process stuck in
+/// uninterruptible sleep cannot die sooner).
+const TREE_BUDGET: Duration = Duration::from_secs(10);
+/// The exit code of a supervisor that could not start droid (the shell's "cannot execute").
+pub const SUPERVISOR_SPAWN_FAILED: u8 = 126;
+
+/// The engine's hold on a run's supervisor: its control pipe. Dropping it closes the pipe: the
+/// supervisor kills the tree at once and exits.
+#[derive(Debug)]
+pub(crate) struct TreeControl {
+    pipe: std::fs::File,
+}
+
+impl TreeControl {
+    /// Ask for droid's process group to get SIGTERM (the start of a graceful stop).
+    pub(crate) fn terminate(&self) {
+        // a supervisor already gone has nothing left to stop
+        let _ = (&self.pipe).write_all(&[CONTROL_TERM]);
+    }
+
+    /// Ask for the whole tree to be SIGKILLed.
+    pub(crate) fn kill(&self) {
+        let _ = (&self.pipe).write_all(&[CONTROL_KILL]);
+    }
+}
+
+/// Start `program args` (droid) under a supervisor run by `supervisor`
+/// (`<supervisor> guard <marker> -- <program> <args…>`), in `cwd`, with `env` (the marker is
+/// added by the supervisor, and kept out of its own environment). The child returned is the
+/// supervisor: droid's output on its stdout and stderr, droid's status as its own.
+///
+/// # Errors
+/// [`EngineError::Spawn`] when the supervisor cannot be started.
+pub(crate) fn start_supervised(
+    supervisor: &Path,
+    marker: &str,
+    droid: &SpawnSpec,
+) -> Result<(Child, TreeControl), EngineError> {
+    let mut args: Vec<OsString> = vec![GUARD_COMMAND.into(), marker.into(), "--".into()];
+    args.push(droid.program.clone().into_os_string());
+    args.extend(droid.args.iter().cloned());
+    let spec = SpawnSpec {
+        program: supervisor.to_path_buf(),
+        args,
+        cwd: droid.cwd.clone(),
+        env: droid
+            .env
+            .iter()
+            .filter(|(k, _)| k != sweep::MARKER_VAR)
+            .cloned()
+            .collect(),
+        stdin_piped: true,
+        detach_log: None,
+    };
+    let mut child = spawn_supervisor(&spec)?;
+    let failed = |source| EngineError::Spawn {
+        program: supervisor.display().to_string(),
+        source,
+    };
+    let pipe = child
+        .stdin
+        .take()
+        .ok_or_else(|| {
+            failed(std::io::Error::other(
+                "the supervisor's stdin was not piped",
+            ))
+        })?
+        .into_owned_fd()
+        .map_err(failed)?;
+    Ok((
+        child,
+        TreeControl {
+            pipe: std::fs::File::from(pipe),
+        },
+    ))
+}
+
+/// The supervisor's stdin as its control pipe, read without a blocking thread: a read pending
+/// on a blocking thread would hold the process's exit (the runtime waits for that thread) long
+/// after droid's tree is gone, and the engine waits for that exit.
+///
+/// # Errors
+/// When stdin cannot be duplicated or is not a pipe.
+pub fn stdin_control() -> std::io::Result<tokio::net::unix::pipe::Receiver> {
+    use std::os::fd::AsFd as _;
+    let fd = std::io::stdin().as_fd().try_clone_to_owned()?;
+    tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
+}
+
+/// How long a supervisor asked to SIGKILL its tree may take before the engine kills the
+/// supervisor itself and falls back to the marker sweep.
+pub(crate) const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Stop a supervised run (`child` is the supervisor): SIGTERM droid's group, wait up to `grace`,
+/// SIGKILL the tree, wait for the supervisor to exit (it does once the tree is gone). A
+/// supervisor that does not exit then is SIGKILLed and the marker swept. Returns the exit
+/// status (droid's, as the supervisor reports it).
+pub(crate) async fn stop(
+    child: &mut Child,
+    tree: &TreeControl,
+    grace: Duration,
+    marker: &str,
+) -> Option<ExitStatus> {
+    tree.terminate();
+    if let Ok(status) = tokio::time::timeout(grace, child.wait()).await {
+        return status.ok();
+    }
+    tree.kill();
+    if let Ok(status) = tokio::time::timeout(KILL_WAIT, child.wait()).await {
+        return status.ok();
+    }
+    if let Some(pid) = child.id() {
+        signal_group(pid, Signal::SIGKILL);
+    }
+    let status = child.wait().await.ok();
+    sweep::sweep(marker, Duration::from_secs(3)).await;
+    status
+}
+
+/// The supervisor's body (`droid-executor guard <marker> -- <program> <args…>`): become a child
+/// subreaper, start `program` with this process's environment plus the marker, in this
+/// process's directory, writing to this process's stdout and stderr; obey `control` (`T`:
+/// SIGTERM droid's group; `K`: SIGKILL the tree; end-of-file kills the tree); when `program` exits, kill and reap whatever
+/// is left of its tree. Returns `program`'s exit status and how many processes of the tree
+/// could not be ended.
+///
+/// # Errors
+/// [`EngineError::InvalidMarker`] as for [`guard`]; [`EngineError::Spawn`] when `program`
+/// cannot be started or this process cannot become a subreaper.
+pub async fn supervise_tree<R: AsyncRead + Unpin>(
+    marker: &str,
+    program: PathBuf,
+    args: Vec<OsString>,
+    mut control: R,
+) -> Result<(ExitStatus, usize), EngineError> {
+    if marker.is_empty() || marker.contains(['=', '\0']) {
+        return Err(EngineError::InvalidMarker(marker.to_owned()));
+    }
+    let failed = |source| EngineError::Spawn {
+        program: program.display().to_string(),
+        source,
+    };
+    nix::sys::prctl::set_child_subreaper(true).map_err(|e| failed(e.into()))?;
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(k, _)| k != sweep::MARKER_VAR)
+        .collect();
+    env.push((sweep::MARKER_VAR.into(), marker.into()));
+    let spec = SpawnSpec {
+        program: program.clone(),
+        args,
+        cwd: std::env::current_dir().map_err(failed)?,
+        env,
+        stdin_piped: false,
+        detach_log: None,
+    };
+    let mut child = spawn_inheriting(&spec)?;
+    let group = child.id();
+    let mut buf = [0u8; 64];
+    let mut owner_gone = false;
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status.map_err(failed)?,
+            read = control.read(&mut buf), if !owner_gone => match read {
+                Ok(0) | Err(_) => {
+                    // the engine let go, or died: nothing of the run may outlive it
+                    owner_gone = true;
+                    kill_tree(group);
+                }
+                Ok(n) => {
+                    if buf[..n].contains(&CONTROL_KILL) {
+                        kill_tree(group);
+                    } else if buf[..n].contains(&CONTROL_TERM) && let Some(g) = group {
+                        signal_group(g, Signal::SIGTERM);
+                    }
+                }
+            },
+        }
+    };
+    let left = end_tree(group).await;
+    Ok((status, left))
+}
+
+/// End this process the way `status` says a program ended: killed by the same signal (this
+/// process handles none of the signals that end a program), else the exit code to exit with
+/// (`128 + signal` should the signal not end it).
+pub fn exit_as(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt as _;
+    if let Some(signal) = status.signal() {
+        if let Ok(sig) = Signal::try_from(signal) {
+            let _ = kill(nix::unistd::getpid(), sig);
+        }
+        return u8::try_from(128 + signal).unwrap_or(u8::MAX);
+    }
+    status
+        .code()
+        .and_then(|c| u8::try_from(c).ok())
+        .unwrap_or(u8::MAX)
+}
+
+/// SIGKILL droid's process group and every descendant of this process.
+fn kill_tree(group: Option<u32>) {
+    if let Some(g) = group {
+        signal_group(g, Signal::SIGKILL);
+    }
+    for pid in descendants() {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+/// Kill every descendant of this process and reap the ones re-parented to it, until it has no
+/// child left or [`TREE_BUDGET`] passes. Returns how many descendants were still there.
+async fn end_tree(group: Option<u32>) -> usize {
+    let until = Instant::now() + TREE_BUDGET;
+    loop {
+        kill_tree(group);
+        let children = children_of(std::process::id());
+        if children.is_empty() {
+            return 0;
+        }
+        let mut reaped = false;
+        for pid in &children {
+            // only our own children, each by pid: never `waitpid(-1)`, which could take a status
+            // tokio waits for
+            if let Ok(status) = waitpid(Pid::from_raw(*pid), Some(WaitPidFlag::WNOHANG)) {
+                reaped |= status != nix::sys::wait::WaitStatus::StillAlive;
+            }
+        }
+        if Instant::now() >= until {
+            return descendants().len();
+        }
+        if !reaped {
+            // SIGKILL takes effect when the process next runs; give it the CPU
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+/// The children of `pid`: the union of `/proc/<pid>/task/*/children` (each thread's).
+fn children_of(pid: u32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+    }
+    out
+}
+
+/// Every descendant of this process, parents before their children.
+fn descendants() -> Vec<i32> {
+    let mut out = children_of(std::process::id());
+    let mut i = 0;
+    while i < out.len() {
+        if let Ok(pid) = u32::try_from(out[i]) {
+            out.extend(children_of(pid));
+        }
+        i += 1;
+    }
+    out
 }
 
 #[cfg(test)]

@@ -317,11 +317,11 @@ pub async fn doctor_checks(
 
 /// Is git there, and new enough for the snapshot ([`crate::snapshot::GIT_MIN`])? Without it
 /// files_changed is measured by walking the directory: `.gitignore` is ignored and the walk
-/// stops at 20,000 files. A WARN, not a FAIL: runs still work.
+/// stops after 10 s or 1,000,000 files. A WARN, not a FAIL: runs still work.
 pub async fn git_check(child_env: &[(std::ffi::OsString, std::ffi::OsString)]) -> Check {
     let (major, minor) = crate::snapshot::GIT_MIN;
     let walk = "files_changed is measured by walking the directory (.gitignore ignored, at most \
-                20,000 files)";
+                10 s or 1,000,000 files)";
     let fix = format!("install git {major}.{minor} or later on droid's PATH");
     match crate::snapshot::git_version(Path::new("/"), child_env).await {
         Ok((v, text)) if v >= (major, minor) => Check {

@@ -10,14 +10,18 @@
 //!
 //! Key choices:
 //! - the prompt goes through a private file (`-f`), never argv (Linux caps one argument at 128 KiB);
-//! - every process a run starts carries a marker variable in its environment, so that timeout and
-//!   cancellation can find and kill droid's Execute children even after they left droid's process
-//!   group with `setsid` (see [`sweep`]), and a run's guardian ([`guard`]) does the same when the
-//!   process running the run dies first (SIGKILL included);
+//! - droid runs under a per-run supervisor process ([`guard`]) that is its parent and a child
+//!   subreaper: every process of droid's tree that loses its parent (`setsid`, a double fork,
+//!   `env -i`) comes to it, and it ends the whole tree when droid exits, on timeout and
+//!   cancellation, and when the process running the run dies first (SIGKILL included), at a cost
+//!   that depends on the run, not on the machine. Every process a run starts also carries a
+//!   marker variable in its environment: the fallback where there is no supervisor, and how
+//!   verification commands are ended (see [`sweep`]);
 //! - the result is assembled as soon as droid's `completion` event arrives: the snapshot and the
-//!   verification start at once, and droid is stopped (SIGTERM) and reaped in the background,
-//!   its tree ended by a task that holds the run's guardian until then; a front-end that exits
-//!   waits for those tasks with [`Engine::settled`] (see `reap.rs`);
+//!   verification start at once, and droid is stopped (SIGTERM through its supervisor) and
+//!   reaped in the background, by a task that holds the run's guardian and slot until the
+//!   supervisor has exited, its tree gone; a front-end that exits waits for those tasks with
+//!   [`Engine::settled`] (see `reap.rs`);
 //! - outcomes (timeout, cancel, droid failing) are data in the result; `Err` means "could not run".
 
 pub mod bind_address;

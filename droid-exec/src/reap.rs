@@ -2,21 +2,25 @@
 //!
 //! Once droid prints `completion` its turn is over: its tools are done and its session is on
 //! disk. What it does next (the real droid lingers ~6 s flushing telemetry outside airgap mode)
-//! changes nothing in the result. So supervision stops there: droid's process group gets SIGTERM
-//! at once, and a [`Reaping`] task started beside the run waits for droid to exit (`kill_grace`,
-//! then SIGKILL), kills what is left in its group, and sweeps what carries exactly the run's
-//! marker ([`Reach::Exact`]: the verification commands, marked `<marker>-verify-<i>`, may be
+//! changes nothing in the result. So supervision stops there: droid is asked to stop at once and
+//! a [`Reaping`] task started beside the run ends it. Under the run's supervisor
+//! ([`crate::guard`], the usual case) that is `T` on its control pipe (SIGTERM droid's group),
+//! `K` after `kill_grace` (SIGKILL the whole tree), and the supervisor's exit, which comes only
+//! once droid's tree is gone, as the proof; the marker is swept only if the supervisor itself
+//! had to be SIGKILLed. Without a supervisor (none configured, or it could not start), droid's
+//! group gets SIGTERM, SIGKILL after `kill_grace`, and what carries exactly the run's marker is
+//! swept ([`Reach::Exact`]: the verification commands, marked `<marker>-verify-<i>`, may be
 //! running at that moment and are not droid's). The snapshot and the verification start at once
 //! and the result is returned as soon as they are done, whether droid has exited or not.
 //!
 //! Key choice: the "nothing the run started survives" guarantee is kept, not by the result, but
-//! by what outlives it. The reaping task holds the run's guardian ([`crate::guard`]) and its run
+//! by what outlives it. The reaping task holds droid's supervisor, the run's guardian and its run
 //! slot until droid's tree is ended; the engine counts such tasks ([`Reapers`]) and a front-end
 //! that exits waits for them ([`Engine::settled`]) after it has handed the result over, or, when
 //! its own caller waits for its exit (`droid-executor run`), kills them at once and waits
 //! ([`Engine::settle_now`]: the real droid outside airgap mode may take all of `kill_grace` to
-//! honour SIGTERM). If the front-end dies first, droid's parent-death signal and the guardian end
-//! the tree anyway.
+//! honour SIGTERM). If the front-end dies first, the supervisor (its control pipe closes) or, without
+//! one, droid's parent-death signal and the guardian end the tree anyway.
 //! A process droid left running on purpose (an Execute with `fireAndForget`) may still write to
 //! the repository while the snapshot is taken: files_changed is the repository as droid's turn
 //! left it, give or take such a background process, which is ended without being waited for.
@@ -25,6 +29,7 @@
 //! [`Engine::settle_now`]: crate::Engine::settle_now
 //! [`Reach::Exact`]: crate::sweep::Reach::Exact
 
+use std::os::unix::process::ExitStatusExt as _;
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +40,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::guard::{KILL_WAIT, TreeControl};
 use crate::spawn::signal_group;
 use crate::sweep::{Reach, sweep_reaching};
 
@@ -45,47 +51,81 @@ const SWEEP_BUDGET: Duration = Duration::from_secs(3);
 #[derive(Debug)]
 pub(crate) struct Reaping {
     handle: JoinHandle<Option<ExitStatus>>,
-    /// Cancelled: SIGKILL droid's group now rather than at the end of `kill_grace`.
+    /// Cancelled: SIGKILL droid's tree now rather than at the end of `kill_grace`.
     hurry: CancellationToken,
 }
 
 impl Reaping {
-    /// SIGTERM droid's process group now, and end droid in a task of its own: wait up to
-    /// `kill_grace` for it to exit, SIGKILL the group, reap it, then sweep `marker` exactly.
-    /// `keep` (droid's output pipes) is held until then, so a droid still writing gets no
-    /// broken pipe while it shuts down.
+    /// Stop droid now and end it in a task of its own. `child` is droid's supervisor when
+    /// `tree` is its control pipe ([`crate::guard`]): it is asked to SIGTERM droid's group, given
+    /// `kill_grace`, asked to SIGKILL the whole tree, and its exit is the proof that the tree is
+    /// gone (the marker is swept only if it had to be SIGKILLed itself, or died of a signal
+    /// before it was asked anything). Without a supervisor `child` is droid: SIGTERM its group,
+    /// `kill_grace`, SIGKILL the group, reap it, then sweep `marker` exactly. `exited`: droid
+    /// (or its supervisor) had already exited, nothing is sent. `keep` (droid's output pipes) is
+    /// held until the end, so a droid still writing gets no broken pipe while it shuts down.
     pub(crate) fn start<K: Send + 'static>(
         mut child: Child,
+        exited: Option<ExitStatus>,
+        tree: Option<TreeControl>,
         kill_grace: Duration,
         marker: String,
         keep: K,
     ) -> Self {
         let pid = child.id();
-        if let Some(pid) = pid {
-            signal_group(pid, Signal::SIGTERM);
+        if exited.is_none() {
+            match (&tree, pid) {
+                (Some(tree), _) => tree.terminate(),
+                (None, Some(pid)) => signal_group(pid, Signal::SIGTERM),
+                (None, None) => {}
+            }
         }
         let hurry = CancellationToken::new();
         let hurried = hurry.clone();
         let handle = tokio::spawn(async move {
-            let exited = tokio::select! {
-                status = child.wait() => Some(status.ok()),
-                () = tokio::time::sleep(kill_grace) => None,
-                () = hurried.cancelled() => None,
-            };
-            let status = match exited {
-                Some(status) => status,
+            // `trusted`: a supervisor exited after ending droid's tree
+            let (status, trusted) = match exited {
+                // a supervisor exiting by itself with a code ended the tree first; killed by a
+                // signal it may have been killed itself (droid's own signal death looks the same)
+                Some(status) => (Some(status), tree.is_some() && status.signal().is_none()),
                 None => {
-                    if let Some(pid) = pid {
-                        signal_group(pid, Signal::SIGKILL);
+                    let waited = tokio::select! {
+                        status = child.wait() => Some(status.ok()),
+                        () = tokio::time::sleep(kill_grace) => None,
+                        () = hurried.cancelled() => None,
+                    };
+                    match (waited, &tree) {
+                        (Some(status), tree) => (status, tree.is_some()),
+                        (None, Some(tree)) => {
+                            tree.kill();
+                            match tokio::time::timeout(KILL_WAIT, child.wait()).await {
+                                Ok(status) => (status.ok(), true),
+                                Err(_) => {
+                                    if let Some(pid) = pid {
+                                        signal_group(pid, Signal::SIGKILL);
+                                    }
+                                    (child.wait().await.ok(), false)
+                                }
+                            }
+                        }
+                        (None, None) => {
+                            if let Some(pid) = pid {
+                                signal_group(pid, Signal::SIGKILL);
+                            }
+                            (child.wait().await.ok(), false)
+                        }
                     }
-                    child.wait().await.ok()
                 }
             };
-            // droid is gone; what it left in its group or elsewhere goes with it
-            if let Some(pid) = pid {
-                signal_group(pid, Signal::SIGKILL);
+            if !trusted {
+                // droid (or its supervisor) is gone; what it left in its group or elsewhere
+                // goes with it
+                if let Some(pid) = pid {
+                    signal_group(pid, Signal::SIGKILL);
+                }
+                sweep_reaching(&marker, Reach::Exact, SWEEP_BUDGET).await;
             }
-            sweep_reaching(&marker, Reach::Exact, SWEEP_BUDGET).await;
+            drop(tree);
             drop(keep);
             status
         });

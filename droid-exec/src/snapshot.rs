@@ -9,17 +9,29 @@
 //! `scratch/objects` (the repository's own object directory is only an alternate, read-only).
 //! Key choice: nothing is ever written to the user's repository, not its index, not its object
 //! store, and HEAD is irrelevant: we diff working trees, so droid committing during the run hides
-//! nothing. Both snapshots of one run share `scratch/objects`, so `git diff-tree` sees both trees
-//! and gives renames and line counts for free. No code the repository controls runs: hooks,
-//! fsmonitor, filter drivers, textconv and external diffs are all off ([`GIT_CONFIG`]).
+//! nothing. Both snapshots of one run share `scratch/objects`, so one `git diff-tree --raw
+//! --numstat` sees both trees and gives renames and line counts at once. No code the repository
+//! controls runs: hooks, fsmonitor, filter drivers, textconv and external diffs are all off
+//! ([`GIT_CONFIG`]).
+//!
+//! Cost, in the ratio of `git status` (`cargo xtask bench snapshot`): the second snapshot of a
+//! run starts from the first one's scratch index, so only what changed during the run is
+//! hashed, and reuses its location (no second `git rev-parse`; the filter names are read again,
+//! since droid may configure one mid-run). Objects are stored uncompressed. Untracked files of
+//! [`BIG_FILE`] bytes or more (listed by `git ls-files -o` beside the first `rev-parse`) are
+//! left out of both trees and compared by size, times, inode and mode: hashing and storing a
+//! 1 GiB file took most of a minute, and a change is still seen (reported without line counts,
+//! with a warning naming the file; a mere `touch` then counts as modified).
 //!
 //! Files that `.gitignore` excludes are not staged and so never reported: build output and caches
 //! are not "files changed" (a file that is already tracked is reported even when ignored, as git
 //! does). Changes inside an embedded repository show only as a change of its checked-out commit.
 //!
 //! Outside a git work tree (or when git cannot be used) the fallback walks `root` with std::fs,
-//! bounded by [`SnapshotLimits`], recording size, modification time, executable bit and a 64-bit
-//! FNV-1a hash per regular file, and the target of each symlink; line counts are then `None`.
+//! bounded by [`SnapshotLimits`] (time and file count; past either, [`Changes::incomplete`] says
+//! so and the result carries an `env_issue`), recording size, modification time, executable bit
+//! and a 64-bit FNV-1a hash per regular file (while a byte budget lasts, then size and mtime), and
+//! the target of each symlink; line counts are then `None`.
 //! Once a run's first snapshot walked, the second walks too (a marker file in `scratch`), so a
 //! droid that runs `git init` does not make the two snapshots incomparable; `.git` entries are
 //! skipped by the walk for the same reason.
@@ -68,6 +80,10 @@ const GIT_CONFIG: &[&str] = &[
     "core.quotepath=false",
     "core.splitIndex=false",
     "core.safecrlf=false",
+    // objects in scratch are read once, by our diff, and deleted with it: deflating them costs
+    // more than it saves (a 1 GiB file took 43 s to stage deflated, 13 s stored)
+    "core.compression=0",
+    "core.looseCompression=0",
     "gc.auto=0",
     "advice.addEmbeddedRepo=false",
     "filter.lfs.clean=",
@@ -83,11 +99,15 @@ fn next_seq() -> u64 {
     SEQ.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Bounds on the fallback walk of a directory that is not a git work tree.
+/// Bounds on the fallback walk of a directory that is not a git work tree. A walk cut short by
+/// either of the first two makes [`Changes::incomplete`] say so: the list is then only right
+/// up to where both walks got, and the result carries an `env_issue`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SnapshotLimits {
-    /// Record at most this many files; the walk stops there with a warning.
+    /// Record at most this many files (what bounds the walk's memory, ~150 bytes a file).
     pub max_files: usize,
+    /// Walk for at most this long.
+    pub max_time: Duration,
     /// Hash at most this many bytes in all; later files are compared by size and mtime.
     pub max_bytes: u64,
 }
@@ -95,11 +115,17 @@ pub(crate) struct SnapshotLimits {
 impl Default for SnapshotLimits {
     fn default() -> Self {
         Self {
-            max_files: 20_000,
+            max_files: WALK_MAX_FILES,
+            max_time: WALK_MAX_TIME,
             max_bytes: 256 * 1024 * 1024,
         }
     }
 }
+
+/// The default [`SnapshotLimits::max_files`].
+pub const WALK_MAX_FILES: usize = 1_000_000;
+/// The default [`SnapshotLimits::max_time`].
+pub const WALK_MAX_TIME: Duration = Duration::from_secs(10);
 
 /// A record of the working tree below a root at one moment.
 #[derive(Debug)]
@@ -119,7 +145,7 @@ pub(crate) struct Snapshot {
 #[derive(Debug)]
 enum Kind {
     /// A git tree of the working tree below the root.
-    Git(GitTree),
+    Git(Box<GitTree>),
     /// A bounded walk of the directory.
     Walk(Walk),
 }
@@ -133,6 +159,47 @@ struct GitTree {
     objects: PathBuf,
     /// The repository's object directory, used read-only as an alternate.
     repo_objects: PathBuf,
+    /// The scratch index the tree was written from: its stat cache lets the next snapshot of
+    /// the run hash only what changed since this one.
+    index: PathBuf,
+    /// Where the repository was found, reused by the next snapshot while [`Self::markers`] hold.
+    repo: Repo,
+    /// The `.git` entries from the root up to the top level: when they differ at the next
+    /// snapshot (droid ran `git init` below the top level), the repository is located again.
+    markers: Vec<PathBuf>,
+    /// Untracked files of [`BIG_FILE`] bytes or more (paths relative to the root), left out of
+    /// the tree and compared by their metadata; `None` where the path no longer holds one.
+    big: BTreeMap<Vec<u8>, Option<FileStat>>,
+}
+
+/// An untracked file at least this large is not hashed: git would read (and store) all of it
+/// at every snapshot to compare what size, times and inode already tell.
+const BIG_FILE: u64 = 32 * 1024 * 1024;
+
+/// What tells whether a large file changed without reading it (git's own stat check, which
+/// includes `ctime`: it cannot be set back the way `mtime` can).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStat {
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    dev: u64,
+    ino: u64,
+    mode: u32,
+}
+
+impl FileStat {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mode: meta.mode(),
+        }
+    }
 }
 
 /// The files found by walking the root.
@@ -140,8 +207,9 @@ struct GitTree {
 struct Walk {
     /// Path relative to the root → what was there. Ordered as the walk visits (component-wise).
     entries: BTreeMap<PathBuf, Entry>,
-    /// The walk stopped at the file limit: paths after the last entry were not checked.
-    truncated: bool,
+    /// Why the walk stopped before the end (a limit): paths after the last entry were not
+    /// checked.
+    truncated: Option<String>,
 }
 
 /// One walked non-directory.
@@ -177,6 +245,8 @@ pub(crate) struct Changes {
     pub files: Vec<FileChange>,
     /// What could not be checked (limits hit, files git could not stage...), without duplicates.
     pub warnings: Vec<String>,
+    /// Why `files` may miss changes: a walk stopped at a limit before seeing every file.
+    pub incomplete: Option<String>,
 }
 
 impl Snapshot {
@@ -185,7 +255,10 @@ impl Snapshot {
     /// `root` is the absolute repository root (may be a subdirectory of a git work tree, or not
     /// a git repo at all). `env` is the complete environment for child processes (it contains
     /// PATH, HOME...). `scratch` is a private temp directory owned by this run (exists, deleted
-    /// by the caller afterwards); take both snapshots of a run with the same `scratch`.
+    /// by the caller afterwards); take both snapshots of a run with the same `scratch`, and
+    /// pass the first as `previous` when taking the second: the second then starts from the
+    /// first one's index (only what changed since is hashed) and location, and compares the
+    /// large untracked files the first one found by their metadata.
     ///
     /// # Errors
     /// [`EngineError::Git`] when git fails on a work tree it recognised, [`EngineError::Spawn`]
@@ -196,6 +269,7 @@ impl Snapshot {
         env: &[(OsString, OsString)],
         scratch: &Path,
         limits: &SnapshotLimits,
+        previous: Option<&Snapshot>,
     ) -> Result<Snapshot, EngineError> {
         let mode_file = scratch.join(MODE_FILE);
         let walked_before = match tokio::fs::read(&mode_file).await {
@@ -206,12 +280,45 @@ impl Snapshot {
         let mut warnings = Vec::new();
         let mut fallback = None;
         if !walked_before {
-            match locate(root, env).await {
+            let previous = previous.and_then(|p| match &p.kind {
+                Kind::Git(tree) => Some(&**tree),
+                Kind::Walk(_) => None,
+            });
+            let reuse = previous.filter(|p| git_markers(root, &p.repo.toplevel) == p.markers);
+            let (located, untracked) = match reuse {
+                // the configuration is read again: a filter droid configured during the run
+                // must be emptied as well
+                Some(p) => match filter_names(root, env).await {
+                    Ok(filters) => (
+                        Located::Repo(Repo {
+                            filters,
+                            ..p.repo.clone()
+                        }),
+                        Vec::new(),
+                    ),
+                    Err(why) => (Located::Unusable(why), Vec::new()),
+                },
+                None if previous.is_some() => (locate(root, env).await, Vec::new()),
+                None => tokio::join!(locate(root, env), untracked_files(root, env)),
+            };
+            match located {
                 Located::Repo(repo) => {
-                    let tree = take_git(root, env, scratch, &repo, &mut warnings).await?;
+                    let tree = take_git(
+                        root,
+                        env,
+                        scratch,
+                        repo,
+                        GitStart {
+                            previous,
+                            reuse_index: reuse.is_some(),
+                            untracked,
+                        },
+                        &mut warnings,
+                    )
+                    .await?;
                     return Ok(Snapshot {
                         root: root.to_path_buf(),
-                        kind: Kind::Git(tree),
+                        kind: Kind::Git(Box::new(tree)),
                         warnings,
                         fallback: None,
                     });
@@ -265,8 +372,16 @@ impl Snapshot {
                 warnings.push(w.clone());
             }
         }
+        let incomplete = [&self.kind, &after.kind]
+            .into_iter()
+            .find_map(|kind| match kind {
+                Kind::Walk(w) => w.truncated.clone(),
+                Kind::Git(_) => None,
+            });
         let mut files = match (&self.kind, &after.kind) {
-            (Kind::Git(before), Kind::Git(now)) => diff_git(&self.root, before, now, env).await?,
+            (Kind::Git(before), Kind::Git(now)) => {
+                diff_git(&self.root, before, now, env, &mut warnings).await?
+            }
             (Kind::Walk(before), Kind::Walk(now)) => diff_walk(before, now),
             (Kind::Git(_), Kind::Walk(_)) | (Kind::Walk(_), Kind::Git(_)) => {
                 warnings.push(
@@ -278,7 +393,11 @@ impl Snapshot {
             }
         };
         files.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(Changes { files, warnings })
+        Ok(Changes {
+            files,
+            warnings,
+            incomplete,
+        })
     }
 }
 
@@ -294,8 +413,10 @@ fn io_error(action: &'static str, path: &Path, source: std::io::Error) -> Engine
 // git
 
 /// Where the git work tree containing the root keeps things.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Repo {
+    /// The top level of the work tree.
+    toplevel: PathBuf,
     /// The root's path inside the work tree, with a trailing `/`; empty at the top.
     prefix: OsString,
     /// The real index file (it may not exist yet).
@@ -508,7 +629,7 @@ async fn locate(root: &Path, env: &[(OsString, OsString)]) -> Located {
         stdout.pop();
     }
     let lines: Vec<&[u8]> = stdout.split(|b| *b == b'\n').collect();
-    let [_toplevel, prefix, index, objects] = lines.as_slice() else {
+    let [toplevel, prefix, index, objects] = lines.as_slice() else {
         // git before 2.31 prints `--path-format=absolute` back as if it were an argument
         if let Some(why) = too_old(root, env).await {
             return Located::Unusable(why);
@@ -524,6 +645,7 @@ async fn locate(root: &Path, env: &[(OsString, OsString)]) -> Located {
         Err(why) => return Located::Unusable(why),
     };
     Located::Repo(Repo {
+        toplevel: PathBuf::from(OsString::from_vec(toplevel.to_vec())),
         prefix: OsString::from_vec(prefix.to_vec()),
         index: PathBuf::from(OsString::from_vec(index.to_vec())),
         objects: PathBuf::from(OsString::from_vec(objects.to_vec())),
@@ -574,17 +696,7 @@ fn parse_filter_names(out: &[u8]) -> Vec<Vec<u8>> {
 /// `required` to false), through `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_<n>`/`GIT_CONFIG_VALUE_<n>`
 /// after any the environment already holds: unlike `-c`, these take a name holding `=`.
 fn neutral_filters(env: &[(OsString, OsString)], names: &[Vec<u8>]) -> Vec<(OsString, OsString)> {
-    let start: usize = env
-        .iter()
-        .find(|(k, _)| k == "GIT_CONFIG_COUNT")
-        .and_then(|(_, v)| v.to_str()?.trim().parse().ok())
-        .unwrap_or(0);
-    let mut out: Vec<(OsString, OsString)> = env
-        .iter()
-        .filter(|(k, _)| k != "GIT_CONFIG_COUNT")
-        .cloned()
-        .collect();
-    let mut n = start;
+    let mut settings: Vec<(Vec<u8>, &str)> = Vec::new();
     for name in names {
         for (key, value) in [
             ("clean", ""),
@@ -596,16 +708,39 @@ fn neutral_filters(env: &[(OsString, OsString)], names: &[Vec<u8>]) -> Vec<(OsSt
             full.extend_from_slice(name);
             full.push(b'.');
             full.extend_from_slice(key.as_bytes());
-            out.push((
-                OsString::from(format!("GIT_CONFIG_KEY_{n}")),
-                OsString::from_vec(full),
-            ));
-            out.push((
-                OsString::from(format!("GIT_CONFIG_VALUE_{n}")),
-                OsString::from(value),
-            ));
-            n += 1;
+            settings.push((full, value));
         }
+    }
+    with_config(env, &settings)
+}
+
+/// `env` with `settings` (key, value) added through `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_<n>`/
+/// `GIT_CONFIG_VALUE_<n>` after any the environment already holds.
+fn with_config(
+    env: &[(OsString, OsString)],
+    settings: &[(Vec<u8>, &str)],
+) -> Vec<(OsString, OsString)> {
+    let start: usize = env
+        .iter()
+        .find(|(k, _)| k == "GIT_CONFIG_COUNT")
+        .and_then(|(_, v)| v.to_str()?.trim().parse().ok())
+        .unwrap_or(0);
+    let mut out: Vec<(OsString, OsString)> = env
+        .iter()
+        .filter(|(k, _)| k != "GIT_CONFIG_COUNT")
+        .cloned()
+        .collect();
+    let mut n = start;
+    for (key, value) in settings {
+        out.push((
+            OsString::from(format!("GIT_CONFIG_KEY_{n}")),
+            OsString::from_vec(key.clone()),
+        ));
+        out.push((
+            OsString::from(format!("GIT_CONFIG_VALUE_{n}")),
+            OsString::from(value),
+        ));
+        n += 1;
     }
     if n > 0 {
         out.push((
@@ -616,24 +751,56 @@ fn neutral_filters(env: &[(OsString, OsString)], names: &[Vec<u8>]) -> Vec<(OsSt
     out
 }
 
-/// Stage the working tree below `root` into a copy of the index and write it as a tree.
+/// How a git snapshot starts.
+struct GitStart<'a> {
+    /// The run's previous snapshot, when it was a git one.
+    previous: Option<&'a GitTree>,
+    /// Stage into the previous snapshot's index: the repository is where it was.
+    reuse_index: bool,
+    /// Untracked files below the root, as `git ls-files -o` listed them (first snapshot only).
+    untracked: Vec<Vec<u8>>,
+}
+
+/// Stage the working tree below `root` into a copy of the index (or the previous snapshot's
+/// index) and write it as a tree. Large untracked files are left out and recorded by metadata.
 async fn take_git(
     root: &Path,
     env: &[(OsString, OsString)],
     scratch: &Path,
-    repo: &Repo,
+    repo: Repo,
+    start: GitStart<'_>,
     warnings: &mut Vec<String>,
 ) -> Result<GitTree, EngineError> {
-    let dir = scratch.join(format!("snap-{}", next_seq()));
     let objects = scratch.join("objects");
-    for d in [&dir, &objects] {
-        tokio::fs::create_dir_all(d)
-            .await
-            .map_err(|source| io_error("create directory", d, source))?;
-    }
-    let index = dir.join("index");
-    copy_index(&repo.index, &index).await?;
-    let env = neutral_filters(env, &repo.filters);
+    tokio::fs::create_dir_all(&objects)
+        .await
+        .map_err(|source| io_error("create directory", &objects, source))?;
+    let index = match start.previous.filter(|_| start.reuse_index) {
+        Some(previous) => previous.index.clone(),
+        None => {
+            let dir = scratch.join(format!("snap-{}", next_seq()));
+            tokio::fs::create_dir_all(&dir)
+                .await
+                .map_err(|source| io_error("create directory", &dir, source))?;
+            let index = dir.join("index");
+            copy_index(&repo.index, &index).await?;
+            index
+        }
+    };
+    // the previous snapshot's large files stay out of this tree too, whatever they became
+    let big = match start.previous {
+        Some(previous) => stat_big(root, previous.big.keys().cloned().collect(), false).await?,
+        None => stat_big(root, start.untracked, true).await?,
+    };
+    let excludes = exclude_pathspecs(big.keys());
+    // `core.bigFileThreshold=1` makes `add` stream every blob it stores into one pack instead
+    // of one loose file each: 1,000 dirty files were 1,000 files created in scratch and 1-1.4 s
+    // to delete afterwards on a busy disk, against one pack and 25-55 ms. Only for staging: in
+    // `diff-tree` the same setting would make every file binary.
+    let env = with_config(
+        &neutral_filters(env, &repo.filters),
+        &[(b"core.bigFileThreshold".to_vec(), "1")],
+    );
     let env = with_vars(
         &env,
         &[
@@ -645,27 +812,118 @@ async fn take_git(
             ),
         ],
     );
-    // --ignore-errors: a file that cannot be read, or a nested repository without a commit,
-    // must not stop everything else from being staged; git still exits non-zero and says why.
-    let add = git(
-        root,
-        &env,
-        &os_args(&["add", "--ignore-errors", "-A", "--", "."]),
-        None,
-    )
-    .await?;
+    let add = add_all(root, &env, b".", &excludes).await?;
     if !add.success {
         warnings.push(format!(
             "git {} could not stage everything: {}",
             add.args, add.message
         ));
     }
-    let tree = write_tree(root, &env, &repo.prefix).await?;
+    let tree = write_tree(root, &env, &repo.prefix, &excludes).await?;
     Ok(GitTree {
         tree,
         objects,
         repo_objects: repo.objects.clone(),
+        index,
+        markers: git_markers(root, &repo.toplevel),
+        repo,
+        big,
     })
+}
+
+/// `git add --ignore-errors -A` of `pathspec` (`.` or `:/`), leaving out `excludes` (NUL-ended
+/// exclude pathspecs, read from stdin so that no list is too long for a command line).
+/// `--ignore-errors`: a file that cannot be read, or a nested repository without a commit, must
+/// not stop everything else from being staged; git still exits non-zero and says why.
+///
+async fn add_all(
+    root: &Path,
+    env: &[(OsString, OsString)],
+    pathspec: &[u8],
+    excludes: &[u8],
+) -> Result<GitRun, EngineError> {
+    let mut args = os_args(&["add", "--ignore-errors", "-A"]);
+    if excludes.is_empty() {
+        args.push(OsString::from("--"));
+        args.push(OsString::from_vec(pathspec.to_vec()));
+        return git(root, env, &args, None).await;
+    }
+    let mut input = pathspec.to_vec();
+    input.push(0);
+    input.extend_from_slice(excludes);
+    args.extend(os_args(&["--pathspec-from-file=-", "--pathspec-file-nul"]));
+    git(root, env, &args, Some(&input)).await
+}
+
+/// `:(exclude,literal)<path>\0` for each path (relative to the root, where git runs).
+fn exclude_pathspecs<'a>(paths: impl Iterator<Item = &'a Vec<u8>>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for path in paths {
+        out.extend_from_slice(b":(exclude,literal)");
+        out.extend_from_slice(path);
+        out.push(0);
+    }
+    out
+}
+
+/// `git ls-files -z -o --exclude-standard` in `root`: the untracked, not ignored files below it,
+/// relative to it. Empty when git fails (the snapshot then hashes every file, as git would).
+async fn untracked_files(root: &Path, env: &[(OsString, OsString)]) -> Vec<Vec<u8>> {
+    let args = os_args(&["ls-files", "-z", "-o", "--exclude-standard"]);
+    match git(root, env, &args, None).await {
+        Ok(run) if run.success => run
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect(),
+        Ok(_) | Err(_) => Vec::new(),
+    }
+}
+
+/// The metadata of `paths` (relative to `root`), read on a blocking thread. With `only_big`,
+/// keep the regular files of [`BIG_FILE`] bytes or more; else keep every path, `None` where it
+/// holds no regular file.
+async fn stat_big(
+    root: &Path,
+    paths: Vec<Vec<u8>>,
+    only_big: bool,
+) -> Result<BTreeMap<Vec<u8>, Option<FileStat>>, EngineError> {
+    if paths.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let root_buf = root.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let mut out = BTreeMap::new();
+        for path in paths {
+            let abs = root_buf.join(OsStr::from_bytes(&path));
+            let stat = std::fs::symlink_metadata(&abs)
+                .ok()
+                .filter(std::fs::Metadata::is_file)
+                .map(|m| FileStat::of(&m));
+            if !only_big || stat.as_ref().is_some_and(|s| s.size >= BIG_FILE) {
+                out.insert(path, stat);
+            }
+        }
+        out
+    })
+    .await
+    .map_err(|e| io_error("read", root, std::io::Error::other(e)))
+}
+
+/// The `.git` entries in `root` and its ancestors up to `toplevel`.
+fn git_markers(root: &Path, toplevel: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in root.ancestors() {
+        let marker = dir.join(".git");
+        if std::fs::symlink_metadata(&marker).is_ok() {
+            out.push(marker);
+        }
+        if dir == toplevel {
+            break;
+        }
+    }
+    out
 }
 
 /// Copy the real index (when there is one) to `to`, keeping its modification time: git's
@@ -743,6 +1001,7 @@ async fn write_tree(
     root: &Path,
     env: &[(OsString, OsString)],
     prefix: &OsStr,
+    excludes: &[u8],
 ) -> Result<String, EngineError> {
     let mut args = os_args(&["write-tree"]);
     if !prefix.is_empty() {
@@ -769,13 +1028,7 @@ async fn write_tree(
         // write-tree refuses an index with unmerged entries anywhere, even outside the root
         // (a merge in progress elsewhere in the work tree): stage the whole work tree, which
         // resolves them, and try once more. Below the root the result is the same.
-        let add = git(
-            root,
-            env,
-            &os_args(&["add", "--ignore-errors", "-A", "--", ":/"]),
-            None,
-        )
-        .await?;
+        let add = add_all(root, env, b":/", excludes).await?;
         if !add.success {
             return Err(add.into_error());
         }
@@ -803,16 +1056,39 @@ fn tree_id(stdout: &[u8], args: &str) -> Result<String, EngineError> {
     }
 }
 
-/// The changes between two trees of the same root.
+/// The changes between two trees of the same root, and of the large files both left out.
 async fn diff_git(
     root: &Path,
     before: &GitTree,
     after: &GitTree,
     env: &[(OsString, OsString)],
+    warnings: &mut Vec<String>,
 ) -> Result<Vec<FileChange>, EngineError> {
-    if before.tree == after.tree {
-        return Ok(Vec::new());
+    let mut files = if before.tree == after.tree {
+        Vec::new()
+    } else {
+        diff_trees(root, before, after, env).await?
+    };
+    let big = diff_big(&before.big, &after.big);
+    if !big.is_empty() {
+        let names: Vec<&str> = big.iter().map(|f| f.path.as_str()).collect();
+        warnings.push(format!(
+            "large untracked file(s) compared by size, times and inode, not by content, and \
+             without line counts: {}",
+            names.join(", ")
+        ));
     }
+    files.extend(big);
+    Ok(files)
+}
+
+/// One `git diff-tree --raw --numstat` between the two trees: renames and line counts at once.
+async fn diff_trees(
+    root: &Path,
+    before: &GitTree,
+    after: &GitTree,
+    env: &[(OsString, OsString)],
+) -> Result<Vec<FileChange>, EngineError> {
     let extra: Vec<&Path> = [
         before.repo_objects.as_path(),
         after.repo_objects.as_path(),
@@ -831,34 +1107,28 @@ async fn diff_git(
             ("GIT_ALTERNATE_OBJECT_DIRECTORIES", alternates(&extra, env)),
         ],
     );
-    let base = [
+    let mut args = os_args(&[
         "diff-tree",
         "--no-ext-diff",
         "--no-textconv",
         "-r",
         "-z",
         "-M",
-    ];
-    let run_with = |format: &str| {
-        let mut args = os_args(&base);
-        args.push(OsString::from(format));
-        args.push(OsString::from(&before.tree));
-        args.push(OsString::from(&after.tree));
-        args
-    };
-    let status_run = git(root, &env, &run_with("--name-status"), None).await?;
-    let status_args = status_run.args.clone();
-    let statuses =
-        parse_name_status(&status_run.into_stdout()?).ok_or_else(|| EngineError::Git {
-            args: status_args,
-            message: "unexpected --name-status output".to_owned(),
-        })?;
-    let numstat_run = git(root, &env, &run_with("--numstat"), None).await?;
-    let numstat_args = numstat_run.args.clone();
-    let mut counts =
-        parse_numstat(&numstat_run.into_stdout()?).ok_or_else(|| EngineError::Git {
-            args: numstat_args,
-            message: "unexpected --numstat output".to_owned(),
+        "--raw",
+        "--numstat",
+    ]);
+    args.push(OsString::from(&before.tree));
+    args.push(OsString::from(&after.tree));
+    let run = git(root, &env, &args, None).await?;
+    let run_args = run.args.clone();
+    let out = run.into_stdout()?;
+    let (statuses, mut counts) = parse_raw(&out)
+        .and_then(|(name_status, numstat)| {
+            Some((parse_name_status(&name_status)?, parse_numstat(numstat)?))
+        })
+        .ok_or_else(|| EngineError::Git {
+            args: run_args,
+            message: "unexpected --raw --numstat output".to_owned(),
         })?;
     Ok(statuses
         .into_iter()
@@ -876,6 +1146,62 @@ async fn diff_git(
             }
         })
         .collect())
+}
+
+/// The large files that changed, by their metadata: no line counts.
+fn diff_big(
+    before: &BTreeMap<Vec<u8>, Option<FileStat>>,
+    after: &BTreeMap<Vec<u8>, Option<FileStat>>,
+) -> Vec<FileChange> {
+    let paths: BTreeSet<&Vec<u8>> = before.keys().chain(after.keys()).collect();
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let was = before.get(path).and_then(Option::as_ref);
+            let is = after.get(path).and_then(Option::as_ref);
+            let change_type = match (was, is) {
+                (Some(_), None) => ChangeType::Deleted,
+                (None, Some(_)) => ChangeType::Added,
+                (Some(a), Some(b)) if a != b => ChangeType::Modified,
+                (Some(_), Some(_)) | (None, None) => return None,
+            };
+            Some(FileChange {
+                path: String::from_utf8_lossy(path).into_owned(),
+                change_type,
+                old_path: None,
+                highlights: Vec::new(),
+                lines_added: None,
+                lines_removed: None,
+            })
+        })
+        .collect()
+}
+
+/// Split `git diff-tree -z --raw --numstat` output: the raw records (`:<modes> <ids> <status>\0
+/// path\0`, a second path for renames and copies) rewritten as `--name-status` records, and the
+/// numstat part that follows them. `None` when a raw record is cut short.
+fn parse_raw(out: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    let mut name_status = Vec::new();
+    let mut rest = out;
+    while rest.first() == Some(&b':') {
+        let end = rest.iter().position(|b| *b == 0)?;
+        let meta = &rest[..end];
+        let status = meta.rsplit(|b| *b == b' ').next()?;
+        let paths = match status.first() {
+            Some(b'R' | b'C') => 2,
+            Some(_) => 1,
+            None => return None,
+        };
+        name_status.extend_from_slice(status);
+        name_status.push(0);
+        rest = &rest[end + 1..];
+        for _ in 0..paths {
+            let end = rest.iter().position(|b| *b == 0)?;
+            name_status.extend_from_slice(&rest[..=end]);
+            rest = &rest[end + 1..];
+        }
+    }
+    Some((name_status, rest))
 }
 
 /// One `--name-status` record.
@@ -992,7 +1318,8 @@ struct Walker {
     limits: SnapshotLimits,
     entries: BTreeMap<PathBuf, Entry>,
     warnings: Vec<String>,
-    truncated: bool,
+    truncated: Option<String>,
+    deadline: std::time::Instant,
     hashed: u64,
     hashing: bool,
     buf: Vec<u8>,
@@ -1007,7 +1334,8 @@ impl Walker {
             limits,
             entries: BTreeMap::new(),
             warnings: Vec::new(),
-            truncated: false,
+            truncated: None,
+            deadline: std::time::Instant::now() + limits.max_time,
             hashed: 0,
             hashing: true,
             buf: vec![0; 64 * 1024],
@@ -1057,12 +1385,28 @@ impl Walker {
                 self.dir(&rel)?;
                 continue;
             }
-            if self.entries.len() >= self.limits.max_files {
-                self.truncated = true;
-                self.warnings.push(format!(
-                    "snapshot stopped at {} files; changes beyond were not checked",
-                    self.limits.max_files
-                ));
+            let cut = if self.entries.len() >= self.limits.max_files {
+                Some(format!("{} files", self.limits.max_files))
+            } else if std::time::Instant::now() >= self.deadline {
+                Some(format!(
+                    "{} s ({} files)",
+                    self.limits.max_time.as_secs_f64(),
+                    self.entries.len()
+                ))
+            } else {
+                None
+            };
+            if let Some(cut) = cut {
+                let why = format!(
+                    "the walk of the directory stopped at {cut}; changes after {} were not \
+                     checked",
+                    self.entries
+                        .keys()
+                        .next_back()
+                        .map_or_else(|| "its start".to_owned(), |p| p.display().to_string())
+                );
+                self.warnings.push(why.clone());
+                self.truncated = Some(why);
                 return ControlFlow::Break(());
             }
             let entry = if file_type.is_symlink() {
@@ -1135,7 +1479,7 @@ fn special_kind(file_type: &std::fs::FileType) -> &'static str {
 /// only paths up to its last recorded one are compared (beyond it, absence means "not looked").
 fn diff_walk(before: &Walk, after: &Walk) -> Vec<FileChange> {
     let last = |w: &Walk| {
-        if w.truncated {
+        if w.truncated.is_some() {
             w.entries.keys().next_back().cloned()
         } else {
             None
@@ -1314,14 +1658,26 @@ mod tests {
             std::fs::rename(self.repo.join(from), to).unwrap();
         }
 
-        async fn take_at(&self, root: &Path, limits: SnapshotLimits) -> Snapshot {
-            Snapshot::take(root, &self.env, &self.scratch, &limits)
+        async fn take_at(
+            &self,
+            root: &Path,
+            limits: SnapshotLimits,
+            previous: Option<&Snapshot>,
+        ) -> Snapshot {
+            Snapshot::take(root, &self.env, &self.scratch, &limits, previous)
                 .await
                 .unwrap()
         }
 
         async fn take(&self) -> Snapshot {
-            self.take_at(&self.repo, SnapshotLimits::default()).await
+            self.take_at(&self.repo, SnapshotLimits::default(), None)
+                .await
+        }
+
+        /// The second snapshot of a run, as the engine takes it.
+        async fn take_after(&self, before: &Snapshot) -> Snapshot {
+            self.take_at(&self.repo, SnapshotLimits::default(), Some(before))
+                .await
         }
 
         async fn diff(&self, before: &Snapshot, after: &Snapshot) -> Changes {
@@ -1395,12 +1751,13 @@ mod tests {
         f.remove("gone.txt");
         f.write("new.txt", "a\nb\n");
         f.write("src/new/mod.rs", "mod x;\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
         let changes = f.diff(&before, &after).await;
 
         assert_eq!(
             changes,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("change.txt", Modified, Some((2, 1))),
                     change("gone.txt", Deleted, Some((0, 1))),
@@ -1425,7 +1782,7 @@ mod tests {
         f.write("a.txt", "a\n");
         f.commit_all().await;
         let before = f.take().await;
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
         assert_eq!(f.diff(&before, &after).await, Changes::default());
     }
 
@@ -1442,11 +1799,12 @@ mod tests {
         f.rename("big.txt", "moved/big.txt");
         f.write("moved/big.txt", format!("{body}one more\n"));
         f.rename("plain.txt", "same.txt");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     renamed("big.txt", "moved/big.txt", (1, 0)),
                     renamed("plain.txt", "same.txt", (0, 0)),
@@ -1466,11 +1824,12 @@ mod tests {
         let before = f.take().await;
         f.write("image.bin", [0u8, 9, 9, 0, 1]);
         f.write("new.bin", [0u8, 0, 7]);
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("image.bin", Modified, None),
                     change("new.bin", Added, None),
@@ -1494,11 +1853,12 @@ mod tests {
         f.write("new\nline.txt", "n\n");
         f.write("日本 語.md", "#\n");
         f.write("tab\there \"quoted\".txt", "q\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("a b.txt", Modified, Some((1, 0))),
                     change("new\nline.txt", Added, Some((1, 0))),
@@ -1520,11 +1880,12 @@ mod tests {
 
         let before = f.take().await;
         f.write("first.txt", "hello\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("first.txt", Added, Some((1, 0)))],
                 warnings: no_warnings(),
             }
@@ -1543,11 +1904,12 @@ mod tests {
 
         let before = f.take().await;
         f.write("staged.txt", "one\nmore\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("staged.txt", Modified, Some((1, 0)))],
                 warnings: no_warnings(),
             }
@@ -1565,18 +1927,21 @@ mod tests {
         f.commit_all().await;
         let root = f.repo.join("sub");
 
-        let before = f.take_at(&root, SnapshotLimits::default()).await;
+        let before = f.take_at(&root, SnapshotLimits::default(), None).await;
         f.write("top.txt", "top changed\n");
         f.write("outside.txt", "outside\n");
         f.write("sub/inner.txt", "inner changed\n");
         f.write("sub/deep/new.txt", "new\n");
         // moved out of the root: gone, as far as the root is concerned
         f.rename("sub/moving.txt", "moved-out.txt");
-        let after = f.take_at(&root, SnapshotLimits::default()).await;
+        let after = f
+            .take_at(&root, SnapshotLimits::default(), Some(&before))
+            .await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("deep/new.txt", Added, Some((1, 0))),
                     change("inner.txt", Modified, Some((1, 1))),
@@ -1596,14 +1961,17 @@ mod tests {
         let root = f.repo.join("fresh");
         std::fs::create_dir(&root).unwrap();
 
-        let before = f.take_at(&root, SnapshotLimits::default()).await;
+        let before = f.take_at(&root, SnapshotLimits::default(), None).await;
         f.write("fresh/x.txt", "x\n");
         f.write("top.txt", "elsewhere\n");
-        let after = f.take_at(&root, SnapshotLimits::default()).await;
+        let after = f
+            .take_at(&root, SnapshotLimits::default(), Some(&before))
+            .await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("x.txt", Added, Some((1, 0)))],
                 warnings: no_warnings(),
             }
@@ -1628,13 +1996,16 @@ mod tests {
         let git_dir = f.git_dir_files();
         let root = f.repo.join("sub");
 
-        let before = f.take_at(&root, SnapshotLimits::default()).await;
+        let before = f.take_at(&root, SnapshotLimits::default(), None).await;
         f.write("sub/s.txt", "s2\n");
-        let after = f.take_at(&root, SnapshotLimits::default()).await;
+        let after = f
+            .take_at(&root, SnapshotLimits::default(), Some(&before))
+            .await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("s.txt", Modified, Some((1, 1)))],
                 warnings: no_warnings(),
             }
@@ -1655,11 +2026,12 @@ mod tests {
 
         let before = f.take().await;
         f.write("further.txt", "dirty\nand more\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("further.txt", Modified, Some((1, 0)))],
                 warnings: no_warnings(),
             }
@@ -1679,11 +2051,12 @@ mod tests {
         f.write("n.txt", "n\n");
         f.remove("b.txt");
         f.commit_all().await;
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("a.txt", Modified, Some((1, 0))),
                     change("b.txt", Deleted, Some((0, 1))),
@@ -1708,11 +2081,12 @@ mod tests {
         f.write("build.log", "noise\n");
         f.write("target/debug/app", "binary\n");
         f.write("tracked.log", "changed\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("tracked.log", Modified, Some((1, 1)))],
                 warnings: no_warnings(),
             }
@@ -1733,11 +2107,12 @@ mod tests {
         std::os::unix::fs::symlink("elsewhere.txt", f.repo.join("link")).unwrap();
         f.remove("becomes-link.txt");
         std::os::unix::fs::symlink("target.txt", f.repo.join("becomes-link.txt")).unwrap();
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("becomes-link.txt", Modified, Some((1, 1))),
                     change("link", Modified, Some((1, 1))),
@@ -1759,11 +2134,12 @@ mod tests {
         f.git_status(&f.repo.join("nested"), &["init", "-q"]).await;
         f.write("nested/inside.txt", "i\n");
         f.write("b.txt", "b\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("b.txt", Added, Some((1, 0)))],
                 warnings: vec![
                     "git add --ignore-errors -A -- . could not stage everything: error: \
@@ -1790,11 +2166,12 @@ mod tests {
 
         let before = f.take().await;
         f.write("x.dat", "more data\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("x.dat", Modified, Some((1, 1)))],
                 warnings: no_warnings(),
             }
@@ -1831,11 +2208,12 @@ mod tests {
         let before = f.take().await;
         f.write("b.dat", "b\n");
         f.write("b.xy", "b\n");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("b.dat", Added, Some((1, 0))),
                     change("b.xy", Added, Some((1, 0))),
@@ -1873,11 +2251,12 @@ mod tests {
         .unwrap();
         std::fs::remove_file(f.repo.join("link")).unwrap();
         symlink("change.txt", f.repo.join("link")).unwrap();
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![
                     change("a b/ünï.txt", Modified, None),
                     change("change.txt", Modified, None),
@@ -1900,11 +2279,12 @@ mod tests {
         f.init().await;
         f.write("new.txt", "new");
         f.commit_all().await;
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("new.txt", Added, None)],
                 warnings: no_warnings(),
             }
@@ -1927,11 +2307,12 @@ mod tests {
 
         let before = f.take().await;
         f.write("a.txt", "b");
-        let after = f.take().await;
+        let after = f.take_after(&before).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("a.txt", Modified, None)],
                 warnings: vec![
                     "git could not be started (could not start git: No such file or directory \
@@ -1953,17 +2334,24 @@ mod tests {
             ..SnapshotLimits::default()
         };
 
-        let before = f.take_at(&f.repo, limits).await; // a b c
+        let before = f.take_at(&f.repo, limits, None).await; // a b c
         f.remove("a");
         f.write("e", "changed beyond the limit");
-        let after = f.take_at(&f.repo, limits).await; // b c d
+        let after = f.take_at(&f.repo, limits, Some(&before)).await; // b c d
+        let cut_at_c =
+            "the walk of the directory stopped at 3 files; changes after c were not checked"
+                .to_owned();
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: Some(cut_at_c.clone()),
                 files: vec![change("a", Deleted, None)],
                 warnings: vec![
-                    "snapshot stopped at 3 files; changes beyond were not checked".to_owned()
+                    cut_at_c,
+                    "the walk of the directory stopped at 3 files; changes after d were not \
+                     checked"
+                        .to_owned(),
                 ],
             }
         );
@@ -1992,7 +2380,7 @@ mod tests {
             set_mtime(name, old);
         }
 
-        let before = f.take_at(&f.repo, limits).await; // only a is hashed
+        let before = f.take_at(&f.repo, limits, None).await; // only a is hashed
         // a: same size, same mtime, new content: the hash sees it
         f.write("a", "abcdefgh");
         set_mtime("a", old);
@@ -2001,11 +2389,12 @@ mod tests {
         // c: same size, same mtime, new content: beyond the budget, not seen
         f.write("c", "abcdefgh");
         set_mtime("c", old);
-        let after = f.take_at(&f.repo, limits).await;
+        let after = f.take_at(&f.repo, limits, Some(&before)).await;
 
         assert_eq!(
             f.diff(&before, &after).await,
             Changes {
+                incomplete: None,
                 files: vec![change("a", Modified, None), change("b", Modified, None)],
                 warnings: vec![
                     "snapshot stopped hashing after 10 bytes; files beyond were compared by size \
@@ -2144,5 +2533,177 @@ mod tests {
             OsString::from("/a:\"/b:c\":/inherited")
         );
         assert_eq!(alternates(&[Path::new("/a")], &[]), OsString::from("/a"));
+    }
+
+    #[tokio::test]
+    async fn walk_of_more_files_than_the_old_limit_sees_every_change() {
+        let f = Fixture::new();
+        for i in 0..25_000 {
+            f.write(&format!("d{:02}/f{i:05}", i / 1000), "x");
+        }
+
+        let before = f.take().await;
+        f.write("d00/f00000", "changed");
+        f.write("d24/f24999", "changed");
+        f.write("d24/new", "new");
+        let after = f.take_after(&before).await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![
+                    change("d00/f00000", Modified, None),
+                    change("d24/f24999", Modified, None),
+                    change("d24/new", Added, None),
+                ],
+                warnings: no_warnings(),
+                incomplete: None,
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn walk_out_of_time_says_files_changed_may_be_incomplete() {
+        let f = Fixture::new();
+        f.write("a", "a");
+        let limits = SnapshotLimits {
+            max_time: Duration::ZERO,
+            ..SnapshotLimits::default()
+        };
+
+        let before = f.take_at(&f.repo, limits, None).await;
+        f.write("b", "b");
+        let after = f.take_at(&f.repo, limits, Some(&before)).await;
+
+        let cut = "the walk of the directory stopped at 0 s (0 files); changes after its start \
+                   were not checked"
+            .to_owned();
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: Vec::new(),
+                warnings: vec![cut.clone()],
+                incomplete: Some(cut),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn large_untracked_files_are_compared_by_metadata_and_never_stored() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("a.txt", "a\n");
+        f.commit_all().await;
+        let big = vec![7_u8; usize::try_from(BIG_FILE).unwrap()];
+        for name in ["same.bin", "grows.bin", "gone.bin"] {
+            f.write(name, &big);
+        }
+
+        let before = f.take().await;
+        let mut grows = std::fs::OpenOptions::new()
+            .append(true)
+            .open(f.repo.join("grows.bin"))
+            .unwrap();
+        std::io::Write::write_all(&mut grows, b"more").unwrap();
+        f.remove("gone.bin");
+        f.write("new.txt", "n\n");
+        let after = f.take_after(&before).await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![
+                    change("gone.bin", Deleted, None),
+                    change("grows.bin", Modified, None),
+                    change("new.txt", Added, Some((1, 0))),
+                ],
+                warnings: vec![
+                    "large untracked file(s) compared by size, times and inode, not by \
+                     content, and without line counts: gone.bin, grows.bin"
+                        .to_owned()
+                ],
+                incomplete: None,
+            }
+        );
+        fn size(dir: &Path) -> u64 {
+            std::fs::read_dir(dir).map_or(0, |entries| {
+                entries
+                    .map(|e| e.unwrap())
+                    .map(|e| {
+                        let meta = std::fs::symlink_metadata(e.path()).unwrap();
+                        if meta.is_dir() {
+                            size(&e.path())
+                        } else {
+                            meta.len()
+                        }
+                    })
+                    .sum()
+            })
+        }
+        let stored = size(&f.scratch.join("objects"));
+        assert!(
+            stored < 1 << 20,
+            "{stored} bytes of objects written to scratch"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_filter_configured_during_the_run_is_not_run_by_the_second_snapshot() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("a.txt", "a\n");
+        f.commit_all().await;
+        let ran = f.dir.join("filter-ran");
+
+        let before = f.take().await;
+        // droid (at --auto low it may write .git/config) plants a filter mid-run
+        f.git(&[
+            "config",
+            "filter.planted.clean",
+            &format!("touch '{}'; cat", ran.display()),
+        ])
+        .await;
+        f.write(".gitattributes", "*.dat filter=planted\n");
+        f.write("x.dat", "x\n");
+        let after = f.take_after(&before).await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![
+                    change(".gitattributes", Added, Some((1, 0))),
+                    change("x.dat", Added, Some((1, 0))),
+                ],
+                warnings: no_warnings(),
+                incomplete: None,
+            }
+        );
+        assert!(!ran.exists(), "the planted clean filter must not run");
+    }
+
+    #[tokio::test]
+    async fn git_init_at_a_subdirectory_root_during_the_run_locates_again() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write("sub/kept.txt", "k\n");
+        f.write("outside.txt", "o\n");
+        f.commit_all().await;
+        let root = f.repo.join("sub");
+
+        let before = f.take_at(&root, SnapshotLimits::default(), None).await;
+        f.git_status(&root, &["init", "-q"]).await;
+        f.write("sub/new.txt", "n\n");
+        let after = f
+            .take_at(&root, SnapshotLimits::default(), Some(&before))
+            .await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                files: vec![change("new.txt", Added, Some((1, 0)))],
+                warnings: no_warnings(),
+                incomplete: None,
+            }
+        );
     }
 }

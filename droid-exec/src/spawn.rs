@@ -4,13 +4,15 @@
 //! then exactly what the caller passes), null or piped stdin, piped stdout and stderr,
 //! `kill_on_drop`, and a parent-death signal (SIGKILL when the thread that started it dies, which
 //! covers our process being SIGKILLed). Killing is by process group; descendants that escaped into
-//! their own session (droid runs each Execute command under `setsid`) are found by
-//! [`crate::sweep`].
+//! their own session (droid runs each Execute command under `setsid`) are ended by the run's
+//! supervisor, their subreaper ([`crate::guard`]), or else found by [`crate::sweep`].
 //!
-//! The one exception is a *detached* child (a background task's supervisor, a run's guardian): it
-//! gets a new session (`setsid`), its output goes to a log file (`/dev/null` for a guardian), and
-//! neither `kill_on_drop` nor a parent-death signal, because it must outlive the front-end that
-//! started it.
+//! The exceptions: a *detached* child (a background task's worker, a run's guardian) gets a new
+//! session (`setsid`), its output goes to a log file (`/dev/null` for a guardian), and neither
+//! `kill_on_drop` nor a parent-death signal, because it must outlive the front-end that started
+//! it; a run's *supervisor* (`spawn_supervisor`) keeps its own group and pipes, but gets no
+//! parent-death signal and no `kill_on_drop` either, for the same reason; and droid started by that supervisor (`spawn_inheriting`)
+//! writes straight to the supervisor's stdout and stderr.
 //!
 //! The parent-death signal is per *thread* on Linux: it fires when the thread that called `fork`
 //! exits. Children are spawned from async code, that is from a tokio worker thread (or the
@@ -50,12 +52,55 @@ pub struct SpawnSpec {
     pub detach_log: Option<PathBuf>,
 }
 
+/// How a child is tied to the process starting it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tie {
+    /// Own process group, piped stdout and stderr, parent-death signal, killed on drop.
+    Owned,
+    /// A new session, output to a log file, outlives us (a task's worker, a run's guardian).
+    Detached,
+    /// A run's supervisor ([`crate::guard`]): own process group, piped stdin, stdout and stderr,
+    /// but neither a parent-death signal nor a kill on drop: when we die it must live on long
+    /// enough to end the agent's tree (it learns of our death from its stdin's end-of-file).
+    Supervisor,
+    /// The agent under a supervisor: [`Tie::Owned`] but with this process's stdout and stderr
+    /// (the supervisor's, which are the engine's pipes).
+    Inherit,
+}
+
 /// Start `spec` in its own process group.
 ///
 /// # Errors
 /// [`EngineError::Spawn`] when the program cannot be started.
-#[allow(clippy::disallowed_methods)] // the one spawn site
 pub fn spawn(spec: &SpawnSpec) -> Result<Child, EngineError> {
+    let tie = if spec.detach_log.is_some() {
+        Tie::Detached
+    } else {
+        Tie::Owned
+    };
+    spawn_tied(spec, tie)
+}
+
+/// Start a run's supervisor ([`crate::guard::supervise_tree`]): its own process group, its stdin,
+/// stdout and stderr piped, no parent-death signal and no kill on drop (`detach_log` ignored).
+///
+/// # Errors
+/// [`EngineError::Spawn`] when the program cannot be started.
+pub(crate) fn spawn_supervisor(spec: &SpawnSpec) -> Result<Child, EngineError> {
+    spawn_tied(spec, Tie::Supervisor)
+}
+
+/// Start the agent from its supervisor: [`spawn`], but writing to this process's own stdout and
+/// stderr (`detach_log` ignored).
+///
+/// # Errors
+/// [`EngineError::Spawn`] when the program cannot be started.
+pub(crate) fn spawn_inheriting(spec: &SpawnSpec) -> Result<Child, EngineError> {
+    spawn_tied(spec, Tie::Inherit)
+}
+
+#[allow(clippy::disallowed_methods)] // the one spawn site
+fn spawn_tied(spec: &SpawnSpec, tie: Tie) -> Result<Child, EngineError> {
     let failed = |source| EngineError::Spawn {
         program: spec.program.display().to_string(),
         source,
@@ -65,27 +110,46 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, EngineError> {
         .current_dir(&spec.cwd)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(if spec.stdin_piped {
+        .stdin(if spec.stdin_piped || tie == Tie::Supervisor {
             Stdio::piped()
         } else {
             Stdio::null()
         });
-    let detached = spec.detach_log.is_some();
-    if let Some(log) = &spec.detach_log {
-        let file = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(log)
-            .map_err(failed)?;
-        cmd.stdout(file.try_clone().map_err(failed)?)
-            .stderr(file)
-            .kill_on_drop(false);
-    } else {
-        cmd.stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
+    match (tie, &spec.detach_log) {
+        (Tie::Detached, Some(log)) => {
+            let file = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .open(log)
+                .map_err(failed)?;
+            cmd.stdout(file.try_clone().map_err(failed)?)
+                .stderr(file)
+                .kill_on_drop(false);
+        }
+        (Tie::Detached, None) => {
+            cmd.stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(false);
+        }
+        (Tie::Owned, _) => {
+            cmd.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0)
+                .kill_on_drop(true);
+        }
+        (Tie::Supervisor, _) => {
+            cmd.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0)
+                .kill_on_drop(false);
+        }
+        (Tie::Inherit, _) => {
+            cmd.stdout(Stdio::inherit())
+                .stderr(Stdio::inherit())
+                .process_group(0)
+                .kill_on_drop(true);
+        }
     }
     let parent = nix::unistd::getpid();
     #[allow(unsafe_code)]
@@ -93,20 +157,24 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, EngineError> {
     // calls are allowed; setsid, prctl and getppid are plain system calls, and the closure
     // allocates nothing (errors are raw errno values).
     unsafe {
-        cmd.pre_exec(move || in_child(detached, parent));
+        cmd.pre_exec(move || in_child(tie, parent));
     }
     cmd.spawn().map_err(failed)
 }
 
-/// Runs in the child between fork and exec (see the SAFETY note in [`spawn`]).
-fn in_child(detached: bool, parent: Pid) -> std::io::Result<()> {
-    if detached {
-        nix::unistd::setsid()?;
-    } else {
-        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-        // the parent may have died before the line above: then nobody will ever signal us
-        if nix::unistd::getppid() != parent {
-            return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
+/// Runs in the child between fork and exec (see the SAFETY note in [`spawn_tied`]).
+fn in_child(tie: Tie, parent: Pid) -> std::io::Result<()> {
+    match tie {
+        Tie::Detached => {
+            nix::unistd::setsid()?;
+        }
+        Tie::Supervisor => {}
+        Tie::Owned | Tie::Inherit => {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            // the parent may have died before the line above: then nobody will ever signal us
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
+            }
         }
     }
     Ok(())

@@ -90,6 +90,17 @@ impl TaskKey {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The second of its creation, as its id says (wall clock): a listing finds the newest
+    /// tasks from the names alone ([`Store::newest_first`]).
+    pub(crate) fn secs(&self) -> u64 {
+        self.0
+            .strip_prefix("droid-")
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(secs, _)| secs.parse().ok())
+            // twenty digits can exceed u64: such an id sorts as the newest, harmlessly
+            .unwrap_or(u64::MAX)
+    }
 }
 
 impl std::fmt::Display for TaskKey {
@@ -353,6 +364,9 @@ pub(crate) fn create_atomic(path: &Path, bytes: &[u8]) -> Result<bool, EngineErr
     }
 }
 
+/// A task id with the second in it ([`TaskKey::secs`]).
+pub(crate) type Dated = (u64, TaskKey);
+
 /// The store at a root directory.
 #[derive(Debug, Clone)]
 pub(crate) struct Store {
@@ -491,6 +505,28 @@ impl Store {
             }
         }
         Ok((keys, damaged))
+    }
+
+    /// Task directories newest first by the second in their ids (ties in name order; the
+    /// submission number in `task.json` has the last word: [`crate::Tasks::survey`]), and every
+    /// other entry of `tasks/` as [`Store::entries`] reports it. Only the directory listing is
+    /// read.
+    /// Each with its second, parsed once.
+    pub(crate) fn newest_first(&self) -> Result<(Vec<Dated>, Vec<DamagedEntry>), EngineError> {
+        let (keys, damaged) = self.entries()?;
+        let mut keyed: Vec<(u64, TaskKey)> = keys.into_iter().map(|k| (k.secs(), k)).collect();
+        keyed.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        Ok((keyed, damaged))
+    }
+
+    /// Whether the task's `task.json` is there, whatever state it is in (one `lstat`, nothing
+    /// read). Anything but "it does not exist" counts as there: a clean keeps what it cannot
+    /// examine.
+    pub(crate) fn has_record(&self, key: &TaskKey) -> bool {
+        match std::fs::symlink_metadata(self.dir(key).join("task.json")) {
+            Ok(_) => true,
+            Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+        }
     }
 
     /// The damage of a task directory whose records cannot be read, as an entry to report.

@@ -2,12 +2,14 @@
 //! timeout, cancellation, or as soon as its completion event arrives.
 //!
 //! `select!` over: the next stdout line, the process exiting, the deadline and the cancel token.
-//! On timeout or cancellation droid is ended here (SIGTERM, `kill_grace`, SIGKILL, sweep) before
-//! supervision returns. On its completion event supervision returns at once: droid's turn is over
+//! On timeout or cancellation droid is ended here before supervision returns (through its
+//! supervisor, [`crate::guard::stop`]; without one SIGTERM, `kill_grace`, SIGKILL, sweep). On its completion event supervision returns at once: droid's turn is over
 //! and its session is on disk, so the result need not wait for it (droid can linger ~6 s flushing
-//! telemetry when not in airgap mode); droid gets SIGTERM and is reaped in the background
+//! telemetry when not in airgap mode); droid gets SIGTERM (through its supervisor when it has one)
+//! and is reaped in the background
 //! ([`crate::reap`]) while the run snapshots and verifies.
 
+use std::os::unix::process::ExitStatusExt as _;
 use std::process::ExitStatus;
 use std::time::Duration;
 
@@ -181,6 +183,9 @@ pub(crate) struct Limits {
     pub deadline: Instant,
     pub kill_grace: Duration,
     pub marker: String,
+    /// The control pipe of the supervisor the child is ([`crate::guard`]), which ends droid's
+    /// whole tree itself; `None`: the child is droid, its tree is ended by the marker sweep.
+    pub tree: Option<crate::guard::TreeControl>,
 }
 
 enum Stop {
@@ -194,7 +199,7 @@ enum Stop {
 pub(crate) async fn supervise(
     mut child: Child,
     provider: &dyn Provider,
-    limits: &Limits,
+    limits: Limits,
     cancel: &CancellationToken,
     publish: &Publisher,
 ) -> Supervised {
@@ -225,15 +230,27 @@ pub(crate) async fn supervise(
     };
     let (exit, stopped_by_us) = match stop {
         Stop::Exited(status) => {
-            // the process is gone; kill whatever it left behind in its group or elsewhere
-            if let Some(pid) = pid {
-                crate::spawn::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+            match &limits.tree {
+                // the supervisor exits only once droid's tree is gone; killed by a signal it may
+                // have been killed itself before that (droid's own signal death looks the same)
+                Some(_) if status.is_some_and(|s| s.signal().is_none()) => {}
+                _ => {
+                    // the process is gone; kill whatever it left behind in its group or elsewhere
+                    if let Some(pid) = pid {
+                        crate::spawn::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+                    }
+                    crate::sweep::sweep(&limits.marker, Duration::from_secs(3)).await;
+                }
             }
-            crate::sweep::sweep(&limits.marker, Duration::from_secs(3)).await;
             (status, false)
         }
         Stop::Timeout | Stop::Cancel => (
-            terminate(&mut child, limits.kill_grace, &limits.marker).await,
+            match &limits.tree {
+                Some(tree) => {
+                    crate::guard::stop(&mut child, tree, limits.kill_grace, &limits.marker).await
+                }
+                None => terminate(&mut child, limits.kill_grace, &limits.marker).await,
+            },
             true,
         ),
         Stop::Completed => {
@@ -282,20 +299,20 @@ pub(crate) async fn supervise(
 /// open and its stderr still read until then.
 fn hand_over<K: Send + 'static>(
     mut child: Child,
-    limits: &Limits,
+    limits: Limits,
     keep: K,
     obs: Observed,
     stderr: StderrTail,
 ) -> Supervised {
-    let pid = child.id();
     let exit = child.try_wait().ok().flatten();
-    if exit.is_some()
-        && let Some(pid) = pid
-    {
-        // gone: what it left in its group goes now
-        crate::spawn::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
-    }
-    let reaping = Reaping::start(child, limits.kill_grace, limits.marker.clone(), keep);
+    let reaping = Reaping::start(
+        child,
+        exit,
+        limits.tree,
+        limits.kill_grace,
+        limits.marker,
+        keep,
+    );
     Supervised {
         end: RunEnd::Completed,
         exit,

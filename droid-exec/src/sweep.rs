@@ -6,6 +6,11 @@
 //! keep is droid's environment: every run sets `DROID_EXECUTOR_RUN_ID=<unique id>` in droid's
 //! environment, and the sweep kills every live process whose `/proc/<pid>/environ` carries it.
 //! Zombies have no environment left and are already dead.
+//!
+//! A sweep reads every process's environment on the machine, and misses a process that dropped
+//! the marker (`env -i`, an environment rewritten by `exec`): droid's tree is owned by the run's
+//! supervisor instead ([`crate::guard`]), and the sweep is the fallback where there is none, and
+//! how verification commands are ended.
 
 use std::time::{Duration, Instant};
 

@@ -12,9 +12,17 @@
 //! left behind (found by the run's marker) and commits an `error` result with a `bridge_failure`
 //! issue. A task is never "running" forever and never silently gone.
 //!
-//! Retention: a finished task is removed once its result is older than `task_ttl` (at the start
-//! of every front-end through [`Tasks::clean`], and periodically in long-running ones through
-//! [`Tasks::janitor`]); a task without a result is never removed by age.
+//! Retention: a finished task is removed once its result is older than `task_ttl`: at the start
+//! of a front-end and periodically in long-running ones ([`Tasks::clean_if_due`], at most once a
+//! minute per store whatever the number of front-ends, through a stamp file), on `tasks clean`
+//! ([`Tasks::clean`]), and by any look at the task itself. Expiry is judged from the result
+//! file's modification time, never by parsing it; a task without a result is never removed by
+//! age.
+//!
+//! Costs: looking at one task reads that task only; a listing reads the store's directory (names
+//! only: a task id carries its creation second) and then only the tasks it returns or skips, so
+//! `tasks list --limit 10` and a page of MCP `tasks/list` cost the same at ten tasks as at ten
+//! thousand.
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -41,6 +49,12 @@ const SUPERVISOR_START: Duration = Duration::from_secs(10);
 const STARTUP_GRACE: Duration = Duration::from_secs(30);
 /// Time given to killing what a dead supervisor's run left behind.
 const SWEEP_BUDGET: Duration = Duration::from_secs(3);
+/// Least time between two automatic cleans of one store ([`Tasks::clean_if_due`]).
+const CLEAN_EVERY: Duration = Duration::from_secs(60);
+/// The stamp in the store's root whose modification time is the last automatic clean.
+const CLEAN_STAMP: &str = "cleaned";
+/// The lock in the store's root taken by the front-end cleaning, so that the others do not.
+const CLEAN_LOCK: &str = "clean.lock";
 
 /// Which tasks [`Tasks::list`] returns.
 #[derive(Debug, Clone, Default)]
@@ -49,6 +63,9 @@ pub struct TaskFilter {
     pub state: Option<TaskState>,
     /// At most this many (newest first).
     pub limit: Option<usize>,
+    /// Only tasks after this one in the listing's order (the last of the previous page): a
+    /// cursor, so the next page starts where the last ended without reading what came before.
+    pub after: Option<String>,
 }
 
 /// How far a follower has read a task's event log (see [`Tasks::events_from`]).
@@ -307,34 +324,94 @@ impl Tasks {
     }
 
     /// Tasks, newest first, and every entry of the store skipped because it is not a readable
-    /// task: a file, FIFO or link where a task directory belongs, a `task.json` that is damaged
-    /// or not a regular file, a directory that cannot be read. A half-created task (no
-    /// `task.json` yet) and an expired one are neither listed nor reported.
+    /// task: a file, FIFO or link where a task directory belongs (all of them: the directory
+    /// listing shows them), a `task.json` that is damaged or not a regular file, a directory that
+    /// cannot be read (those among the tasks examined). A half-created task (no `task.json` yet)
+    /// and an expired one are neither listed nor reported.
+    ///
+    /// Newest first is by submission number. Tasks are read from the newest second in their
+    /// ids back, a second at a time, until `filter.limit` of them match and one more second is
+    /// read (a submission racing another across a second boundary can get the later number
+    /// with the earlier second): the cost follows what is returned or skipped, not the size of
+    /// the store. Only a wall clock set back between submissions can misorder a limited
+    /// listing (the whole listing is exact). With `filter.after`, the listing starts after that
+    /// task.
     ///
     /// # Errors
-    /// [`EngineError::Io`] when the store's `tasks/` directory cannot be read.
+    /// [`EngineError::Io`] when the store's `tasks/` directory cannot be read;
+    /// [`EngineError::NoSuchTask`] when `filter.after` names no task (malformed, or removed
+    /// since: list again from the start).
     pub async fn survey(&self, filter: &TaskFilter) -> Result<TaskListing, EngineError> {
-        let (keys, mut damaged) = self.store.entries()?;
-        let mut all: Vec<(u64, TaskRecord)> = Vec::new();
-        for key in keys {
-            match self.look(&key).await {
-                Ok((meta, rec)) => {
-                    if filter.state.is_none_or(|s| s == rec.state) {
-                        all.push((meta.seq, rec));
+        let (keys, mut damaged) = self.store.newest_first()?;
+        // the cursor: its second and its submission number
+        let cursor = match &filter.after {
+            None => None,
+            Some(id) => {
+                let key = TaskKey::parse(id)?;
+                let seq = match self.store.meta(&key) {
+                    Ok(meta) => meta.seq,
+                    Err(EngineError::NoSuchTask { .. }) => {
+                        return Err(EngineError::NoSuchTask {
+                            id: id.clone(),
+                            hint: "the task the listing was to continue after is gone; list \
+                                   again from the start"
+                                .into(),
+                        });
                     }
-                }
-                // half-created or expired: not a task to show
-                Err(EngineError::NoSuchTask { .. }) => {}
-                Err(e) => damaged.push(Store::damaged(&key, &e)),
+                    Err(e) => return Err(e),
+                };
+                Some((key, seq))
             }
-        }
-        all.sort_by_key(|a| std::cmp::Reverse(a.0));
-        damaged.sort_by(|a, b| a.entry.cmp(&b.entry));
+        };
+        let after_cursor = |seq: u64, key: &TaskKey| {
+            cursor
+                .as_ref()
+                .is_none_or(|(c, cseq)| seq < *cseq || (seq == *cseq && key > c))
+        };
+        // from the second before the cursor's (see above about racing submissions)
+        let first = cursor.as_ref().map_or(0, |(key, _)| {
+            keys.partition_point(|(secs, _)| *secs > key.secs().saturating_add(1))
+        });
         let limit = filter.limit.unwrap_or(usize::MAX);
-        Ok(TaskListing {
-            tasks: all.into_iter().take(limit).map(|(_, r)| r).collect(),
-            damaged,
-        })
+        let mut read: Vec<(u64, &TaskKey, TaskRecord)> = Vec::new();
+        let mut matched = 0;
+        // the second in which `limit` tasks matched
+        let mut full_at: Option<u64> = None;
+        let mut i = first;
+        while i < keys.len() {
+            let secs = keys[i].0;
+            if full_at.is_some_and(|full| secs.saturating_add(1) < full) {
+                break;
+            }
+            let end = i + keys[i..].iter().take_while(|(s, _)| *s == secs).count();
+            for (_, key) in &keys[i..end] {
+                match self.look(key).await {
+                    Ok((meta, rec)) if after_cursor(meta.seq, key) => {
+                        if filter.state.is_none_or(|s| s == rec.state) {
+                            matched += 1;
+                        }
+                        read.push((meta.seq, key, rec));
+                    }
+                    // before the cursor, half-created or expired: not a task to show
+                    Ok(_) | Err(EngineError::NoSuchTask { .. }) => {}
+                    Err(e) => damaged.push(Store::damaged(key, &e)),
+                }
+            }
+            if full_at.is_none() && matched >= limit {
+                full_at = Some(secs);
+            }
+            i = end;
+        }
+        // the latest submission first (ties, which only a hand-made record has, by id)
+        read.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        let tasks = read
+            .into_iter()
+            .map(|(_, _, rec)| rec)
+            .filter(|rec| filter.state.is_none_or(|s| s == rec.state))
+            .take(limit)
+            .collect();
+        damaged.sort_by(|a, b| a.entry.cmp(&b.entry));
+        Ok(TaskListing { tasks, damaged })
     }
 
     /// How many tasks are queued and how many running (see [`Tasks::counts`]).
@@ -406,20 +483,11 @@ impl Tasks {
     /// # Errors
     /// As [`Tasks::list`].
     pub async fn latest(&self) -> Result<Option<TaskRecord>, EngineError> {
-        let newest = self
-            .store
-            .keys()?
-            .into_iter()
-            .filter_map(|k| Some((self.store.meta(&k).ok()?.seq, k)))
-            .max_by_key(|(seq, _)| *seq);
-        match newest {
-            None => Ok(None),
-            Some((_, key)) => match self.look(&key).await {
-                Ok((_, rec)) => Ok(Some(rec)),
-                Err(EngineError::NoSuchTask { .. }) => Ok(None),
-                Err(e) => Err(e),
-            },
-        }
+        let filter = TaskFilter {
+            limit: Some(1),
+            ..TaskFilter::default()
+        };
+        Ok(self.survey(&filter).await?.tasks.into_iter().next())
     }
 
     /// The task's stored request (secrets redacted).
@@ -520,7 +588,8 @@ impl Tasks {
 
     /// Remove finished tasks whose result is older than the TTL (every finished task with
     /// `all`), and half-created task directories nobody holds. Tasks without a result are never
-    /// removed. Returns how many were removed.
+    /// removed. Returns how many were removed. Nothing is parsed: a task is judged by which of
+    /// its files exist and by the result's modification time.
     ///
     /// A task whose `task.json` is damaged (empty, truncated, not UTF-8, fields missing, not a
     /// regular file) is kept and reported ([`Tasks::survey`]) until its committed result
@@ -547,20 +616,20 @@ impl Tasks {
     fn clean_one(&self, key: &TaskKey, all: bool) -> Result<bool, EngineError> {
         // the result decides, whatever state task.json is in: a committed result is kept for
         // the whole TTL
-        let finished = self.store.has_result(key);
-        let remove = match self.store.meta(key) {
-            Ok(_) | Err(EngineError::Corrupt { .. }) if finished => all || self.expired(key),
-            Ok(_) | Err(EngineError::Corrupt { .. }) => false,
-            Err(EngineError::NoSuchTask { .. }) if finished => all || self.expired(key),
-            Err(EngineError::NoSuchTask { .. }) => {
-                let old = std::fs::symlink_metadata(self.store.dir(key))
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.elapsed().ok())
-                    .is_some_and(|age| age > STARTUP_GRACE);
-                old && !lock::is_held(&self.store.lock_path(key))?
-            }
-            Err(e) => return Err(e),
+        // one stat for a finished task: whether it has a result, and since when
+        let remove = if let Some(at) = self.store.result_time(key) {
+            all || at.elapsed().is_ok_and(|age| age > self.cfg.task_ttl)
+        } else if self.store.has_record(key) {
+            // a task without a result (damaged record or not) is never removed by age
+            false
+        } else {
+            // no task.json: a submission that died half-way, once nobody holds it
+            let old = std::fs::symlink_metadata(self.store.dir(key))
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > STARTUP_GRACE);
+            old && !lock::is_held(&self.store.lock_path(key))?
         };
         if remove {
             self.store.remove(key)?;
@@ -568,10 +637,47 @@ impl Tasks {
         Ok(remove)
     }
 
-    /// Clean expired tasks every `every` until `stop` fires (for long-running front-ends).
+    /// [`Tasks::clean`] of expired tasks, unless this store was cleaned less than a minute ago
+    /// (by any process): what front-ends call when they start, so that a burst of `run`s or
+    /// `tasks` commands cleans once. The last clean is the modification time of the stamp
+    /// `<store>/cleaned`; whoever takes `<store>/clean.lock` (never waited for) renews it and
+    /// cleans, the others go on at once. A stamp dated in the future (a clock set back) is
+    /// overdue. Returns how many tasks were removed, `None` when the clean was not due (or the
+    /// store has no tasks directory yet).
+    ///
+    /// # Errors
+    /// [`EngineError::Io`] when the stamp or the lock cannot be written (a read-only store), or
+    /// as [`Tasks::clean`].
+    pub async fn clean_if_due(&self) -> Result<Option<usize>, EngineError> {
+        let root = self.store.root();
+        if !self.store.tasks_dir().is_dir() {
+            return Ok(None);
+        }
+        let stamp = root.join(CLEAN_STAMP);
+        let due = || {
+            std::fs::symlink_metadata(&stamp)
+                .and_then(|m| m.modified())
+                .map_or(true, |t| t.elapsed().map_or(true, |age| age >= CLEAN_EVERY))
+        };
+        if !due() {
+            return Ok(None);
+        }
+        let Some(_held) = lock::try_exclusive(&root.join(CLEAN_LOCK))? else {
+            return Ok(None);
+        };
+        // another process may have cleaned between the look and the lock
+        if !due() {
+            return Ok(None);
+        }
+        crate::store::write_atomic(&stamp, crate::timestamp::now().as_bytes())?;
+        self.clean(false).await.map(Some)
+    }
+
+    /// Clean expired tasks every `every` until `stop` fires (for long-running front-ends), each
+    /// time through [`Tasks::clean_if_due`].
     pub async fn janitor(&self, every: Duration, stop: CancellationToken) {
         loop {
-            if let Err(e) = self.clean(false).await {
+            if let Err(e) = self.clean_if_due().await {
                 tracing::warn!("cleaning the task store: {e}");
             }
             tokio::select! {
@@ -598,7 +704,11 @@ impl Tasks {
             let ttl = self.cfg.task_ttl.as_secs();
             let hint = match self.store.remove(key) {
                 Ok(()) => format!("its result expired after {ttl} s and was removed"),
-                Err(e) => format!("its result expired after {ttl} s; removing it failed: {e}"),
+                Err(e) => {
+                    // said here too: a listing skips the task without a word
+                    tracing::warn!(task = %key, "removing the expired task failed: {e}");
+                    format!("its result expired after {ttl} s; removing it failed: {e}")
+                }
             };
             return Err(EngineError::NoSuchTask {
                 id: key.to_string(),
@@ -777,5 +887,241 @@ mod tests {
         // for the clock to catch up
         assert_eq!(age(&meta(wall + ten_years, None)), Duration::MAX);
         assert!(age(&meta(wall, None)) < STARTUP_GRACE);
+    }
+
+    /// A store in a fresh temp directory, removed on drop.
+    struct TempStore {
+        root: PathBuf,
+        tasks: Tasks,
+    }
+
+    impl TempStore {
+        fn new(name: &str) -> Self {
+            let root = std::env::temp_dir().join(format!("dx-tasks-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&root);
+            let mut cfg =
+                crate::config::Settings::default().engine_config(&crate::config::EnvMap::new());
+            cfg.store_dir = Some(root.clone());
+            let tasks = Tasks::open(&cfg).unwrap();
+            tasks.prepare().unwrap();
+            Self { root, tasks }
+        }
+
+        /// A finished task `id` with submission number `seq` and a result of `status`.
+        fn finished(&self, id: &str, seq: u64, status: droid_contract::Status) -> TaskKey {
+            let key = TaskKey::parse(id).unwrap();
+            let dir = self.tasks.store.dir(&key);
+            std::fs::create_dir(&dir).unwrap();
+            let mut m = meta(key.secs() * 1000, None);
+            m.task_id = id.to_owned();
+            m.seq = seq;
+            std::fs::write(dir.join("task.json"), serde_json::to_vec(&m).unwrap()).unwrap();
+            let mut result = ExecutionResult::error(Some(id.to_owned()), "done", Vec::new());
+            result.status = status;
+            assert!(self.tasks.store.commit_result(&key, &result).unwrap());
+            key
+        }
+
+        fn ids(&self, filter: &TaskFilter) -> Vec<String> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(self.tasks.list(filter))
+                .unwrap()
+                .into_iter()
+                .map(|r| r.task_id)
+                .collect()
+        }
+
+        fn age(&self, key: &TaskKey, file: &str, by: Duration) {
+            std::fs::File::options()
+                .write(true)
+                .open(self.tasks.store.dir(key).join(file))
+                .unwrap()
+                .set_modified(SystemTime::now() - by)
+                .unwrap();
+        }
+    }
+
+    impl Drop for TempStore {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+
+    #[test]
+    fn a_listing_is_newest_first_limited_filtered_and_paged_by_cursor() {
+        use droid_contract::Status;
+        let st = TempStore::new("order");
+        // three in one second (their submission order decides), then older seconds; seq
+        // increases with time, as submissions do
+        st.finished("droid-1700000300-aaaa", 8, Status::Success);
+        st.finished("droid-1700000300-0001", 9, Status::Failed);
+        st.finished("droid-1700000300-ffff", 7, Status::Success);
+        st.finished("droid-1700000200-bbbb", 5, Status::Failed);
+        st.finished("droid-1700000100-cccc", 3, Status::Success);
+        st.finished("droid-1700000099-dddd", 2, Status::Failed);
+        let all = [
+            "droid-1700000300-0001",
+            "droid-1700000300-aaaa",
+            "droid-1700000300-ffff",
+            "droid-1700000200-bbbb",
+            "droid-1700000100-cccc",
+            "droid-1700000099-dddd",
+        ];
+        assert_eq!(st.ids(&TaskFilter::default()), all);
+        let limited = |limit, state, after: Option<&str>| TaskFilter {
+            state,
+            limit: Some(limit),
+            after: after.map(str::to_owned),
+        };
+        assert_eq!(st.ids(&limited(2, None, None)), all[..2]);
+        assert_eq!(
+            st.ids(&limited(2, Some(TaskState::Failed), None)),
+            ["droid-1700000300-0001", "droid-1700000200-bbbb"]
+        );
+        assert_eq!(
+            st.ids(&limited(9, Some(TaskState::Success), None)),
+            [all[1], all[2], all[4]]
+        );
+        // pages of two, each after the last of the one before, give the whole listing
+        let mut paged = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = st.ids(&limited(2, None, after.as_deref()));
+            if page.is_empty() {
+                break;
+            }
+            after = page.last().cloned();
+            paged.extend(page);
+        }
+        assert_eq!(paged, all);
+        // a cursor in the middle of a second, with a state filter
+        assert_eq!(
+            st.ids(&limited(5, Some(TaskState::Success), Some(all[1]))),
+            [all[2], all[4]]
+        );
+        // a cursor whose task is gone is an error naming it, not an empty page
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let gone = limited(2, None, Some("droid-1700000250-eeee"));
+        let err = rt.block_on(st.tasks.list(&gone)).unwrap_err();
+        assert!(
+            matches!(&err, EngineError::NoSuchTask { id, .. } if id == "droid-1700000250-eeee"),
+            "{err:?}"
+        );
+        // the latest task is the newest submission of the newest second
+        let latest = rt.block_on(st.tasks.latest()).unwrap().unwrap();
+        assert_eq!(latest.task_id, all[0]);
+    }
+
+    #[test]
+    fn a_limited_listing_never_reads_the_tasks_past_its_limit() {
+        use droid_contract::Status;
+        let st = TempStore::new("limit");
+        let new = st.finished("droid-1700000300-aaaa", 2, Status::Success);
+        let old = st.finished("droid-1700000100-bbbb", 1, Status::Success);
+        std::fs::write(st.tasks.store.dir(&old).join("task.json"), "{trunc").unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let one = TaskFilter {
+            limit: Some(1),
+            ..TaskFilter::default()
+        };
+        let listing = rt.block_on(st.tasks.survey(&one)).unwrap();
+        let ids: Vec<&str> = listing.tasks.iter().map(|r| r.task_id.as_str()).collect();
+        // the damaged older task was not read, so it is not reported either
+        assert_eq!((ids, listing.damaged.len()), (vec![new.as_str()], 0));
+        let listing = rt
+            .block_on(st.tasks.survey(&TaskFilter::default()))
+            .unwrap();
+        let damaged: Vec<&str> = listing.damaged.iter().map(|d| d.entry.as_str()).collect();
+        assert_eq!(damaged, [old.as_str()]);
+    }
+
+    #[test]
+    fn expired_tasks_are_cleaned_by_their_result_time_at_most_once_a_minute() {
+        use droid_contract::Status;
+        let st = TempStore::new("clean");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let day = Duration::from_secs(86_400);
+        let fresh = st.finished("droid-1700000300-aaaa", 3, Status::Success);
+        let first = st.finished("droid-1700000200-bbbb", 2, Status::Success);
+        st.age(&first, "result.json", 2 * day);
+        // a result that is not even JSON: expiry is judged without reading it
+        let unparsed = st.finished("droid-1700000100-cccc", 1, Status::Success);
+        std::fs::write(st.tasks.store.dir(&unparsed).join("result.json"), "{trunc").unwrap();
+        st.age(&unparsed, "result.json", 2 * day);
+        assert_eq!(rt.block_on(st.tasks.clean_if_due()).unwrap(), Some(2));
+        let dir = |k: &TaskKey| st.tasks.store.dir(k);
+        assert!(!dir(&first).exists() && !dir(&unparsed).exists());
+        assert!(dir(&fresh).is_dir());
+        // within the minute: not due, even with an expired task to remove
+        let second = st.finished("droid-1700000150-dddd", 4, Status::Success);
+        st.age(&second, "result.json", 2 * day);
+        assert_eq!(rt.block_on(st.tasks.clean_if_due()).unwrap(), None);
+        assert!(dir(&second).is_dir());
+        // a minute later it is due again
+        let stamp = st.root.join(CLEAN_STAMP);
+        std::fs::File::options()
+            .write(true)
+            .open(&stamp)
+            .unwrap()
+            .set_modified(SystemTime::now() - CLEAN_EVERY - Duration::from_secs(1))
+            .unwrap();
+        assert_eq!(rt.block_on(st.tasks.clean_if_due()).unwrap(), Some(1));
+        assert!(!dir(&second).exists());
+        // a stamp dated in the future (the clock was set back) does not stop cleaning
+        let third = st.finished("droid-1700000160-eeee", 5, Status::Success);
+        st.age(&third, "result.json", 2 * day);
+        std::fs::File::options()
+            .write(true)
+            .open(&stamp)
+            .unwrap()
+            .set_modified(SystemTime::now() + day)
+            .unwrap();
+        assert_eq!(rt.block_on(st.tasks.clean_if_due()).unwrap(), Some(1));
+        // while another process cleans (holds the lock), nobody else does
+        let held = lock::try_exclusive(&st.root.join(CLEAN_LOCK))
+            .unwrap()
+            .unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&stamp)
+            .unwrap()
+            .set_modified(SystemTime::now() - CLEAN_EVERY - Duration::from_secs(1))
+            .unwrap();
+        assert_eq!(rt.block_on(st.tasks.clean_if_due()).unwrap(), None);
+        drop(held);
+        assert_eq!(rt.block_on(st.tasks.clean_if_due()).unwrap(), Some(0));
+        assert!(dir(&fresh).is_dir());
+    }
+
+    #[test]
+    fn a_submission_that_raced_across_a_second_boundary_keeps_its_place() {
+        use droid_contract::Status;
+        let st = TempStore::new("race");
+        // numbered 21, but its id was made a moment before the 20th's crossed into a new second
+        st.finished("droid-1700000400-aaaa", 20, Status::Success);
+        st.finished("droid-1700000399-bbbb", 21, Status::Success);
+        st.finished("droid-1700000300-cccc", 19, Status::Success);
+        let one = TaskFilter {
+            limit: Some(1),
+            ..TaskFilter::default()
+        };
+        assert_eq!(st.ids(&one), ["droid-1700000399-bbbb"]);
+        let after = TaskFilter {
+            after: Some("droid-1700000399-bbbb".into()),
+            ..one
+        };
+        assert_eq!(st.ids(&after), ["droid-1700000400-aaaa"]);
     }
 }

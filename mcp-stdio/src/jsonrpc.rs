@@ -15,7 +15,8 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 /// The session already runs and queues as many tool calls as it takes (see
 /// `MAX_RUNNING_CALLS` / `MAX_QUEUED_CALLS`): the message says "busy" and the limits; try again
-/// once some have been answered. An implementation-defined code of the legacy range (mcp.md §2).
+/// once some have been answered. An implementation-defined code of the legacy range
+/// (docs/architecture.md#mcp-server).
 pub const SERVER_BUSY: i64 = -32000;
 /// 2026-07-28: the request's `_meta` protocol version is not one this server serves per request;
 /// `data` is `{supported, requested}`.

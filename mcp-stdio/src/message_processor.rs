@@ -21,8 +21,9 @@
 //! A 2026-07-28 request (modern `_meta`) inside a 2025-03-26 batch gets `-32600` in the array.
 //!
 //! Lifecycle: in the legacy era a session starts with `initialize`; before it only `ping` is
-//! answered, any other request gets `-32600` naming initialize (mcp.md §1.2: a client sends
-//! nothing else before the `initialize` response). A modern request needs no `initialize`.
+//! answered, any other request gets `-32600` naming initialize (docs/architecture.md#mcp-server:
+//! a client sends nothing else before the `initialize` response). A modern request needs no
+//! `initialize`.
 //!
 //! Load: one session runs at most [`MAX_RUNNING_CALLS`] `tools/call`s (and `tasks/*` requests)
 //! at once and queues [`MAX_QUEUED_CALLS`] more; a call beyond that is answered at once with

@@ -28,7 +28,8 @@
 //!   `isError` text saying what to fix would be lost for its users, while a JSON-RPC error
 //!   message reaches them (and no task exists that could be listed or fetched for them);
 //! - `tasks/list`: every task of the store, newest first, in pages; the cursor is the id of the
-//!   last task of the previous page (`-32602` once that task is gone);
+//!   last task of the previous page (`-32602` once that task is gone), and a page reads only its
+//!   own tasks (and a second's worth around it), never the pages before it;
 //! - `tasks/cancel`: `-32602` for a finished task; otherwise the cancel request goes to the task's
 //!   supervisor and the answer waits (bounded) until the task is `cancelled`, as the spec wants
 //!   the task cancelled before the response.
@@ -238,11 +239,20 @@ pub async fn list(server: &Server, params: &Value) -> Result<Value, RpcError> {
             )));
         }
     };
-    let all = store(server)?
-        .list(&TaskFilter::default())
-        .await
-        .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("the task store failed: {e}")))?;
-    let (records, next) = page(all, cursor, PAGE_SIZE)?;
+    // one more than a page: whether there is a next page, without reading past it
+    let filter = TaskFilter {
+        limit: Some(PAGE_SIZE + 1),
+        after: cursor.map(str::to_owned),
+        ..TaskFilter::default()
+    };
+    let fetched = store(server)?.list(&filter).await.map_err(|e| match e {
+        EngineError::NoSuchTask { .. } => RpcError::invalid_params(format!(
+            "invalid or expired cursor {:?}: list again without a cursor",
+            cursor.unwrap_or_default()
+        )),
+        e => RpcError::new(INTERNAL_ERROR, format!("the task store failed: {e}")),
+    })?;
+    let (records, next) = page(fetched, PAGE_SIZE);
     let ttl = ttl_ms(server);
     let mut answer = json!({"tasks": records.iter().map(|r| task(r, ttl)).collect::<Vec<_>>()});
     if let (Some(next), Some(obj)) = (next, answer.as_object_mut()) {
@@ -251,34 +261,18 @@ pub async fn list(server: &Server, params: &Value) -> Result<Value, RpcError> {
     Ok(answer)
 }
 
-/// The page of `all` (newest first) after `cursor`, and the cursor of the next page if any.
-///
-/// # Errors
-/// `-32602` when `cursor` names no task in `all`.
-pub fn page(
-    all: Vec<TaskRecord>,
-    cursor: Option<&str>,
-    size: usize,
-) -> Result<(Vec<TaskRecord>, Option<String>), RpcError> {
-    let start = match cursor {
-        None => 0,
-        Some(c) => {
-            all.iter().position(|r| r.task_id == c).ok_or_else(|| {
-                RpcError::invalid_params(format!(
-                    "invalid or expired cursor {c:?}: list again without a cursor"
-                ))
-            })? + 1
-        }
-    };
-    let rest: Vec<TaskRecord> = all.into_iter().skip(start).collect();
-    let more = rest.len() > size;
-    let records: Vec<TaskRecord> = rest.into_iter().take(size).collect();
+/// A page of at most `size` from `fetched` (the tasks after the cursor, newest first, up to one
+/// more than a page), and the cursor of the next page (the page's last task id) when `fetched`
+/// held more.
+pub fn page(mut fetched: Vec<TaskRecord>, size: usize) -> (Vec<TaskRecord>, Option<String>) {
+    let more = fetched.len() > size;
+    fetched.truncate(size);
     let next = if more {
-        records.last().map(|r| r.task_id.clone())
+        fetched.last().map(|r| r.task_id.clone())
     } else {
         None
     };
-    Ok((records, next))
+    (fetched, next)
 }
 
 /// `tasks/cancel`.
@@ -410,20 +404,14 @@ mod tests {
     }
 
     #[test]
-    fn pages_follow_the_cursor_to_the_end() {
-        let all: Vec<TaskRecord> = ["e", "d", "c", "b", "a"].into_iter().map(rec).collect();
-        let (p1, c1) = page(all.clone(), None, 2).unwrap();
+    fn a_page_holds_at_most_its_size_and_points_at_the_next() {
+        let all: Vec<TaskRecord> = ["e", "d", "c"].into_iter().map(rec).collect();
+        let (p1, c1) = page(all.clone(), 2);
         assert_eq!((ids(&p1), c1.as_deref()), (vec!["e", "d"], Some("d")));
-        let (p2, c2) = page(all.clone(), c1.as_deref(), 2).unwrap();
-        assert_eq!((ids(&p2), c2.as_deref()), (vec!["c", "b"], Some("b")));
-        let (p3, c3) = page(all.clone(), c2.as_deref(), 2).unwrap();
-        assert_eq!((ids(&p3), c3), (vec!["a"], None));
-        let (exact, none) = page(all[..2].to_vec(), None, 2).unwrap();
+        let (exact, none) = page(all[..2].to_vec(), 2);
         assert_eq!((ids(&exact), none), (vec!["e", "d"], None));
-        assert_eq!(
-            page(all, Some("gone"), 2).map_err(|e| e.code).err(),
-            Some(-32602)
-        );
+        let (empty, none) = page(Vec::new(), 2);
+        assert_eq!((ids(&empty), none), (Vec::<&str>::new(), None));
     }
 
     #[test]

@@ -26,12 +26,12 @@
 //! | `{"completion": "final text"}` | emit a droid `completion` event (see [`completion_event`]) |
 //! | `{"sleep_ms": N}` | sleep N ms |
 //! | `{"hang": true}` | sleep forever |
-//! | `{"wait_file": P}` | wait until P exists (checked every 10 ms), then go on: a droid lingering after its completion event for exactly as long as a test wants |
 //! | `{"exit": N}` | exit with status N |
 //! | `{"crash": true}` | abort (SIGABRT) |
 //! | `{"kill_self": "SIGKILL"}` | send itself that signal (any name `nix` knows) |
 //! | `{"ignore_sigterm": true}` | from now on SIGTERM does nothing |
 //! | `{"spawn_grandchild": {"command": C, "pid_file": P}}` | run `setsid sh -c C` (own session, stdio on /dev/null, cwd = `--cwd`, this environment) and write the pid of `sh`, the session and process-group leader, to P |
+//! | `{"wait_file": P}` | wait until P exists (polling every 10 ms; after 60 s it fails like a bad scenario) |
 //! | `{"flood_bytes": N}` | write exactly N bytes of `x` lines (1 KiB each, the last one shorter) |
 //! | `{"flood_events": {"events": [E, ...], "bytes": N}}` | write the events (compact JSON lines) round-robin until at least N bytes are out |
 //! | `{"long_line": N}` | write one line of N `x` |
@@ -57,6 +57,8 @@ pub const SCENARIO_ENV: &str = "FAKE_DROID_SCENARIO";
 /// The variable naming the file the invocation is recorded to.
 pub const RECORD_ENV: &str = "FAKE_DROID_RECORD";
 
+/// How long a `wait_file` step waits.
+const WAIT_FILE_LIMIT: Duration = Duration::from_secs(60);
 /// Length of one `flood_bytes` line, newline included.
 const FLOOD_LINE_BYTES: usize = 1024;
 
@@ -338,12 +340,6 @@ async fn play(step: &Value, base: &Path) -> anyhow::Result<Option<Ending>> {
         }
         "sleep_ms" => tokio::time::sleep(Duration::from_millis(number(arg, name)?)).await,
         "hang" => std::future::pending::<()>().await,
-        "wait_file" => {
-            let path = base.join(text(arg, name)?);
-            while !path.exists() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
         "exit" => {
             let code = arg
                 .as_i64()
@@ -373,6 +369,19 @@ async fn play(step: &Value, base: &Path) -> anyhow::Result<Option<Ending>> {
                 .with_context(|| format!("starting `setsid sh -c {command:?}`"))?;
             write_atomically(&pid_file, format!("{pid}\n").as_bytes())
                 .with_context(|| format!("writing {}", pid_file.display()))?;
+        }
+        "wait_file" => {
+            let path = base.join(text(arg, name)?);
+            let until = std::time::Instant::now() + WAIT_FILE_LIMIT;
+            while !path.exists() {
+                if std::time::Instant::now() >= until {
+                    bail!(
+                        "{} did not appear within {WAIT_FILE_LIMIT:?}",
+                        path.display()
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
         }
         "flood_bytes" => flood(usize::try_from(number(arg, name)?)?)?,
         "flood_events" => {

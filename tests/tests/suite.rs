@@ -33,4 +33,5 @@ mod support_selftest;
 mod tasks_cli;
 mod tasks_fake_droid;
 mod tasks_real_droid;
+mod tasks_store;
 mod tidy;

@@ -58,13 +58,17 @@ pub(crate) enum Command {
         #[arg(long, value_name = "DIR")]
         store: PathBuf,
     },
-    /// Guard one run: when stdin reaches its end (the run ended, or the process running it
-    /// died), kill every process still carrying the run's marker (started by the engine; not for
-    /// direct use).
+    /// Guard one run (started by the engine; not for direct use). With a command after `--`:
+    /// supervise it as a child subreaper and end its whole process tree when it exits or stdin
+    /// says so; without: when stdin reaches its end (the run ended, or the process running it
+    /// died), kill every process still carrying the run's marker.
     #[command(hide = true)]
     Guard {
         /// The run's marker (`DROID_EXECUTOR_RUN_ID`).
         marker: String,
+        /// The program to supervise and its arguments.
+        #[arg(last = true)]
+        command: Vec<std::ffi::OsString>,
     },
 }
 
@@ -122,10 +126,11 @@ pub(crate) fn engine_config(settings: &Settings, env: &EnvMap) -> droid_exec::En
     cfg
 }
 
-/// Remove expired task results (every front-end does this at start-up); a store that cannot be
-/// read is reported once and does not stop the command.
+/// Remove expired task results (every front-end does this at start-up, at most once a minute
+/// per store: see [`droid_exec::Tasks::clean_if_due`]); a store that cannot be read is reported
+/// once and does not stop the command.
 pub(crate) async fn clean_expired(tasks: &droid_exec::Tasks) {
-    if let Err(e) = tasks.clean(false).await {
+    if let Err(e) = tasks.clean_if_due().await {
         eprintln!("droid-executor: warning: cleaning expired tasks: {e}");
     }
 }
@@ -181,7 +186,43 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
         Command::Setup(args) => crate::setup::setup(args, cli.config.as_ref()).await,
         Command::Tasks(args) => crate::tasks::tasks(args, cli.config.as_ref()).await,
         Command::Worker { id, store } => crate::worker::worker(&id, &store).await,
-        Command::Guard { marker } => guard(&marker).await,
+        Command::Guard { marker, command } => match command.split_first() {
+            Some((program, args)) => supervise(&marker, program.into(), args.to_vec()).await,
+            None => guard(&marker).await,
+        },
+    }
+}
+
+/// `droid-executor guard <marker> -- <program> <args…>`: see `droid_exec::guard`. Exits as the
+/// program did (its code, or killed by the same signal) once its whole tree is gone; 126 when it
+/// could not be started (the reason on stderr, which is the program's), 2 for a refused marker.
+async fn supervise(
+    marker: &str,
+    program: std::path::PathBuf,
+    args: Vec<std::ffi::OsString>,
+) -> ExitCode {
+    let control = match droid_exec::guard::stdin_control() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("droid-executor guard: stdin is not the engine's control pipe: {e}");
+            return ExitCode::from(droid_exec::guard::SUPERVISOR_SPAWN_FAILED);
+        }
+    };
+    match droid_exec::guard::supervise_tree(marker, program, args, control).await {
+        Ok((status, left)) => {
+            if left > 0 {
+                eprintln!("droid-executor guard: {left} process(es) of run {marker} survived");
+            }
+            ExitCode::from(droid_exec::guard::exit_as(status))
+        }
+        Err(droid_exec::EngineError::InvalidMarker(m)) => {
+            eprintln!("droid-executor guard: invalid marker {m:?}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("droid-executor guard: {e}");
+            ExitCode::from(droid_exec::guard::SUPERVISOR_SPAWN_FAILED)
+        }
     }
 }
 

@@ -27,10 +27,13 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args = <cli::Cli as clap::Parser>::parse();
     cli::init_logging();
-    match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // a run's supervisor or guardian starts with every run: one thread starts fastest
+    let mut builder = if matches!(args.command, cli::Command::Guard { .. }) {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    match builder.enable_all().build() {
         Ok(rt) => {
             let code = rt.block_on(cli::dispatch(args));
             // a blocking stdin read (the MCP server stopped by a signal) must not hold the exit

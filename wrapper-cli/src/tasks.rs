@@ -201,10 +201,17 @@ pub(crate) async fn tasks(args: TasksArgs, config: Option<&PathBuf>) -> ExitCode
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    clean_expired(&tasks).await;
     match args.command {
         TasksCommand::List { state, limit, json } => {
-            let listing = match tasks.survey(&TaskFilter { state, limit }).await {
+            // only a listing cleans: looking at one task reads that task alone (an expired one
+            // is removed by the look itself)
+            clean_expired(&tasks).await;
+            let filter = TaskFilter {
+                state,
+                limit,
+                after: None,
+            };
+            let listing = match tasks.survey(&filter).await {
                 Ok(l) => l,
                 Err(e) => return fail(e),
             };

@@ -132,28 +132,28 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
 const ANSWER_LIMIT: Duration = Duration::from_secs(60);
 
 /// The nearest-rank percentile `p` (0-100) of sorted `v`.
-fn percentile(sorted: &[Duration], p: usize) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: usize) -> Duration {
     let rank = (sorted.len() * p).div_ceil(100).max(1);
     sorted[rank.min(sorted.len()) - 1]
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
 /// A HOME for the release binary driving the fake droid: a git repository, a config passing the
 /// fake droid's scenario variable through, and a scenario (one assistant message, a completion).
-struct McpWorld {
+pub(crate) struct McpWorld {
     dir: PathBuf,
     home: PathBuf,
-    repo: PathBuf,
+    pub(crate) repo: PathBuf,
     scenario: PathBuf,
     prompt: PathBuf,
     bins: PathBuf,
 }
 
 impl McpWorld {
-    fn new(bins: &Path) -> Result<Self> {
+    pub(crate) fn new(bins: &Path) -> Result<Self> {
         let dir =
             std::env::temp_dir().join(format!("droid-executor-bench-mcp-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -219,7 +219,7 @@ impl McpWorld {
         Ok(d)
     }
 
-    fn bare_exec(&self) -> Result<Duration> {
+    pub(crate) fn bare_exec(&self) -> Result<Duration> {
         let mut cmd = self.command(&self.fake_droid());
         cmd.args(["exec", "--output-format", "stream-json", "--cwd"])
             .arg(&self.repo)
@@ -249,14 +249,14 @@ impl Drop for McpWorld {
 
 /// A blocking MCP client over the server's pipes; a reader thread hands over stdout lines so
 /// every wait has a limit.
-struct McpClient {
+pub(crate) struct McpClient {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
 }
 
 impl McpClient {
-    fn start(world: &McpWorld) -> Result<Self> {
+    pub(crate) fn start(world: &McpWorld) -> Result<Self> {
         let mut child = world
             .command(&world.bins.join("droid-executor"))
             .arg("mcp")
@@ -306,7 +306,7 @@ impl McpClient {
         }
     }
 
-    fn initialize(&mut self) -> Result<()> {
+    pub(crate) fn initialize(&mut self) -> Result<()> {
         self.request(
             0,
             "initialize",
@@ -323,7 +323,7 @@ impl McpClient {
     }
 
     /// Close stdin and wait for the server to exit.
-    fn finish(mut self) -> Result<()> {
+    pub(crate) fn finish(mut self) -> Result<()> {
         self.stdin = None;
         self.child.wait()?;
         Ok(())
@@ -341,7 +341,7 @@ impl Drop for McpClient {
 }
 
 /// A timed `tools/call` of `tool` whose result must not be an error.
-fn timed_call(c: &mut McpClient, id: u64, tool: &str, args: &Value) -> Result<Duration> {
+pub(crate) fn timed_call(c: &mut McpClient, id: u64, tool: &str, args: &Value) -> Result<Duration> {
     let t = Instant::now();
     let r = c.request(id, "tools/call", json!({"name": tool, "arguments": args}))?;
     let d = t.elapsed();

@@ -25,12 +25,18 @@
 //!   droid, as ratios to bare fake-droid spawns and `droid-executor --version`.
 //! - `bench completion [--runs N] [--real] [--executor PATH]`: how long the result takes once a
 //!   lingering droid has completed (fake droid, or the real one outside airgap mode).
+//! - `bench snapshot`: a run's overhead over a bare fake droid on generated repositories (1k,
+//!   10k, 100k files; clean, dirty, one untracked 1 GiB file), next to `git status` there.
+//! - `bench store [--tasks N] [--runs R] [--debug]`: `tasks show`, `tasks list` and `run` against
+//!   a store of N tasks (10 000), as ratios to the same commands against a store of one.
+//! - `bench processes`: a run's overhead over a bare fake-droid `exec` with 0, 100 and 2,000
+//!   extra idle processes on the machine (`--bins DIR` measures another build the same way).
 //! - `soak [--time SECS] [--check]`: the bridge and the MCP server under mixed traffic against
 //!   the fake droid for a bounded time; throughput, p50/p99, errors, and RSS and open
 //!   descriptors after the warm-up and at the end (`--check`: no errors, no process left, no
 //!   growth).
-//! - `reliability [--check] [--observed FILE]`: `docs/reliability.md`'s fault matrix from what the
-//!   fault tests record, and its list of security probes from their tests.
+//! - `reliability [--from FILE | --check [--observed FILE]]`: `docs/reliability.md`'s fault
+//!   matrix from what the fault tests record, and its list of security probes from their tests.
 //! - `fuzz [--time SECS] [--target NAME] [--stable]`: the cargo-fuzz targets in `fuzz/`, each for
 //!   SECS (60), from the seeds in `fuzz/seeds/`; executions, rate, corpus size, crashes.
 #![allow(clippy::disallowed_methods)] // automation: xtask runs cargo, npm, tar, python3 and the binaries it builds
@@ -39,6 +45,9 @@
 mod bench;
 mod bench_bridge;
 mod bench_completion;
+mod bench_processes;
+mod bench_snapshot;
+mod bench_store;
 mod bridge_process;
 mod demo;
 mod droid;
@@ -76,7 +85,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--requests N] [--repos R] | reliability [--check] [--observed FILE] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
+const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--requests N] [--repos R] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
@@ -96,6 +105,9 @@ fn dispatch(args: &[&str]) -> Result<()> {
         ["bench", "bridge", rest @ ..] => bench_bridge::bridge(rest),
         ["bench", "mcp", rest @ ..] => bench::mcp(rest),
         ["bench", "completion", rest @ ..] => bench_completion::completion(rest),
+        ["bench", "snapshot", rest @ ..] => bench_snapshot::snapshot(rest),
+        ["bench", "store", rest @ ..] => bench_store::store(rest),
+        ["bench", "processes", rest @ ..] => bench_processes::processes(rest),
         ["soak", rest @ ..] => soak::soak(rest),
         ["fuzz", rest @ ..] => fuzz::fuzz(rest),
         ["reliability", rest @ ..] => reliability::reliability(rest),

@@ -10,6 +10,8 @@
 //! - The security probes are the tests of `tests/tests/suite/security.rs`, listed between
 //!   `<!-- probes:begin -->` and `<!-- probes:end -->` by name and the first paragraph of their
 //!   doc comments.
+//! - `--from FILE` rewrites the tables from the log of a fault-suite run already made (the
+//!   file `DROID_EXECUTOR_FAULT_LOG` named), without running the suites again.
 //! - `--check` rewrites nothing: it fails when the document names a test that does not exist or
 //!   misses one that does; with `--observed FILE` (the log of a full test run, as `.ci/run`
 //!   keeps it) it also fails when a fault test recorded nothing, or when an observed status,
@@ -36,7 +38,7 @@ const FAULT_SUITES: [(&str, &str); 3] = [
 ];
 const PROBES: &str = "security.rs";
 const LOG_ENV: &str = "DROID_EXECUTOR_FAULT_LOG";
-const USAGE: &str = "usage: cargo xtask reliability [--check] [--observed FILE]";
+const USAGE: &str = "usage: cargo xtask reliability [--from FILE | --check [--observed FILE]]";
 
 /// A test found in a suite's source: its name and first doc line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +51,9 @@ struct TestFn {
 pub(crate) fn reliability(args: &[&str]) -> Result<()> {
     let (check, observed) = match args {
         [] => (false, None),
+        // rewrite from a log a fault-suite run already wrote (as `.ci/run` keeps one), without
+        // running the suites again
+        ["--from", f] => (false, Some(PathBuf::from(f))),
         ["--check"] => (true, None),
         ["--check", "--observed", f] | ["--observed", f, "--check"] => {
             (true, Some(PathBuf::from(f)))
@@ -64,25 +69,32 @@ pub(crate) fn reliability(args: &[&str]) -> Result<()> {
     if check {
         return check_doc(&doc, &suites, &probes, observed.as_deref());
     }
-    let log = root.join("target/reliability/observed.ndjson");
-    std::fs::create_dir_all(log.parent().context("log dir")?)?;
-    let _ = std::fs::remove_file(&log);
-    crate::preflight::require("reliability", crate::preflight::RELIABILITY)?;
-    run(cargo().args(["build", "--workspace", "--bins"])).context("building the binaries")?;
-    let droid = crate::droid::fetch()?;
-    let mut cmd = cargo();
-    cmd.args([
-        "test",
-        "-p",
-        "tests",
-        "--test",
-        "all",
-        "--",
-        "suite::faults_",
-    ])
-    .env(LOG_ENV, &log)
-    .env("DROID_EXECUTOR_TEST_DROID", &droid);
-    run(&mut cmd).context("the fault suites failed")?;
+    let log = match observed {
+        Some(log) => log,
+        None => {
+            let log = root.join("target/reliability/observed.ndjson");
+            std::fs::create_dir_all(log.parent().context("log dir")?)?;
+            let _ = std::fs::remove_file(&log);
+            crate::preflight::require("reliability", crate::preflight::RELIABILITY)?;
+            run(cargo().args(["build", "--workspace", "--bins"]))
+                .context("building the binaries")?;
+            let droid = crate::droid::fetch()?;
+            let mut cmd = cargo();
+            cmd.args([
+                "test",
+                "-p",
+                "tests",
+                "--test",
+                "all",
+                "--",
+                "suite::faults_",
+            ])
+            .env(LOG_ENV, &log)
+            .env("DROID_EXECUTOR_TEST_DROID", &droid);
+            run(&mut cmd).context("the fault suites failed")?;
+            log
+        }
+    };
     let rows = read_log(&log)?;
     let matrix = render_matrix(&suites, &rows)?;
     let text = replace_between(&doc, "matrix", &matrix)?;

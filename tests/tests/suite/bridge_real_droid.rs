@@ -150,11 +150,19 @@ impl Drop for World {
     }
 }
 
-/// Whether `pid` is a run's guardian (`droid-executor guard <marker>`, a child of the front-end
-/// in a session of its own).
+/// Whether `pid` is a run's guardian or supervisor (`droid-executor guard <marker> [-- droid …]`,
+/// a child of the front-end).
 fn is_guardian(pid: i32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(b"guard".as_slice()))
+}
+
+/// Whether `pid` is a zombie (dead, not yet reaped).
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
 }
 
 /// The processes whose parent is `parent`.
@@ -428,11 +436,26 @@ async fn a_client_disconnect_cancels_the_run_and_kills_every_process_of_it() {
         .unwrap();
 
     let sleeper = read_pid_file(&pid_file, HTTP_LIMIT).await;
-    let (guardians, droids): (Vec<i32>, Vec<i32>) = children(serve.pid())
+    // serve's one child is the run's supervisor (`droid-executor guard <marker> -- droid …`),
+    // droid is the supervisor's child (and so is the sleeper once its shell exited: the
+    // supervisor is the tree's subreaper, as is droid's Execute shell, a zombie until the
+    // supervisor reaps it at the end of the run)
+    let supervisors = children(serve.pid());
+    assert_eq!(supervisors.len(), 1, "serve's children: {supervisors:?}");
+    assert!(
+        is_guardian(supervisors[0]),
+        "serve's child {} is not the run's supervisor",
+        supervisors[0]
+    );
+    let droids: Vec<i32> = children(supervisors[0])
         .into_iter()
-        .partition(|p| is_guardian(*p));
-    assert_eq!(droids.len(), 1, "serve's children: {droids:?}");
-    assert_eq!(guardians.len(), 1, "serve's guardians: {guardians:?}");
+        .filter(|p| *p != sleeper && !is_zombie(*p))
+        .collect();
+    assert_eq!(
+        droids.len(),
+        1,
+        "the supervisor's live children: {droids:?}"
+    );
     let droid = droids[0];
     let marker = wait_env_value(droid, MARKER_VAR, GONE_LIMIT).await;
     w.markers.borrow_mut().push(marker.clone());

@@ -761,7 +761,7 @@ async fn the_git_line_warns_about_a_git_older_than_2_31() {
                 "WARN",
                 "git",
                 "git version 2.30.2 is older than 2.31: files_changed is measured by walking the \
-                 directory (.gitignore ignored, at most 20,000 files)"
+                 directory (.gitignore ignored, at most 10 s or 1,000,000 files)"
             ),
             fix("install git 2.31 or later on droid's PATH")
         ]

@@ -724,8 +724,8 @@ async fn an_old_git_is_said_in_the_result() {
         .collect();
     let description = format!(
         "git could not be used in this git work tree ({why}); files_changed comes from walking \
-         the directory, which ignores .gitignore and stops at 20,000 files, so it may list \
-         ignored files or miss changes"
+         the directory, which ignores .gitignore and stops after 10 s or 1,000,000 files, so it \
+         may list ignored files or miss changes"
     );
     assert_eq!(
         issues,
@@ -910,5 +910,100 @@ async fn verification_beside_droid_s_reaping_is_not_swept_with_droid() {
     assert_eq!(ran.result.tests.passed, Some(true), "{:#?}", ran.result);
     assert_eq!(ran.commands(), vec![("verify", verify, Some(0))]);
     settled(&fake.engine).await;
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+}
+
+/// A fake engine whose runs go under the run's supervisor (`droid-executor guard <marker> --
+/// droid …`, as in every front-end), with `kill_grace`.
+fn supervised(kill_grace: Duration) -> Fake {
+    Fake::tuned(json!([]), |cfg| {
+        cfg.kill_grace = kill_grace;
+        cfg.supervisor = Some(tests::droid_bin::droid_executor_bin());
+    })
+}
+
+/// The run's supervisor (the pid of the run's `Started` event) and droid, its one live child.
+fn supervisor_and_droid(ran: &Ran) -> (i32, i32) {
+    let supervisor = ran.droid_pid();
+    let argv = std::fs::read(format!("/proc/{supervisor}/cmdline")).unwrap_or_default();
+    assert_eq!(
+        argv.split(|b| *b == 0).nth(1),
+        Some(b"guard".as_slice()),
+        "the run's process {supervisor} is not its supervisor"
+    );
+    let droids = children_of(supervisor);
+    assert_eq!(droids.len(), 1, "the supervisor's children: {droids:?}");
+    (supervisor, droids[0])
+}
+
+/// Under the run's supervisor too (the front-ends' case), the result of a run whose droid
+/// lingers after its completion event (ignoring SIGTERM) comes while droid is still alive; once
+/// droid exits the supervisor ends its tree, a grandchild in its own session included, and
+/// exits, and only then is the engine settled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_its_supervisor_the_result_does_not_wait_for_droid_either() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    // long enough that only the release file can end droid while the test looks at it
+    let fake = supervised(Duration::from_secs(600));
+    let release = fake.file("release");
+    let pid_file = fake.file("sh.pid");
+    fake.play(json!([
+        {"spawn_grandchild": {"command": "sleep 600; exit 0", "pid_file": pid_file}},
+        {"write_file": {"path": "a.txt", "content": "y\n"}},
+        {"ignore_sigterm": true},
+        {"completion": "Changed a.txt."},
+        {"wait_file": release},
+    ]));
+    let ran = run(
+        &fake.engine,
+        &request(repo.path(), "Change a.txt", json!({})),
+    )
+    .await;
+    assert_eq!(ran.result.status, Status::Success, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), Vec::<&str>::new());
+    assert_eq!(ran.result.summary, "Changed a.txt.");
+    assert_eq!(ran.result.droid.as_ref().unwrap().exit_code, None);
+    let (supervisor, droid) = supervisor_and_droid(&ran);
+    assert!(
+        is_alive(droid),
+        "droid (pid {droid}) was gone before the result came: the result waited for it"
+    );
+    let sh = read_pid_file(&pid_file, Duration::from_secs(30)).await;
+    std::fs::write(&release, b"").unwrap();
+    settled(&fake.engine).await;
+    assert!(!is_alive(supervisor), "the supervisor outlived its reaping");
+    assert!(!is_alive(droid), "droid (pid {droid}) outlived its reaping");
+    assert!(
+        wait_gone(sh, GONE).await,
+        "droid's grandchild (pid {sh}) survived"
+    );
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+}
+
+/// Under the run's supervisor, a droid that ignores SIGTERM after its completion event and never
+/// exits is ended in the background after the kill grace, the supervisor asked to SIGKILL the
+/// whole tree (a grandchild in its own session included); the result did not wait for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_its_supervisor_a_droid_ignoring_sigterm_is_killed_in_the_background() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let fake = supervised(Duration::from_secs(1));
+    let pid_file = fake.file("sh.pid");
+    fake.play(json!([
+        {"spawn_grandchild": {"command": "sleep 600; exit 0", "pid_file": pid_file}},
+        {"ignore_sigterm": true},
+        {"completion": "All done."},
+        {"hang": true},
+    ]));
+    let ran = run(&fake.engine, &request(repo.path(), "Finish", json!({}))).await;
+    assert_eq!(ran.result.status, Status::Success, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), Vec::<&str>::new());
+    let supervisor = ran.droid_pid();
+    let sh = read_pid_file(&pid_file, Duration::from_secs(30)).await;
+    settled(&fake.engine).await;
+    assert!(!is_alive(supervisor), "the supervisor outlived its reaping");
+    assert!(
+        wait_gone(sh, GONE).await,
+        "droid's grandchild (pid {sh}) survived"
+    );
     assert_nothing_survives(&ran, &fake.record().unwrap()).await;
 }

@@ -506,3 +506,207 @@ async fn verification_commands_leave_no_background_process() {
         .await;
     record(rows);
 }
+
+/// The three ways a process of droid's tree escapes a search by environment: started with
+/// `env -i` (under a marked parent that then dies), a marked process that rewrites its own
+/// environment (`exec env -i …`), and a double fork into a new session with a clean environment.
+/// Each writes its own pid to `<name>.pid` beside the repository and sleeps for ten minutes.
+fn escapes() -> Vec<Value> {
+    let pid_then_sleep = |name: &str| {
+        format!("echo $$ > ../{name}.tmp && mv ../{name}.tmp ../{name}.pid; exec sleep 600")
+    };
+    let mut steps: Vec<Value> = [
+        format!("env -i sh -c '{}' & wait", pid_then_sleep("env_i")),
+        format!("exec env -i sh -c '{}'", pid_then_sleep("rewritten")),
+        format!(
+            "(env -i setsid sh -c '{}' < /dev/null > /dev/null 2>&1 &); exit 0",
+            pid_then_sleep("double_fork")
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, command)| {
+        json!({"spawn_grandchild": {"command": command, "pid_file": format!("../escape-sh-{i}.pid")}})
+    })
+    .collect();
+    steps.extend(
+        ESCAPES
+            .iter()
+            .map(|name| json!({"wait_file": format!("../{name}.pid")})),
+    );
+    steps
+}
+
+/// The pid files [`escapes`] writes.
+const ESCAPES: [&str; 3] = ["env_i", "rewritten", "double_fork"];
+
+/// The escapes of [`escapes`] still alive 10 s after the run's result, each killed (SIGKILL, by
+/// pid) so a failing test leaks nothing.
+fn escapes_left(fh: &FaultHome, front: Front) -> Vec<String> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let pids: Vec<(&str, i32)> = ESCAPES
+        .iter()
+        .map(|name| {
+            let text = std::fs::read_to_string(fh.home.file(&format!("{name}.pid")))
+                .unwrap_or_else(|e| panic!("{front:?}: {name}.pid: {e}"));
+            (*name, text.trim().parse().unwrap())
+        })
+        .collect();
+    while pids.iter().any(|(_, pid)| tests::procs::is_alive(*pid))
+        && std::time::Instant::now() < until
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut left = Vec::new();
+    for (name, pid) in pids {
+        if tests::procs::is_alive(pid) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            left.push(format!("{name} ({pid})"));
+        }
+    }
+    left
+}
+
+/// Processes of droid's tree that dropped the run's marker (`env -i`, an environment rewritten
+/// by `exec`, a double fork into a new session) are ended with the run when droid completes and
+/// exits: the run's supervisor owns droid's whole tree, whatever the environment says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmarked_escapes_end_with_a_completed_run() {
+    let mut steps = escapes();
+    steps.push(json!({"completion": "done"}));
+    let rows = plain(Value::Array(steps))
+        .every_front_end(
+            |fh, d| {
+                assert_outcome(d, Status::Success, None);
+                assert_eq!(
+                    escapes_left(fh, d.front),
+                    Vec::<String>::new(),
+                    "{:?}",
+                    d.front
+                );
+            },
+            |_| "env -i, exec env -i and a double-forked daemon gone after completion".into(),
+        )
+        .await;
+    record(rows);
+}
+
+/// Processes of droid's tree that dropped the run's marker (`env -i`, an environment rewritten
+/// by `exec`, a double fork into a new session) are ended with a run that times out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmarked_escapes_end_with_a_timed_out_run() {
+    let mut steps = escapes();
+    steps.push(json!({"hang": true}));
+    let case = Case {
+        extra: json!({"max_runtime_seconds": 3}),
+        ..plain(Value::Array(steps))
+    };
+    let rows = case
+        .every_front_end(
+            |fh, d| {
+                assert_outcome(d, Status::Timeout, Some("timeout"));
+                assert_eq!(
+                    escapes_left(fh, d.front),
+                    Vec::<String>::new(),
+                    "{:?}",
+                    d.front
+                );
+            },
+            |_| "env -i, exec env -i and a double-forked daemon gone after the timeout".into(),
+        )
+        .await;
+    record(rows);
+}
+
+/// Processes of droid's tree that dropped the run's marker (`env -i`, an environment rewritten
+/// by `exec`, a double fork into a new session) are ended with a run its client cancels (MCP
+/// `notifications/cancelled`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmarked_escapes_end_with_a_cancelled_run() {
+    let mut steps = escapes();
+    steps.push(json!({"hang": true}));
+    let fh = FaultHome::new("fault", &Value::Array(steps), "");
+    let request = fh.request(json!({}));
+    let mut started = Started::request(Front::Mcp, &fh, &request).await;
+    for name in ESCAPES {
+        super::common::read_pid_file(
+            &fh.home.file(&format!("{name}.pid")),
+            super::common::RUN_LIMIT,
+        )
+        .await;
+    }
+    let Started::Mcp(server) = &mut started else {
+        unreachable!("started through MCP")
+    };
+    server
+        .send(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": 7, "reason": "user cancelled"}}),
+        )
+        .await;
+    let left = escapes_left(&fh, Front::Mcp);
+    drop(started);
+    assert_eq!(left, Vec::<String>::new());
+    record(vec![Observed {
+        test: String::new(),
+        front_end: Front::Mcp.name().into(),
+        droid: "fake",
+        status: "cancelled".into(),
+        issues: Vec::new(),
+        results: 0,
+        peak_rss_mib: 0.0,
+        processes_left: left.len(),
+        note: "env -i, exec env -i and a double-forked daemon gone after the cancel".into(),
+    }]);
+}
+
+/// Processes of droid's tree that dropped the run's marker (`env -i`, an environment rewritten
+/// by `exec`, a double fork into a new session) are ended when the front-end running the run is
+/// SIGKILLed (`run`, `serve`'s `POST /execute`, `mcp`'s `tools/call`): the run's supervisor
+/// outlives the front-end just long enough to end droid's whole tree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmarked_escapes_end_with_a_killed_front_end() {
+    let mut rows = Vec::new();
+    for front in Front::ALL {
+        let mut steps = escapes();
+        steps.push(json!({"hang": true}));
+        let fh = FaultHome::new("fault", &Value::Array(steps), "");
+        let request = fh.request(json!({}));
+        let started = Started::request(front, &fh, &request).await;
+        for name in ESCAPES {
+            super::common::read_pid_file(
+                &fh.home.file(&format!("{name}.pid")),
+                super::common::RUN_LIMIT,
+            )
+            .await;
+        }
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(started.pid()),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let left = escapes_left(&fh, front);
+        if let Started::Bridge(_, pending) = &started {
+            pending.abort();
+        }
+        drop(started);
+        assert_eq!(left, Vec::<String>::new(), "{front:?}");
+        rows.push(Observed {
+            test: String::new(),
+            front_end: front.name().into(),
+            droid: "fake",
+            status: "front-end killed (SIGKILL)".into(),
+            issues: Vec::new(),
+            results: 0,
+            peak_rss_mib: 0.0,
+            processes_left: left.len(),
+            note:
+                "env -i, exec env -i and a double-forked daemon gone after the front-end's SIGKILL"
+                    .into(),
+        });
+    }
+    record(rows);
+}

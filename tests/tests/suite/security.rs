@@ -2096,6 +2096,19 @@ async fn a_queued_task_never_runs_in_a_repo_root_swapped_for_a_symlink() {
     reach(&tasks, &a, TaskState::Running).await;
     let b = submit(&tasks, &req(&repo_b, "Wait for the slot", hang.clone())).await;
     reach(&tasks, &b, TaskState::Queued).await;
+    // `queued` is also what a task is before its supervisor has started: wait for the
+    // supervisor to have admitted the request and taken its ticket in the queue, so the swap
+    // below happens while the task waits for the slot (not before its admission, which would
+    // refuse it with admission's own words)
+    let tickets = store.root().join("queue");
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    while std::fs::read_dir(&tickets).map_or(0, Iterator::count) == 0 {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "{b} never took a ticket in {tickets:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let supervisors = [store.supervisor(&a), store.supervisor(&b)];
 
     std::fs::rename(&repo_b, allowed.path().join("b-moved")).unwrap();

@@ -54,7 +54,7 @@ impl Store {
         }
     }
 
-    fn root(&self) -> &Path {
+    pub(super) fn root(&self) -> &Path {
         self.store.path()
     }
 

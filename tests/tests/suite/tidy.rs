@@ -156,3 +156,47 @@ fn tracked_files_cite_only_the_repositorys_own_design() {
     }
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
+
+/// The tests `docs/reliability.md` names by hand (`module::test` for a suite module,
+/// `path/to/file.rs::test` for a unit test) exist: a renamed or removed test cannot leave the page
+/// claiming a proof the suite no longer has.
+#[test]
+fn reliability_names_only_real_tests() {
+    let root = workspace_root();
+    let page = std::fs::read_to_string(root.join("docs/reliability.md")).unwrap();
+    let mut named = 0;
+    let mut missing = Vec::new();
+    for quoted in page.split('`').skip(1).step_by(2) {
+        let Some((place, test)) = quoted.rsplit_once("::") else {
+            continue;
+        };
+        let ident = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        };
+        if !ident(test) {
+            continue;
+        }
+        let file = if place.ends_with(".rs") {
+            root.join(place)
+        } else if ident(place) {
+            root.join("tests/tests/suite").join(format!("{place}.rs"))
+        } else {
+            continue;
+        };
+        named += 1;
+        let source = std::fs::read_to_string(&file).unwrap_or_default();
+        if !source.contains(&format!("fn {test}(")) {
+            missing.push(quoted.to_owned());
+        }
+    }
+    assert!(
+        named >= 21,
+        "docs/reliability.md names only {named} tests by hand"
+    );
+    assert!(
+        missing.is_empty(),
+        "docs/reliability.md names tests that do not exist: {missing:?}"
+    );
+}

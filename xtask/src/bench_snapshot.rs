@@ -1,0 +1,273 @@
+//! `cargo xtask bench snapshot [--runs N] [--files N,N,…] [--bins DIR]`: what measuring
+//! `files_changed` costs a run, next to `git status` on the same repository.
+//!
+//! For each generated repository (N files committed, 1k/10k/100k by default) the benchmark
+//! times, alternating, N times each: a bare fake-droid `exec` (the agent, answering at once),
+//! `droid-executor run --json` driving that fake droid (release build; the difference of the
+//! medians is the run's overhead), and `git status --porcelain=v2 -z --untracked-files=all`. It
+//! does so clean, dirty (min(5,000, N/10) tracked files modified and as many untracked added
+//! before the run), and with one untracked 1 GiB file of real (not sparse) data beside the
+//! smallest repository. `--bins DIR` measures another build (a `target/release` of an older
+//! commit) for before/after figures. Figures are printed, never asserted.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+use crate::sh::{build_bins, git_commit_all, output};
+
+/// How many files the dirty scenario modifies (and adds) at most.
+const DIRTY: usize = 5_000;
+/// The size of the large untracked file.
+const BIG: usize = 1 << 30;
+
+pub(crate) fn snapshot(args: &[&str]) -> Result<()> {
+    let mut runs = 5_usize;
+    let mut sizes = vec![1_000_usize, 10_000, 100_000];
+    let mut bins = None;
+    let mut rest = args;
+    loop {
+        match rest {
+            [] => break,
+            ["--runs", n, tail @ ..] => {
+                runs = n.parse().context("--runs takes a number")?;
+                rest = tail;
+            }
+            ["--files", list, tail @ ..] => {
+                sizes = list
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()
+                    .context("--files takes numbers separated by commas")?;
+                rest = tail;
+            }
+            ["--bins", dir, tail @ ..] => {
+                bins = Some(PathBuf::from(dir));
+                rest = tail;
+            }
+            _ => {
+                bail!("usage: cargo xtask bench snapshot [--runs N] [--files N,N,...] [--bins DIR]")
+            }
+        }
+    }
+    if runs == 0 || sizes.is_empty() {
+        bail!("--runs and --files must not be zero or empty");
+    }
+    let bins = match bins {
+        Some(dir) => dir,
+        None => build_bins("release")?,
+    };
+    println!(
+        "bench snapshot: {} (release), fake droid answering at once; median of {runs} runs each",
+        bins.join("droid-executor").display()
+    );
+    println!(
+        "  {:<34} {:>10} {:>10} {:>10} {:>8}",
+        "repository", "overhead", "git status", "bare agent", "ratio"
+    );
+    let smallest = sizes.iter().copied().min().unwrap_or(1_000);
+    for &files in &sizes {
+        let world = World::new(&bins, files)?;
+        world.report(&format!("{files} files, clean"), runs)?;
+        let dirty = DIRTY.min(files / 10);
+        world.dirty(dirty)?;
+        world.report(
+            &format!("{files} files, {dirty} modified + {dirty} new"),
+            runs,
+        )?;
+        if files == smallest {
+            world.reset()?;
+            world.big_file()?;
+            world.report(&format!("{files} files + untracked 1 GiB"), runs.min(3))?;
+        }
+    }
+    Ok(())
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// A HOME with a config passing the fake droid's scenario through, and a repository of `files`
+/// committed files in directories of 100.
+struct World {
+    dir: PathBuf,
+    home: PathBuf,
+    repo: PathBuf,
+    scenario: PathBuf,
+    prompt: PathBuf,
+    bins: PathBuf,
+}
+
+impl World {
+    fn new(bins: &Path, files: usize) -> Result<Self> {
+        let dir = std::env::temp_dir().join(format!(
+            "droid-executor-bench-snapshot-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let home = dir.join("home");
+        let repo = home.join("repo");
+        let config = home.join(".config/droid-executor");
+        std::fs::create_dir_all(&config)?;
+        std::fs::write(
+            config.join("config.toml"),
+            "env_passthrough = [\"FAKE_DROID_SCENARIO\"]\n",
+        )?;
+        for i in 0..files {
+            let path = repo.join(Self::name(i));
+            if i % 100 == 0 {
+                std::fs::create_dir_all(path.parent().context("a file has a parent")?)?;
+            }
+            std::fs::write(&path, format!("line one of {i}\nline two\n"))?;
+        }
+        git_commit_all(&repo, "bench repository")?;
+        let scenario = home.join("scenario.json");
+        std::fs::write(
+            &scenario,
+            json!({"steps": [{"completion": "Nothing to change."}]}).to_string(),
+        )?;
+        let prompt = home.join("prompt.txt");
+        std::fs::write(&prompt, "Look around")?;
+        Ok(Self {
+            home: std::fs::canonicalize(&home)?,
+            repo: std::fs::canonicalize(&repo)?,
+            dir,
+            scenario,
+            prompt,
+            bins: bins.to_path_buf(),
+        })
+    }
+
+    fn name(i: usize) -> String {
+        format!("d{:03}/s{:02}/f{i}.txt", i / 10_000, (i / 100) % 100)
+    }
+
+    /// Modify `n` tracked files and add `n` untracked ones.
+    fn dirty(&self, n: usize) -> Result<()> {
+        for i in 0..n {
+            std::fs::write(self.repo.join(Self::name(i)), format!("changed {i}\n"))?;
+            std::fs::write(self.repo.join(format!("{}.new", Self::name(i))), "new\n")?;
+        }
+        Ok(())
+    }
+
+    /// Back to the commit.
+    fn reset(&self) -> Result<()> {
+        output(
+            Command::new("git")
+                .args(["checkout", "-q", "--", "."])
+                .current_dir(&self.repo),
+        )?;
+        output(
+            Command::new("git")
+                .args(["clean", "-fdq"])
+                .current_dir(&self.repo),
+        )?;
+        Ok(())
+    }
+
+    /// One untracked 1 GiB file of pseudo-random bytes (compressible data would flatter git).
+    fn big_file(&self) -> Result<()> {
+        let mut file = std::io::BufWriter::new(std::fs::File::create(self.repo.join("big.bin"))?);
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut block = vec![0_u8; 1 << 20];
+        for _ in 0..BIG / block.len() {
+            for chunk in block.chunks_mut(8) {
+                // xorshift64: fast, and no two blocks alike
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+            }
+            file.write_all(&block)?;
+        }
+        file.flush()?;
+        Ok(())
+    }
+
+    fn command(&self, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("DROID_CLI_CMD", self.bins.join("fake-droid"))
+            .env("FAKE_DROID_SCENARIO", &self.scenario)
+            .current_dir(&self.repo)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    }
+
+    fn time(mut cmd: Command) -> Result<Duration> {
+        let t = Instant::now();
+        let status = cmd
+            .status()
+            .with_context(|| format!("could not start {cmd:?}"))?;
+        let d = t.elapsed();
+        if !status.success() {
+            bail!("{cmd:?} exited with {status}");
+        }
+        Ok(d)
+    }
+
+    fn bare(&self) -> Result<Duration> {
+        let mut cmd = self.command(&self.bins.join("fake-droid"));
+        cmd.args(["exec", "--output-format", "stream-json", "--cwd"])
+            .arg(&self.repo)
+            .arg("-f")
+            .arg(&self.prompt);
+        Self::time(cmd)
+    }
+
+    fn engine(&self) -> Result<Duration> {
+        let mut cmd = self.command(&self.bins.join("droid-executor"));
+        cmd.args(["run", "--json", "--mode", "code", "--repo"])
+            .arg(&self.repo)
+            .arg("Look around");
+        Self::time(cmd)
+    }
+
+    fn git_status(&self) -> Result<Duration> {
+        let mut cmd = self.command(Path::new("git"));
+        cmd.args(["status", "--porcelain=v2", "-z", "--untracked-files=all"]);
+        Self::time(cmd)
+    }
+
+    fn report(&self, label: &str, runs: usize) -> Result<()> {
+        // one warm-up of each: page cache, the index's stat cache
+        self.git_status()?;
+        self.bare()?;
+        self.engine()?;
+        let (mut bare, mut engine, mut status) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..runs {
+            bare.push(self.bare()?);
+            engine.push(self.engine()?);
+            status.push(self.git_status()?);
+        }
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let (bare, engine, status) = (
+            ms(median(&mut bare)),
+            ms(median(&mut engine)),
+            ms(median(&mut status)),
+        );
+        let overhead = engine - bare;
+        println!(
+            "  {label:<34} {overhead:>7.1} ms {status:>7.1} ms {bare:>7.1} ms {:>7.2}x",
+            overhead / status
+        );
+        Ok(())
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
