@@ -428,11 +428,30 @@ async fn a_client_disconnect_cancels_the_run_and_kills_every_process_of_it() {
         .unwrap();
 
     let sleeper = read_pid_file(&pid_file, HTTP_LIMIT).await;
-    let (guardians, droids): (Vec<i32>, Vec<i32>) = children(serve.pid())
+    // serve's one child is the run's supervisor; droid is the supervisor's child, and so is the
+    // sleeper once its shell is gone (the supervisor is a child subreaper)
+    let (guardians, others): (Vec<i32>, Vec<i32>) = children(serve.pid())
         .into_iter()
         .partition(|p| is_guardian(*p));
-    assert_eq!(droids.len(), 1, "serve's children: {droids:?}");
-    assert_eq!(guardians.len(), 1, "serve's guardians: {guardians:?}");
+    assert_eq!(
+        others,
+        Vec::<i32>::new(),
+        "serve's children besides the supervisor"
+    );
+    assert_eq!(guardians.len(), 1, "serve's supervisors: {guardians:?}");
+    let adopted = children(guardians[0]);
+    let droids: Vec<i32> = adopted
+        .iter()
+        .copied()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
+                c.split(|b| *b == 0)
+                    .next()
+                    .is_some_and(|a| a.ends_with(b"droid"))
+            })
+        })
+        .collect();
+    assert_eq!(droids.len(), 1, "the supervisor's children: {adopted:?}");
     let droid = droids[0];
     let marker = wait_env_value(droid, MARKER_VAR, GONE_LIMIT).await;
     w.markers.borrow_mut().push(marker.clone());
