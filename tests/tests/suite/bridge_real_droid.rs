@@ -447,16 +447,37 @@ async fn a_client_disconnect_cancels_the_run_and_kills_every_process_of_it() {
         "serve's child {} is not the run's supervisor",
         supervisors[0]
     );
-    let droids: Vec<i32> = children(supervisors[0])
-        .into_iter()
+    // droid's Execute shell may still be finishing (alive, or orphaned to the supervisor): droid
+    // is the child whose program is droid
+    let adopted = children(supervisors[0]);
+    let droids: Vec<i32> = adopted
+        .iter()
+        .copied()
         .filter(|p| *p != sleeper && !is_zombie(*p))
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
+                c.split(|b| *b == 0)
+                    .next()
+                    .is_some_and(|a| a.ends_with(b"droid"))
+            })
+        })
         .collect();
-    assert_eq!(
-        droids.len(),
-        1,
-        "the supervisor's live children: {droids:?}"
-    );
-    let droid = droids[0];
+    // the first one started is the droid the supervisor started (droid may have started another
+    // process of its own program that was orphaned to the supervisor)
+    let started = |p: i32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .ok()
+            .and_then(|s| {
+                let after = s.rsplit_once(") ")?.1.to_owned();
+                after.split(' ').nth(19)?.parse::<u64>().ok()
+            })
+            .unwrap_or(u64::MAX)
+    };
+    let droid = droids
+        .iter()
+        .copied()
+        .min_by_key(|p| (started(*p), *p))
+        .unwrap_or_else(|| panic!("no live droid among the supervisor's children {adopted:?}"));
     let marker = wait_env_value(droid, MARKER_VAR, GONE_LIMIT).await;
     w.markers.borrow_mut().push(marker.clone());
     assert!(marker.starts_with("run-"), "{marker}");
