@@ -57,6 +57,8 @@ pub(crate) enum Need {
     Curl,
     /// libfaketime: the clock-jump fault tests.
     Faketime,
+    /// `strace`: the store suite proves a task is fsynced before its id is handed out.
+    Strace,
     /// `systemd-analyze`: the packaging suite verifies the systemd unit.
     SystemdAnalyze,
     /// `unshare`: the store fault tests mount file systems in a user + mount namespace.
@@ -85,6 +87,7 @@ pub(crate) const TEST: &[Need] = &[
     Need::PythonVenv,
     Need::Curl,
     Need::Faketime,
+    Need::Strace,
     Need::SystemdAnalyze,
     Need::Unshare,
     Need::UserNamespaces,
@@ -123,6 +126,7 @@ impl Need {
             Need::PythonVenv => "python3 venv",
             Need::Curl => "curl",
             Need::Faketime => "libfaketime",
+            Need::Strace => "strace",
             Need::SystemdAnalyze => "systemd-analyze",
             Need::Unshare => "unshare",
             Need::UserNamespaces => "user namespaces",
@@ -143,6 +147,7 @@ impl Need {
             Need::Tar => Some("tar"),
             Need::Python3 | Need::PythonVenv => Some("python3"),
             Need::Curl => Some("curl"),
+            Need::Strace => Some("strace"),
             Need::SystemdAnalyze => Some("systemd-analyze"),
             Need::Unshare | Need::UserNamespaces => Some("unshare"),
             Need::Mount => Some("mount"),
@@ -165,6 +170,7 @@ impl Need {
             Need::PythonVenv => Some("python3-venv"),
             Need::Curl => Some("curl"),
             Need::Faketime => Some("faketime"),
+            Need::Strace => Some("strace"),
             Need::SystemdAnalyze => Some("systemd"),
             Need::Unshare | Need::Setsid => Some("util-linux"),
             Need::Mount => Some("mount"),
@@ -187,6 +193,7 @@ impl Need {
             | Need::Python3
             | Need::Curl
             | Need::Faketime
+            | Need::Strace
             | Need::SystemdAnalyze
             | Need::Unshare
             | Need::Mount
@@ -208,6 +215,7 @@ impl Need {
             Need::PythonVenv => "the venvs of the Python MCP SDK",
             Need::Curl => "the bridge suite's HTTP client",
             Need::Faketime => "the clock-jump fault tests",
+            Need::Strace => "the store suite's proof that a task is durable before its id is given",
             Need::SystemdAnalyze => "the packaging suite's check of the systemd unit",
             Need::Unshare | Need::UserNamespaces | Need::Mount => {
                 "the store fault tests (file systems mounted in a user + mount namespace)"
@@ -339,6 +347,7 @@ fn check(host: &Host, need: Need) -> Result<(), String> {
         | Need::Python3
         | Need::Curl
         | Need::Faketime
+        | Need::Strace
         | Need::SystemdAnalyze
         | Need::Unshare
         | Need::Mount
@@ -494,6 +503,7 @@ mod tests {
                 "tar",
                 "python3",
                 "curl",
+                "strace",
                 "systemd-analyze",
                 "unshare",
                 "mount",
@@ -671,6 +681,7 @@ mod tests {
                 "python3 venv",
                 "curl",
                 "libfaketime",
+                "strace",
                 "systemd-analyze",
                 "unshare",
                 "mount",
@@ -683,7 +694,7 @@ mod tests {
         assert!(
             text.contains(
                 "sudo apt-get install -y git nodejs npm tar python3 python3-venv curl faketime \
-                 systemd util-linux mount dash coreutils\n"
+                 strace systemd util-linux mount dash coreutils\n"
             ),
             "{text}"
         );
