@@ -17,6 +17,7 @@
 mod fit;
 mod issue;
 mod paths;
+mod provider;
 mod request;
 mod result;
 #[cfg(test)]
@@ -30,9 +31,11 @@ mod violation;
 pub use fit::{EXCERPT_KEEP, Omitted, SUMMARY_MAX, TEXT_KEEP};
 pub use issue::{Issue, IssueType};
 pub use paths::{PathFacts, PathKind, RelPath, RepoRoot, normalize};
+pub use provider::ProviderId;
 pub use request::{Autonomy, Context, ExecutionMode, ExecutionRequest, HostCheck};
 pub use result::{
-    ChangeType, CommandRun, CommandSource, DroidInfo, ExecutionResult, FileChange, Tests, Usage,
+    AgentInfo, ChangeType, CommandRun, CommandSource, DroidInfo, ExecutionResult, FileChange,
+    Tests, Usage,
 };
 pub use schema::{request_schema, result_schema, task_record_schema};
 pub use status::{ReportedStatus, RunEnd, Status, StatusFacts, Verdict, decide};

@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::paths::{PathFacts, PathKind, RelPath, RepoRoot};
+use crate::provider::ProviderId;
 use crate::text::{Instructions, ListItem, Objective, Runtime, ShellCommand, TaskId};
 use crate::violation::{Violation, Violations};
 
@@ -153,6 +154,11 @@ pub struct ExecutionRequest {
     #[serde(default)]
     #[schemars(length(min = 1, max = 256))]
     pub session_id: Option<String>,
+    /// The agent CLI that runs the task: `droid` (the default), `codex`, `claude`, `gemini` or
+    /// `opencode`. `model`, `reasoning_effort`, `session_id` and `autonomy` are mapped onto that
+    /// CLI's own flags; a value it cannot honour ends the run `error` before it starts.
+    #[serde(default)]
+    pub provider: ProviderId,
 }
 
 /// Host facts plus policy for the checks that need the file system: `repo_root` must exist, be a
@@ -189,6 +195,7 @@ const FIELDS: &[&str] = &[
     "model",
     "reasoning_effort",
     "session_id",
+    "provider",
 ];
 const CONTEXT_FIELDS: &[&str] = &["repo_root", "files_of_interest"];
 
@@ -503,6 +510,9 @@ impl Parser {
                 }
             });
         let session_id = self.name(obj, "session_id");
+        let provider = self
+            .enumeration::<ProviderId>(obj, "provider", &ProviderId::choices())
+            .unwrap_or_default();
 
         Some(ExecutionRequest {
             task_id,
@@ -519,6 +529,7 @@ impl Parser {
             model,
             reasoning_effort,
             session_id,
+            provider,
         })
     }
 

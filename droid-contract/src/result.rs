@@ -12,6 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::issue::{Issue, IssueType};
+use crate::provider::ProviderId;
 use crate::status::Status;
 use crate::violation::Violations;
 
@@ -130,6 +131,39 @@ pub struct DroidInfo {
     pub usage: Option<Usage>,
 }
 
+/// What we know of the agent process that ran the task, whichever provider it was.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AgentInfo {
+    /// Which agent CLI ran: `droid`, `codex`, `claude`, `gemini` or `opencode`.
+    pub provider: ProviderId,
+    /// Its version (from its npm package, else `<program> --version`).
+    pub version: Option<String>,
+    /// The model it ran with, as the agent reported it (else as requested).
+    pub model: Option<String>,
+    /// Its exit code: `null` when it was stopped by a signal, or had not exited yet when the
+    /// result was assembled (after its final event the agent is stopped and reaped in the
+    /// background; the result does not wait for it). Never the verdict: success comes from the
+    /// agent's final event.
+    pub exit_code: Option<i32>,
+    /// Model turns, when the agent reports them.
+    pub num_turns: Option<u64>,
+    /// Token usage, when the agent reports it.
+    pub usage: Option<Usage>,
+}
+
+impl AgentInfo {
+    /// The same facts in the shape of the `droid` field clients read before providers existed.
+    pub fn as_droid(&self) -> DroidInfo {
+        DroidInfo {
+            version: self.version.clone(),
+            model: self.model.clone(),
+            exit_code: self.exit_code,
+            num_turns: self.num_turns,
+            usage: self.usage.clone(),
+        }
+    }
+}
+
 /// The answer to an [`crate::ExecutionRequest`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[schemars(title = "ExecutionResult")]
@@ -150,7 +184,11 @@ pub struct ExecutionResult {
     pub session_id: Option<String>,
     /// Wall time of the whole run in milliseconds.
     pub duration_ms: u64,
-    /// The droid process.
+    /// The agent that ran (every provider); `null` when none started.
+    #[serde(default)]
+    pub agent: Option<AgentInfo>,
+    /// The droid process: the same facts as `agent`, set only when the provider is droid (kept
+    /// for the clients that read it before there were other providers).
     pub droid: Option<DroidInfo>,
     /// The caller's `notes_for_human`, echoed.
     pub notes_for_human: Option<String>,
@@ -174,6 +212,7 @@ impl ExecutionResult {
             task_id,
             session_id: None,
             duration_ms: 0,
+            agent: None,
             droid: None,
             notes_for_human: None,
         }

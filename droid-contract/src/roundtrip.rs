@@ -16,10 +16,10 @@ use proptest::sample::select;
 use crate::request::{MAX_COMMANDS, MAX_LIST_ITEMS, NAME_MAX, NOTES_MAX, REASONING_EFFORTS};
 use crate::text::{COMMAND_MAX, INSTRUCTIONS_MAX, LIST_ITEM_MAX, OBJECTIVE_MAX, TASK_ID_MAX};
 use crate::{
-    Autonomy, ChangeType, CommandRun, CommandSource, Context, DroidInfo, ExecutionMode,
+    AgentInfo, Autonomy, ChangeType, CommandRun, CommandSource, Context, DroidInfo, ExecutionMode,
     ExecutionRequest, ExecutionResult, FileChange, Instructions, Issue, IssueType, ListItem,
-    Objective, RelPath, RepoRoot, Runtime, ShellCommand, Status, TaskId, TaskRecord, TaskState,
-    Tests, Usage,
+    Objective, ProviderId, RelPath, RepoRoot, Runtime, ShellCommand, Status, TaskId, TaskRecord,
+    TaskState, Tests, Usage,
 };
 
 /// Cases per property: enough to hit every variant many times, few enough for a debug build.
@@ -215,6 +215,7 @@ fn request() -> impl Strategy<Value = ExecutionRequest> {
         proptest::option::of(name()),
         proptest::option::of(select(REASONING_EFFORTS).prop_map(str::to_owned)),
         proptest::option::of(name()),
+        select(ProviderId::ALL.to_vec()),
     );
     (what, how).prop_map(
         |(
@@ -235,6 +236,7 @@ fn request() -> impl Strategy<Value = ExecutionRequest> {
                 model,
                 reasoning_effort,
                 session_id,
+                provider,
             ),
         )| ExecutionRequest {
             task_id,
@@ -251,6 +253,7 @@ fn request() -> impl Strategy<Value = ExecutionRequest> {
             model,
             reasoning_effort,
             session_id,
+            provider,
         },
     )
 }
@@ -463,6 +466,17 @@ fn droid_info() -> impl Strategy<Value = DroidInfo> {
         })
 }
 
+fn agent_info() -> impl Strategy<Value = AgentInfo> {
+    (select(ProviderId::ALL.to_vec()), droid_info()).prop_map(|(provider, d)| AgentInfo {
+        provider,
+        version: d.version,
+        model: d.model,
+        exit_code: d.exit_code,
+        num_turns: d.num_turns,
+        usage: d.usage,
+    })
+}
+
 fn result_with(status: impl Strategy<Value = Status>) -> impl Strategy<Value = ExecutionResult> {
     let what = (
         status,
@@ -488,11 +502,12 @@ fn result_with(status: impl Strategy<Value = Status>) -> impl Strategy<Value = E
         any::<u64>(),
         proptest::option::of(droid_info()),
         proptest::option::of(text(NOTES_MAX)),
+        proptest::option::of(agent_info()),
     );
     (what, who).prop_map(
         |(
             (status, summary, files_changed, commands_run, tests, logs),
-            (issues, task_id, session_id, duration_ms, droid, notes_for_human),
+            (issues, task_id, session_id, duration_ms, droid, notes_for_human, agent),
         )| ExecutionResult {
             status,
             summary,
@@ -504,6 +519,7 @@ fn result_with(status: impl Strategy<Value = Status>) -> impl Strategy<Value = E
             task_id,
             session_id,
             duration_ms,
+            agent,
             droid,
             notes_for_human,
         },

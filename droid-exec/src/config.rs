@@ -8,11 +8,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use droid_contract::Autonomy;
+use droid_contract::{Autonomy, ProviderId};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
-use crate::locate::{Located, locate_droid};
+use crate::locate::{Located, locate_agent, locate_droid};
 
 /// A snapshot of environment variables (name → value).
 pub type EnvMap = BTreeMap<String, String>;
@@ -23,6 +23,14 @@ pub type EnvMap = BTreeMap<String, String>;
 pub struct Settings {
     /// The droid program (else `DROID_CLI_CMD`, else `PATH`).
     pub droid_bin: Option<PathBuf>,
+    /// The Codex CLI (else `DROID_EXECUTOR_CODEX_BIN`, else `codex` on `PATH`).
+    pub codex_bin: Option<PathBuf>,
+    /// Claude Code (else `DROID_EXECUTOR_CLAUDE_BIN`, else `claude` on `PATH`).
+    pub claude_bin: Option<PathBuf>,
+    /// The Gemini CLI (else `DROID_EXECUTOR_GEMINI_BIN`, else `gemini` on `PATH`).
+    pub gemini_bin: Option<PathBuf>,
+    /// OpenCode (else `DROID_EXECUTOR_OPENCODE_BIN`, else `opencode` on `PATH`).
+    pub opencode_bin: Option<PathBuf>,
     /// HTTP bridge port.
     pub port: u16,
     /// HTTP bridge bind address.
@@ -67,6 +75,10 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             droid_bin: None,
+            codex_bin: None,
+            claude_bin: None,
+            gemini_bin: None,
+            opencode_bin: None,
             port: 53002,
             host: "127.0.0.1".into(),
             allowed_roots: Vec::new(),
@@ -211,6 +223,16 @@ impl Settings {
         if let Some(v) = var(env, "DROID_EXECUTOR_DROID_BIN") {
             self.droid_bin = Some(PathBuf::from(v));
         }
+        for (slot, name) in [
+            (&mut self.codex_bin, "DROID_EXECUTOR_CODEX_BIN"),
+            (&mut self.claude_bin, "DROID_EXECUTOR_CLAUDE_BIN"),
+            (&mut self.gemini_bin, "DROID_EXECUTOR_GEMINI_BIN"),
+            (&mut self.opencode_bin, "DROID_EXECUTOR_OPENCODE_BIN"),
+        ] {
+            if let Some(v) = var(env, name) {
+                *slot = Some(PathBuf::from(v));
+            }
+        }
         if let Some(v) = parse_env::<u16>(env, "PORT")? {
             self.port = v;
         }
@@ -302,6 +324,36 @@ impl Settings {
         )
     }
 
+    /// The configured program of a provider other than droid (`<provider>_bin`).
+    pub fn agent_bin(&self, id: ProviderId) -> Option<&Path> {
+        match id {
+            ProviderId::Droid => self.droid_bin.as_deref(),
+            ProviderId::Codex => self.codex_bin.as_deref(),
+            ProviderId::Claude => self.claude_bin.as_deref(),
+            ProviderId::Gemini => self.gemini_bin.as_deref(),
+            ProviderId::Opencode => self.opencode_bin.as_deref(),
+        }
+    }
+
+    /// Find the other providers' programs per these settings and `env`: `<provider>_bin` (set
+    /// in the file or by `DROID_EXECUTOR_<PROVIDER>_BIN`, which wins as every variable does),
+    /// then the program's name on `PATH`.
+    pub fn locate_agents(&self, env: &EnvMap) -> Vec<AgentProgram> {
+        let path = env.get("PATH").map(|p| std::ffi::OsStr::new(p.as_str()));
+        ProviderId::ALL
+            .into_iter()
+            .filter(|id| *id != ProviderId::Droid)
+            .map(|id| {
+                let located = locate_agent(id.as_str(), self.agent_bin(id), path);
+                AgentProgram {
+                    provider: id,
+                    program: located.program,
+                    source: located.source,
+                }
+            })
+            .collect()
+    }
+
     /// The engine configuration these settings describe, for a process whose environment is `env`.
     pub fn engine_config(&self, env: &EnvMap) -> EngineConfig {
         let located = self.locate_droid(env);
@@ -309,6 +361,7 @@ impl Settings {
             droid_bin: located.program,
             droid_source: located.source,
             droid_warnings: located.warnings,
+            agents: self.locate_agents(env),
             env: child_env(env, &self.env_passthrough),
             allowed_roots: self.allowed_roots.clone(),
             max_autonomy: self.max_autonomy,
@@ -369,11 +422,15 @@ const PASS_EXACT: &[&str] = &[
 const PASS_PREFIX: &[&str] = &["FACTORY_", "LC_"];
 
 /// The child environment: the allow-listed variables of `env` plus `extra` names.
+/// Each provider's own variables are in it too; a run passes them only to their provider
+/// (`crate::providers::env_allowed`).
 pub fn child_env(env: &EnvMap, extra: &[String]) -> Vec<(OsString, OsString)> {
+    let agents = crate::providers::all_env_names();
     env.iter()
         .filter(|(k, _)| {
             PASS_EXACT.contains(&k.as_str())
                 || PASS_PREFIX.iter().any(|p| k.starts_with(p))
+                || agents.iter().any(|a| a.contains(k))
                 || extra.iter().any(|e| e == *k)
         })
         .map(|(k, v)| (OsString::from(k), OsString::from(v)))
@@ -426,6 +483,9 @@ pub struct EngineConfig {
     pub droid_source: String,
     /// Warnings from locating droid.
     pub droid_warnings: Vec<String>,
+    /// The other providers' programs, where they were found.
+    #[serde(default)]
+    pub agents: Vec<AgentProgram>,
     /// The base environment of droid and of verification commands.
     pub env: Vec<(OsString, OsString)>,
     /// Directories a repo_root must lie under (empty: any).
@@ -461,6 +521,32 @@ pub struct EngineConfig {
     /// (the bridge sets its own token here). Never passed to droid.
     #[serde(default)]
     pub redact: Vec<String>,
+}
+
+/// Where a provider's program was found, or why not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentProgram {
+    /// Which provider.
+    pub provider: ProviderId,
+    /// The program; `None` means not found (its runs end `error` / `droid_not_found`).
+    pub program: Option<PathBuf>,
+    /// Where it came from, or what was tried.
+    pub source: String,
+}
+
+impl EngineConfig {
+    /// The program of `id`, and where it was looked for.
+    pub fn program_of(&self, id: ProviderId) -> (Option<&Path>, &str) {
+        if id == ProviderId::Droid {
+            return (self.droid_bin.as_deref(), &self.droid_source);
+        }
+        self.agents
+            .iter()
+            .find(|a| a.provider == id)
+            .map_or((None, "not looked for"), |a| {
+                (a.program.as_deref(), a.source.as_str())
+            })
+    }
 }
 
 #[cfg(test)]

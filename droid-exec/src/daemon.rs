@@ -205,6 +205,7 @@ impl Daemon {
             cwd: cwd.to_path_buf(),
             env,
             stdin_piped: false,
+            stdin_file: None,
             detach_log: Some(log.clone()),
         };
         let child = spawn(&spec)?;

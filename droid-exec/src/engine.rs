@@ -1,4 +1,4 @@
-//! The engine's entry point: admit a request, run droid under supervision, verify, and assemble
+//! The engine's entry point: admit a request, run the request's agent CLI under supervision, verify, and assemble
 //! the result.
 
 use std::collections::HashMap;
@@ -8,24 +8,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use droid_contract::{
-    DroidInfo, ExecutionRequest, ExecutionResult, FileChange, HostCheck, Issue, IssueType, RunEnd,
-    Status, StatusFacts, Tests, Violations, decide,
+    AgentInfo, ExecutionRequest, ExecutionResult, FileChange, HostCheck, Issue, IssueType,
+    ProviderId, RunEnd, Status, StatusFacts, Tests, Violations, decide,
 };
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::classify::{agent_commands, findings, inside_repo, tool_files};
+use crate::classify::{agent_commands, inside_repo, tool_files};
 use crate::config::EngineConfig;
-use crate::droid::Droid;
 use crate::error::EngineError;
 use crate::event::{Phase, RunEvent};
 use crate::excerpt::head_str;
 use crate::guard;
 use crate::host::FsFacts;
 use crate::prompt;
-use crate::provider::{AgentEvent, Invocation, Provider};
+use crate::providers::{self, AgentEvent, Invocation, PromptInput, Provider};
 use crate::queue::Scheduler;
 use crate::reap::{Reapers, Reaping};
 use crate::redact::Redactor;
@@ -65,7 +64,9 @@ const SUMMARY_MAX: usize = 4000;
 #[derive(Debug)]
 pub struct Engine {
     cfg: EngineConfig,
-    provider: Arc<dyn Provider>,
+    /// Drives every run with this provider whatever the request names (tests of the engine
+    /// against a made-up CLI); `None`: the request's provider.
+    provider: Option<Arc<dyn Provider>>,
     scheduler: Option<Scheduler>,
     /// Ending droids that completed, after their results were returned.
     reapers: Reapers,
@@ -79,13 +80,18 @@ struct Aftermath {
 }
 
 impl Engine {
-    /// An engine driving droid.
+    /// An engine driving each request's provider (droid by default).
     pub fn new(cfg: EngineConfig) -> Self {
-        Self::with_provider(cfg, Arc::new(Droid))
+        Self::build(cfg, None)
     }
 
-    /// An engine driving another agent CLI.
+    /// An engine driving every request with `provider`, with droid's program
+    /// (`droid_bin`).
     pub fn with_provider(cfg: EngineConfig, provider: Arc<dyn Provider>) -> Self {
+        Self::build(cfg, Some(provider))
+    }
+
+    fn build(cfg: EngineConfig, provider: Option<Arc<dyn Provider>>) -> Self {
         let scheduler = cfg
             .store_dir
             .as_deref()
@@ -162,19 +168,43 @@ impl Engine {
         }
     }
 
-    /// droid's version, found once per process for each binary (keyed on its path, size and
-    /// modification time, so a replaced binary is asked again): from the npm package the binary
-    /// belongs to (`<package>/bin/droid` beside `<package>/package.json`, read in microseconds),
-    /// else from `droid --version` (a full start of droid, 50-100 ms); `None` when droid is
-    /// missing or says nothing. Concurrent callers share one lookup, so a burst of callers (a
-    /// client sending thousands of `droid_ping`s) starts at most one `droid --version` at a time;
-    /// a failed lookup is not kept (the next caller tries again).
+    /// The provider a run of `id` uses.
+    fn provider_for(&self, id: ProviderId) -> &dyn Provider {
+        match &self.provider {
+            Some(p) => p.as_ref(),
+            None => providers::provider(id),
+        }
+    }
+
+    /// The program a run of `id` starts (a made-up provider uses droid's).
+    fn program_for(&self, id: ProviderId) -> (Option<&Path>, &str) {
+        let id = if self.provider.is_some() {
+            ProviderId::Droid
+        } else {
+            id
+        };
+        self.cfg.program_of(id)
+    }
+
+    /// droid's version; see [`Engine::agent_version`].
     pub async fn droid_version(&self) -> Option<String> {
-        let program = self.cfg.droid_bin.as_deref()?;
+        self.agent_version(ProviderId::Droid).await
+    }
+
+    /// A provider's version, found once per process for each binary (keyed on its path, size
+    /// and modification time, so a replaced binary is asked again): from the npm package the
+    /// binary belongs to (its `package.json`, read in microseconds), else from
+    /// `<program> --version` (a full start of the CLI, 50 ms to seconds); `None` when the
+    /// program is missing or says nothing. Concurrent callers share one lookup, so a burst of
+    /// callers (a client sending thousands of `droid_ping`s) starts at most one `--version` at
+    /// a time; a failed lookup is not kept (the next caller tries again).
+    pub async fn agent_version(&self, id: ProviderId) -> Option<String> {
+        let provider = self.provider_for(id);
+        let program = self.program_for(id).0?;
         let meta = std::fs::metadata(program).ok()?;
         let key = VersionKey {
             program: program.to_path_buf(),
-            args: self.provider.version_args(),
+            args: provider.version_args(),
             len: meta.len(),
             modified: meta.modified().ok(),
         };
@@ -188,31 +218,45 @@ impl Engine {
             Arc::clone(cache.entry(key).or_default())
         };
         cell.get_or_try_init(|| async {
-            if let Some(v) = npm_package_version(program) {
+            if let Some(v) = providers::npm::package_version(program, provider.package().0) {
                 return Ok(v);
             }
-            self.run_droid_version().await
+            self.run_agent_version(id).await
         })
         .await
         .ok()
         .cloned()
     }
 
-    /// Run `droid --version` now, bounded by [`VERSION_LIMIT`] (never the package.json shortcut
-    /// of [`Engine::droid_version`]: `doctor` must know that droid runs): the version it
-    /// printed, or why it gave none.
+    /// Run droid's `--version` now; see [`Engine::run_agent_version`].
     pub(crate) async fn run_droid_version(&self) -> Result<String, String> {
+        self.run_agent_version(ProviderId::Droid).await
+    }
+
+    /// Run `<program> --version` now, bounded by [`VERSION_LIMIT`] (never the package.json
+    /// shortcut of [`Engine::agent_version`]: `doctor` must know that the program runs): the
+    /// version it printed, or why it gave none.
+    pub(crate) async fn run_agent_version(&self, id: ProviderId) -> Result<String, String> {
+        let provider = self.provider_for(id);
         let program = self
+            .program_for(id)
+            .0
+            .map(Path::to_path_buf)
+            .ok_or_else(|| format!("{} was not found", provider.program()))?;
+        let env: Vec<(OsString, OsString)> = self
             .cfg
-            .droid_bin
-            .clone()
-            .ok_or_else(|| "droid was not found".to_owned())?;
+            .env
+            .iter()
+            .filter(|(k, _)| providers::env_allowed(id, &k.to_string_lossy()))
+            .cloned()
+            .collect();
         let spec = SpawnSpec {
             program,
-            args: self.provider.version_args(),
+            args: provider.version_args(),
             cwd: self.cfg.scratch_root.clone(),
-            env: self.cfg.env.clone(),
+            env,
             stdin_piped: false,
+            stdin_file: None,
             detach_log: None,
         };
         let marker = format!("version-{}", unique_id());
@@ -230,14 +274,14 @@ impl Engine {
             };
             line.map_or_else(String::new, |l| format!(": {}", head_str(&clean(l), 200)))
         };
-        let v = out.stdout.text().trim().to_owned();
+        let printed = out.stdout.text();
+        let v = provider.parse_version(printed.trim());
         match out.code {
             _ if out.timed_out => Err(format!(
                 "--version did not answer within {} s",
                 VERSION_LIMIT.as_secs()
             )),
-            Some(0) if !v.is_empty() => Ok(v),
-            Some(0) => Err(format!("--version printed nothing{}", said(&out.stderr))),
+            Some(0) => v.ok_or_else(|| format!("--version printed nothing{}", said(&out.stderr))),
             Some(code) => Err(format!(
                 "--version exited with code {code}{}",
                 said(&out.stderr)
@@ -377,8 +421,10 @@ impl Engine {
             Duration::from_secs(u64::from(r.seconds()))
         });
         let deadline = started + runtime;
-        let Some(program) = cfg.droid_bin.clone() else {
-            return droid_missing(&cfg.droid_source);
+        let provider = self.provider_for(req.provider);
+        let program = match self.program_for(req.provider) {
+            (Some(p), _) => p.to_path_buf(),
+            (None, source) => return agent_missing(provider, source),
         };
         // resolve once, check, and use only the resolved directory from here on: the directory
         // named at admission may have been replaced (by a symlink out of allowed_roots) while
@@ -423,17 +469,30 @@ impl Engine {
                 );
             }
         };
-        let model = req.model.clone().or_else(|| cfg.default_model.clone());
+        // the configured default model is droid's (a model id of one CLI means nothing to another)
+        let model = req.model.clone().or_else(|| {
+            (req.provider == ProviderId::Droid)
+                .then(|| cfg.default_model.clone())
+                .flatten()
+        });
         let autonomy = req.effective_autonomy(cfg.max_autonomy);
-        let args = self.provider.args(&Invocation {
+        let inv = Invocation {
             cwd: root,
             prompt_file: &prompt_file,
+            run_dir: scratch.path(),
             autonomy,
             model: model.as_deref(),
             reasoning_effort: req.reasoning_effort.as_deref(),
             session_id: req.session_id.as_deref(),
-        });
+            as_root: nix::unistd::geteuid().is_root(),
+        };
+        let args = match provider.args(&inv) {
+            Ok(a) => a,
+            Err(unsupported) => return refused_by_provider(provider, &unsupported),
+        };
         let marker = marker.to_owned();
+        // the verification commands get the base environment; the agent gets it without the
+        // other providers' variables (their keys), plus what its provider sets
         let mut env: Vec<(OsString, OsString)> = cfg
             .env
             .iter()
@@ -442,6 +501,16 @@ impl Engine {
             .collect();
         env.push(("TMPDIR".into(), scratch.tmp().into()));
         env.push((MARKER_VAR.into(), marker.clone().into()));
+        let mut agent_env: Vec<(OsString, OsString)> = env
+            .iter()
+            .filter(|(k, _)| providers::env_allowed(provider.id(), &k.to_string_lossy()))
+            .cloned()
+            .collect();
+        for (k, v) in provider.env(&inv) {
+            agent_env.retain(|(name, _)| *name != k);
+            agent_env.push((k, v));
+        }
+
         if cancel.is_cancelled() {
             return cancelled_before_start();
         }
@@ -452,8 +521,10 @@ impl Engine {
             program: program.clone(),
             args,
             cwd: root.to_path_buf(),
-            env: env.clone(),
+            env: agent_env,
             stdin_piped: false,
+            stdin_file: (provider.prompt_input() == PromptInput::Stdin)
+                .then(|| prompt_file.clone()),
             detach_log: None,
         };
         // droid runs under the run's supervisor, which owns its whole process tree (see
@@ -476,7 +547,7 @@ impl Engine {
             .filter(|_| crate::spawn::resolve_program(&program, None).is_some())
             .and_then(|supervisor| {
                 guard::start_supervised(supervisor, &marker, &spec)
-                    .inspect_err(|e| tracing::warn!("droid runs without a supervisor: {e}"))
+                    .inspect_err(|e| tracing::warn!("the agent runs without a supervisor: {e}"))
                     .ok()
             });
         let spawned = match supervised {
@@ -491,13 +562,16 @@ impl Engine {
             Err(EngineError::Spawn { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
             {
-                return droid_missing(&format!("{} (not found)", program.display()));
+                return agent_missing(provider, &format!("{} (not found)", program.display()));
             }
             Err(e) => {
                 return internal_error(
                     &e,
                     IssueType::DroidNotFound,
-                    "check that the droid binary is executable (droid-executor doctor)",
+                    &format!(
+                        "check that the {} program is executable (droid-executor doctor)",
+                        provider.name()
+                    ),
                 );
             }
         };
@@ -509,7 +583,7 @@ impl Engine {
         });
         publish.send(RunEvent::Progress {
             phase: Phase::Agent,
-            message: "droid is working".into(),
+            message: format!("{} is working", provider.name()),
         });
         let limits_run = Limits {
             deadline,
@@ -517,10 +591,11 @@ impl Engine {
             marker: marker.clone(),
             tree,
         };
-        // `droid --version` (a second start of droid, ~50-100 ms) runs beside the run, not before it
+        // `--version` (a second start of the CLI when its package.json says nothing) runs beside
+        // the run, not before it
         let (mut sup, version) = tokio::join!(
-            supervise(child, self.provider.as_ref(), limits_run, cancel, publish),
-            self.droid_version()
+            supervise(child, provider, limits_run, cancel, publish),
+            self.agent_version(req.provider)
         );
         publish.send(RunEvent::Progress {
             phase: Phase::Assemble,
@@ -584,6 +659,7 @@ impl Engine {
         }
         drop(held_guardian);
         assemble(&Assembly {
+            provider,
             req,
             root: asked,
             real_root: &real_root,
@@ -676,28 +752,53 @@ impl Engine {
     }
 }
 
-/// The version in the `package.json` of the `@factory/cli…` npm package that `program` (symlinks
-/// resolved) is the `bin/` entry of.
-fn npm_package_version(program: &Path) -> Option<String> {
-    let real = std::fs::canonicalize(program).ok()?;
-    let package = real.parent()?.parent()?.join("package.json");
-    let text = std::fs::read_to_string(package).ok()?;
-    let v: Value = serde_json::from_str(&text).ok()?;
-    if !v.get("name")?.as_str()?.starts_with("@factory/cli") {
-        return None;
-    }
-    let version = v.get("version")?.as_str()?.trim();
-    (!version.is_empty()).then(|| version.to_owned())
-}
-
-fn droid_missing(where_: &str) -> ExecutionResult {
+fn agent_missing(provider: &dyn Provider, where_: &str) -> ExecutionResult {
+    let name = provider.name();
+    let point = if provider.id() == ProviderId::Droid {
+        "droid_bin / DROID_CLI_CMD".to_owned()
+    } else {
+        format!(
+            "{name}_bin / DROID_EXECUTOR_{}_BIN",
+            name.to_ascii_uppercase()
+        )
+    };
     ExecutionResult::error(
         None,
-        format!("droid was not found: {where_}; nothing ran"),
+        format!("{name} was not found: {where_}; nothing ran"),
         vec![Issue::new(
             IssueType::DroidNotFound,
-            format!("the droid CLI was not found: {where_}"),
-            "install it (npm install -g @factory/cli) or point droid_bin / DROID_CLI_CMD at it; droid-executor doctor checks the setup",
+            format!("the {name} CLI was not found: {where_}"),
+            format!(
+                "install it ({}) or point {point} at it; droid-executor doctor checks the setup",
+                provider.install_hint()
+            ),
+        )],
+    )
+}
+
+/// A request the provider cannot honour: refused before anything starts, naming the field.
+fn refused_by_provider(provider: &dyn Provider, u: &providers::Unsupported) -> ExecutionResult {
+    ExecutionResult::error(
+        None,
+        format!(
+            "{} cannot run this request: {}: {}; nothing ran",
+            provider.name(),
+            u.field,
+            u.message
+        ),
+        vec![Issue::new(
+            IssueType::ValidationError,
+            format!(
+                "$.{}: {} ({})",
+                u.field,
+                u.message,
+                provider.id().display_name()
+            ),
+            format!(
+                "change or drop {} for provider {}, or pick another provider",
+                u.field,
+                provider.name()
+            ),
         )],
     )
 }
@@ -725,6 +826,7 @@ fn cancelled_before_start() -> ExecutionResult {
 }
 
 struct Assembly<'a> {
+    provider: &'a dyn Provider,
     req: &'a ExecutionRequest,
     root: &'a Path,
     real_root: &'a Path,
@@ -749,6 +851,7 @@ fn push_issue(issues: &mut Vec<Issue>, issue: Issue) {
 
 fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     let sup = &a.sup;
+    let n = a.provider.name();
     let mut logs: Vec<String> = a.warnings.to_vec();
     let mut issues: Vec<Issue> = Vec::new();
 
@@ -776,9 +879,9 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
                 completion = Some((final_text.clone(), *num_turns, usage.clone()));
             }
             AgentEvent::Error { source, message } => {
-                logs.push(format!("droid {source} error: {message}"));
+                logs.push(format!("{n} {source} error: {message}"));
             }
-            AgentEvent::Unknown(line) => logs.push(format!("droid output: {line}")),
+            AgentEvent::Unknown(line) => logs.push(format!("{n} output: {line}")),
             AgentEvent::Message { .. }
             | AgentEvent::ToolCall { .. }
             | AgentEvent::ToolResult { .. } => {}
@@ -786,16 +889,16 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     }
     if sup.unknown_lines > 50 {
         logs.push(format!(
-            "{} further lines of droid output were not events and were dropped",
+            "{} further lines of {n} output were not events and were dropped",
             sup.unknown_lines - 50
         ));
     }
-    for n in &sup.oversized {
-        logs.push(format!("droid printed a {n}-byte line; it was skipped"));
+    for len in &sup.oversized {
+        logs.push(format!("{n} printed a {len}-byte line; it was skipped"));
     }
     if sup.tool_calls_dropped > 0 {
         logs.push(format!(
-            "droid made {} more tool calls than the {} kept for commands_run; they are left out \
+            "{n} made {} more tool calls than the {} kept for commands_run; they are left out \
              (files_changed still comes from the repository)",
             sup.tool_calls_dropped,
             sup.events
@@ -807,7 +910,7 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     let stderr = sup.stderr.text();
     let stderr_lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     for l in stderr_lines.iter().rev().take(50).rev() {
-        logs.push(format!("droid stderr: {l}"));
+        logs.push(format!("{n} stderr: {l}"));
     }
 
     let (prose, report) = completion
@@ -815,8 +918,8 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
         .map_or((String::new(), None), |(text, _, _)| report::extract(text));
     let report = report.unwrap_or_default();
 
-    // files: ground truth from the repository, detail from droid
-    let tools = tool_files(&sup.events, a.root, a.real_root);
+    // files: ground truth from the repository, detail from the agent
+    let tools = tool_files(&sup.events, a.root, a.real_root, n);
     let mut files: Vec<FileChange> = match &a.changes {
         Ok(c) => {
             logs.extend(c.warnings.iter().cloned());
@@ -871,17 +974,14 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     if !tools.outside.is_empty() {
         issues.push(Issue::new(
             IssueType::Conflict,
-            format!(
-                "droid wrote outside repo_root: {}",
-                tools.outside.join(", ")
-            ),
+            format!("{n} wrote outside repo_root: {}", tools.outside.join(", ")),
             "inspect and revert those paths; they are not listed in files_changed",
         ));
     }
 
     let mut commands = agent_commands(&sup.events, a.excerpt_bytes, a.redact);
     let completed = sup.end == RunEnd::Completed;
-    let found = findings(&sup.events, &stderr, completed);
+    let found = a.provider.findings(&sup.events, &stderr, completed);
     issues.extend(found.issues.iter().cloned());
     issues.extend(report.issues.iter().map(|i| Issue {
         description: a.redact.apply(&i.description),
@@ -899,20 +999,22 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     match sup.end {
         RunEnd::TimedOut => issues.push(Issue::new(
             IssueType::Timeout,
-            format!("droid did not finish within {} s and was stopped", a.runtime.as_secs()),
+            format!("{n} did not finish within {} s and was stopped", a.runtime.as_secs()),
             "raise max_runtime_seconds or split the task; partial changes are listed in files_changed",
         )),
         RunEnd::Cancelled => issues.push(Issue::new(
             IssueType::Cancelled,
-            "the run was cancelled and droid was stopped",
+            format!("the run was cancelled and {n} was stopped"),
             "partial changes are listed in files_changed; submit again if still wanted",
         )),
         RunEnd::Failed if found.issues.is_empty() => {
-            let why = match (exit_code, sup.exit) {
-                (Some(0), _) => "droid exited 0 without a completion event (it does so when killed by SIGTERM, when its output closes, or when a stream breaks)".to_owned(),
-                (Some(code), _) => format!("droid exited {code} without a completion event or an error message (its log in $HOME/.factory/logs/droid-log-single.log may say why)"),
-                (None, Some(status)) => format!("droid was killed ({status})"),
-                (None, None) => "droid ended without a completion event".to_owned(),
+            let why = match (a.provider.exit_note(exit_code), exit_code, sup.exit) {
+                (Some(note), _, _) => note,
+                (None, Some(code), _) => {
+                    format!("{n} exited {code} without a final event or an error message")
+                }
+                (None, None, Some(status)) => format!("{n} was killed ({status})"),
+                (None, None, None) => format!("{n} ended without a final event"),
             };
             issues.push(Issue::new(
                 IssueType::AgentError,
@@ -937,9 +1039,9 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
         }
         None => {
             if !a.req.suggested_commands.is_empty() {
-                logs.push(
-                    "verification skipped: droid did not finish (or verification is off)".into(),
-                );
+                logs.push(format!(
+                    "verification skipped: {n} did not finish (or verification is off)"
+                ));
             }
             (
                 Tests {
@@ -978,20 +1080,29 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     let summary = match (&report.summary, sup.end) {
         (Some(s), _) => head_str(s, SUMMARY_MAX),
         (None, RunEnd::Completed) if !prose.is_empty() => head_str(&prose, SUMMARY_MAX),
-        (None, RunEnd::Completed) => "droid finished without a final message".to_owned(),
+        (None, RunEnd::Completed) => format!("{n} finished without a final message"),
         (None, RunEnd::TimedOut) => format!(
-            "timed out after {} s; {} file(s) changed before droid was stopped",
+            "timed out after {} s; {} file(s) changed before {n} was stopped",
             a.runtime.as_secs(),
             files.len()
         ),
         (None, RunEnd::Cancelled) => format!(
-            "cancelled; {} file(s) changed before droid was stopped",
+            "cancelled; {} file(s) changed before {n} was stopped",
             files.len()
         ),
         (None, RunEnd::Failed | RunEnd::NotStarted) => match &found.headline {
-            Some(h) => format!("droid failed: {}", head_str(h, 500)),
-            None => "droid failed without saying why".to_owned(),
+            Some(h) => format!("{n} failed: {}", head_str(h, 500)),
+            None => format!("{n} failed without saying why"),
         },
+    };
+
+    let agent = AgentInfo {
+        provider: a.provider.id(),
+        version: a.version.clone(),
+        model: init_model.or_else(|| a.model.clone()),
+        exit_code,
+        num_turns: completion.as_ref().and_then(|(_, turns, _)| *turns),
+        usage,
     };
 
     let logs: Vec<String> = logs
@@ -1013,13 +1124,8 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
         task_id: None,
         session_id,
         duration_ms: 0,
-        droid: Some(DroidInfo {
-            version: a.version.clone(),
-            model: a.model.clone().or(init_model),
-            exit_code,
-            num_turns: completion.as_ref().and_then(|(_, n, _)| *n),
-            usage,
-        }),
+        droid: (a.provider.id() == ProviderId::Droid).then(|| agent.as_droid()),
+        agent: Some(agent),
         notes_for_human: None,
     }
 }

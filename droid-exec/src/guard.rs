@@ -83,6 +83,7 @@ pub(crate) fn start(program: &Path, marker: &str) -> Result<Guardian, EngineErro
         cwd: "/".into(),
         env: Vec::new(),
         stdin_piped: true,
+        stdin_file: None,
         detach_log: Some("/dev/null".into()),
     };
     let mut child = spawn(&spec)?;
@@ -160,7 +161,11 @@ pub(crate) fn start_supervised(
     marker: &str,
     droid: &SpawnSpec,
 ) -> Result<(Child, TreeControl), EngineError> {
-    let mut args: Vec<OsString> = vec![GUARD_COMMAND.into(), marker.into(), "--".into()];
+    let mut args: Vec<OsString> = vec![GUARD_COMMAND.into(), marker.into()];
+    if let Some(file) = &droid.stdin_file {
+        args.extend(["--stdin".into(), file.clone().into_os_string()]);
+    }
+    args.push("--".into());
     args.push(droid.program.clone().into_os_string());
     args.extend(droid.args.iter().cloned());
     let spec = SpawnSpec {
@@ -174,6 +179,7 @@ pub(crate) fn start_supervised(
             .cloned()
             .collect(),
         stdin_piped: true,
+        stdin_file: None,
         detach_log: None,
     };
     let mut child = spawn_supervisor(&spec)?;
@@ -241,9 +247,9 @@ pub(crate) async fn stop(
     status
 }
 
-/// The supervisor's body (`droid-executor guard <marker> -- <program> <args…>`): become a child
-/// subreaper, start `program` with this process's environment plus the marker, in this
-/// process's directory, writing to this process's stdout and stderr; obey `control` (`T`:
+/// The supervisor's body (`droid-executor guard <marker> [--stdin FILE] -- <program> <args…>`):
+/// become a child subreaper, start `program` with this process's environment plus the marker,
+/// in this process's directory, its stdin `stdin_file` (else `/dev/null`), writing to this process's stdout and stderr; obey `control` (`T`:
 /// SIGTERM droid's group; `K`: SIGKILL the tree; end-of-file kills the tree); when `program` exits, kill and reap whatever
 /// is left of its tree. Returns `program`'s exit status and how many processes of the tree
 /// could not be ended.
@@ -255,6 +261,7 @@ pub async fn supervise_tree<R: AsyncRead + Unpin>(
     marker: &str,
     program: PathBuf,
     args: Vec<OsString>,
+    stdin_file: Option<PathBuf>,
     mut control: R,
 ) -> Result<(ExitStatus, usize), EngineError> {
     if marker.is_empty() || marker.contains(['=', '\0']) {
@@ -275,6 +282,7 @@ pub async fn supervise_tree<R: AsyncRead + Unpin>(
         cwd: std::env::current_dir().map_err(failed)?,
         env,
         stdin_piped: false,
+        stdin_file,
         detach_log: None,
     };
     let mut child = spawn_inheriting(&spec)?;
@@ -413,6 +421,7 @@ mod tests {
                 ("PATH".into(), "/usr/bin:/bin".into()),
             ],
             stdin_piped: false,
+            stdin_file: None,
             detach_log: None,
         };
         let _sh = spawn(&spec).unwrap();

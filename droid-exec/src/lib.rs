@@ -25,10 +25,10 @@
 //! - outcomes (timeout, cancel, droid failing) are data in the result; `Err` means "could not run".
 
 pub mod bind_address;
-mod classify;
+pub mod classify;
 pub mod config;
 pub mod daemon;
-pub mod droid;
+
 mod engine;
 pub mod error;
 pub mod event;
@@ -44,7 +44,7 @@ pub mod locate;
 pub mod lock;
 pub mod prompt;
 pub mod provenance;
-pub mod provider;
+pub mod providers;
 pub mod queue;
 mod reap;
 pub mod redact;
@@ -66,6 +66,6 @@ pub use config::{EngineConfig, EnvMap, Settings};
 pub use engine::Engine;
 pub use error::EngineError;
 pub use event::{EVENT_CHANNEL_CAPACITY, Phase, RunEvent};
-pub use provider::{AgentEvent, Invocation, Provider};
+pub use providers::{AgentEvent, Invocation, Provider};
 pub use store::{DamagedEntry, TaskKey};
 pub use tasks::{EventCursor, TaskCounts, TaskFilter, TaskListing, Tasks};

@@ -1,4 +1,6 @@
-//! Finding the droid binary: the config's `droid_bin`, then `DROID_CLI_CMD`, then `PATH`, and
+//! Finding the agent programs. droid: the config's `droid_bin`, then `DROID_CLI_CMD`, then `PATH`;
+//! the other providers: `<provider>_bin` (config or `DROID_EXECUTOR_<PROVIDER>_BIN`), then `PATH`;
+//! and
 //! nowhere else (no guessing in npm prefixes or home directories: a test or a user that wants a
 //! particular binary names it).
 
@@ -76,6 +78,38 @@ pub fn locate_droid(
             program: None,
             source: "droid on PATH (not found)".into(),
             warnings,
+        },
+    }
+}
+
+/// Locate the program of another provider: `configured` (setting `<name>_bin`), then `name` on
+/// `PATH`.
+pub fn locate_agent(name: &str, configured: Option<&Path>, path_var: Option<&OsStr>) -> Located {
+    let found = |p: &Path, source: String| match resolve_program(p, path_var) {
+        Some(program) => Located {
+            program: Some(program),
+            source,
+            warnings: Vec::new(),
+        },
+        None => Located {
+            program: None,
+            source: format!("{source} {} ({})", p.display(), why_not(p)),
+            warnings: Vec::new(),
+        },
+    };
+    if let Some(p) = configured {
+        return found(p, format!("config {name}_bin"));
+    }
+    match resolve_program(Path::new(name), path_var) {
+        Some(program) => Located {
+            program: Some(program),
+            source: "PATH".into(),
+            warnings: Vec::new(),
+        },
+        None => Located {
+            program: None,
+            source: format!("{name} on PATH (not found)"),
+            warnings: Vec::new(),
         },
     }
 }

@@ -14,6 +14,10 @@ use crate::error::EngineError;
 /// wins). Every key of [`Settings`] is listed (a test checks it); `env_passthrough` has none.
 pub const ENV_NAMES: &[(&str, &[&str])] = &[
     ("droid_bin", &["DROID_EXECUTOR_DROID_BIN"]),
+    ("codex_bin", &["DROID_EXECUTOR_CODEX_BIN"]),
+    ("claude_bin", &["DROID_EXECUTOR_CLAUDE_BIN"]),
+    ("gemini_bin", &["DROID_EXECUTOR_GEMINI_BIN"]),
+    ("opencode_bin", &["DROID_EXECUTOR_OPENCODE_BIN"]),
     ("port", &["PORT", "DROID_EXECUTOR_PORT"]),
     ("host", &["DROID_EXECUTOR_HOST"]),
     ("allowed_roots", &["DROID_EXECUTOR_ALLOWED_ROOTS"]),

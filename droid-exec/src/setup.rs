@@ -490,6 +490,7 @@ pub async fn apply(plan: &Plan, cfg: &EngineConfig) -> Result<String, EngineErro
                 cwd: cfg.scratch_root.clone(),
                 env: cfg.env.clone(),
                 stdin_piped: false,
+                stdin_file: None,
                 detach_log: None,
             };
             let marker = format!("setup-{}", std::process::id());

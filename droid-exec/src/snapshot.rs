@@ -499,6 +499,7 @@ async fn git(
         cwd: root.to_path_buf(),
         env,
         stdin_piped: false,
+        stdin_file: None,
         detach_log: None,
     };
     let out = capture(&spec, input, GIT_TIMEOUT, GIT_KEEP_BYTES, &marker).await?;
@@ -1610,6 +1611,7 @@ mod tests {
                 cwd: cwd.to_path_buf(),
                 env: self.env.clone(),
                 stdin_piped: false,
+                stdin_file: None,
                 detach_log: None,
             };
             let out = capture(

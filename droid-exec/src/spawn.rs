@@ -45,8 +45,11 @@ pub struct SpawnSpec {
     pub cwd: PathBuf,
     /// The complete environment of the child.
     pub env: Vec<(OsString, OsString)>,
-    /// Give the child a stdin pipe (otherwise stdin is `/dev/null`).
+    /// Give the child a stdin pipe (otherwise stdin is `/dev/null`, or `stdin_file`).
     pub stdin_piped: bool,
+    /// Open this file as the child's stdin (an agent reading its prompt from stdin gets the
+    /// prompt, then end-of-file; never a pipe left open).
+    pub stdin_file: Option<PathBuf>,
     /// Start it detached: a new session, stdout and stderr appended to this file (0600), no
     /// parent-death signal, not killed when its handle is dropped.
     pub detach_log: Option<PathBuf>,
@@ -112,6 +115,8 @@ fn spawn_tied(spec: &SpawnSpec, tie: Tie) -> Result<Child, EngineError> {
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(if spec.stdin_piped || tie == Tie::Supervisor {
             Stdio::piped()
+        } else if let Some(file) = &spec.stdin_file {
+            Stdio::from(std::fs::File::open(file).map_err(failed)?)
         } else {
             Stdio::null()
         });

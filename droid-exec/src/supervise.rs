@@ -24,7 +24,7 @@ use crate::event::RunEvent;
 use crate::event_log::EventLog;
 use crate::excerpt::{Tail, head_str, tail_str};
 use crate::lines::{Line, Lines, MAX_LINE_BYTES};
-use crate::provider::{AgentEvent, Provider};
+use crate::providers::{AgentEvent, EventParser, Provider};
 use crate::reap::Reaping;
 use crate::redact::Redactor;
 use crate::spawn::terminate;
@@ -210,7 +210,7 @@ pub(crate) async fn supervise(
         .stdout
         .take()
         .map(|s| Lines::new(BufReader::with_capacity(64 * 1024, s), MAX_LINE_BYTES));
-    let mut obs = Observed::default();
+    let mut obs = Observed::new(provider);
     let stop = loop {
         tokio::select! {
             biased;
@@ -219,12 +219,18 @@ pub(crate) async fn supervise(
             status = child.wait() => break Stop::Exited(status.ok()),
             line = next_line(&mut lines) => match line {
                 Some(l) => {
-                    obs.take(l, provider, publish);
+                    obs.take(l, publish);
                     if obs.completed {
                         break Stop::Completed;
                     }
                 }
-                None => lines = None,
+                None => {
+                    lines = None;
+                    obs.finish(publish);
+                    if obs.completed {
+                        break Stop::Completed;
+                    }
+                }
             },
         }
     };
@@ -265,12 +271,15 @@ pub(crate) async fn supervise(
     };
     // what droid printed before it went away is still in the pipe (unless it was read to its end)
     if let Some(open) = lines.as_mut() {
-        let _ = tokio::time::timeout(DRAIN, async {
+        let drained = tokio::time::timeout(DRAIN, async {
             while let Some(l) = open.next().await {
-                obs.take(l, provider, publish);
+                obs.take(l, publish);
             }
         })
         .await;
+        if drained.is_ok() {
+            obs.finish(publish);
+        }
     }
     if tokio::time::timeout(DRAIN, &mut stderr_task).await.is_err() {
         stderr_task.abort();
@@ -335,8 +344,13 @@ async fn next_line<R: tokio::io::AsyncRead + Unpin>(
     }
 }
 
-#[derive(Default)]
 struct Observed {
+    /// The provider's reader of this run's output.
+    parser: Box<dyn EventParser>,
+    /// The output's end was given to the parser.
+    ended: bool,
+    /// The provider's name, for warnings.
+    agent: &'static str,
     /// What result assembly needs: everything but messages (published, then let go), with at
     /// most [`KEEP_TOOL_CALLS`] tool calls and [`KEEP_TOOL_TEXT_TOTAL`] bytes of their output.
     events: Vec<AgentEvent>,
@@ -352,13 +366,29 @@ struct Observed {
 }
 
 impl Observed {
-    fn take(&mut self, line: Line, provider: &dyn Provider, publish: &Publisher) {
+    fn new(provider: &dyn Provider) -> Self {
+        Self {
+            parser: provider.parser(),
+            ended: false,
+            agent: provider.name(),
+            events: Vec::new(),
+            calls_kept: std::collections::HashSet::new(),
+            calls_kept_n: 0,
+            calls_dropped: 0,
+            tool_text: 0,
+            unknown: 0,
+            oversized: Vec::new(),
+            completed: false,
+        }
+    }
+
+    fn take(&mut self, line: Line, publish: &Publisher) {
         let bytes = match line {
             Line::Text(b) => b,
             Line::Oversized(n) => {
                 self.oversized.push(n);
                 publish.send(RunEvent::Warning {
-                    message: format!("droid printed a {n}-byte line; it was skipped"),
+                    message: format!("{} printed a {n}-byte line; it was skipped", self.agent),
                 });
                 return;
             }
@@ -366,7 +396,30 @@ impl Observed {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return;
         }
-        let mut ev = provider.parse_line(&bytes);
+        let mut out = Vec::new();
+        self.parser.line(&bytes, &mut out);
+        for ev in out {
+            self.keep(ev, publish);
+        }
+    }
+
+    /// The output ended: what only its end reveals (OpenCode's completion).
+    fn finish(&mut self, publish: &Publisher) {
+        if std::mem::replace(&mut self.ended, true) {
+            return;
+        }
+        let mut out = Vec::new();
+        self.parser.end(&mut out);
+        for ev in out {
+            self.keep(ev, publish);
+        }
+    }
+
+    fn keep(&mut self, mut ev: AgentEvent, publish: &Publisher) {
+        if self.completed {
+            // the run's verdict is taken: later lines are what the agent printed while stopping
+            return;
+        }
         match &mut ev {
             AgentEvent::Unknown(_) => {
                 self.unknown += 1;
@@ -433,7 +486,7 @@ impl Observed {
             }
             AgentEvent::Completion { .. } => self.completed = true,
             AgentEvent::Error { source, message } => publish.send(RunEvent::Warning {
-                message: format!("droid {source} error: {}", head_str(message, 2048)),
+                message: format!("{} {source} error: {}", self.agent, head_str(message, 2048)),
             }),
             AgentEvent::Init { .. } => {}
         }

@@ -128,6 +128,7 @@ mod tests {
                 ("PATH".into(), "/usr/bin:/bin".into()),
             ],
             stdin_piped: false,
+            stdin_file: None,
             detach_log: None,
         })
         .unwrap()

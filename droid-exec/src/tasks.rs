@@ -193,6 +193,7 @@ impl Tasks {
             cwd: self.store.root().to_path_buf(),
             env: self.cfg.env.clone(),
             stdin_piped: true,
+            stdin_file: None,
             detach_log: Some(dir.join("worker.log")),
         };
         let mut child = match spawn(&spec) {

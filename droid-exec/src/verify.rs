@@ -67,6 +67,7 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
             cwd: plan.cwd.to_path_buf(),
             env,
             stdin_piped: false,
+            stdin_file: None,
             detach_log: None,
         };
         let outcome = tokio::select! {

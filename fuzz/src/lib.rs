@@ -57,6 +57,7 @@ pub fn engine(dir: &WorkDir) -> Engine {
         droid_bin: Some(dir.missing_droid.clone()),
         droid_source: "fuzz (a path where no program is)".into(),
         droid_warnings: Vec::new(),
+        agents: Vec::new(),
         env: Vec::new(),
         allowed_roots: vec![dir.repo.clone()],
         max_autonomy: Autonomy::Medium,

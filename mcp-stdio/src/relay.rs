@@ -199,6 +199,7 @@ mod tests {
             droid_bin: None,
             droid_source: "unit test (no droid)".into(),
             droid_warnings: Vec::new(),
+            agents: Vec::new(),
             env: Vec::new(),
             allowed_roots: Vec::new(),
             max_autonomy: droid_contract::Autonomy::Low,

@@ -66,6 +66,9 @@ pub(crate) enum Command {
     Guard {
         /// The run's marker (`DROID_EXECUTOR_RUN_ID`).
         marker: String,
+        /// The supervised program's stdin (an agent's prompt file); `/dev/null` without.
+        #[arg(long, value_name = "FILE")]
+        stdin: Option<std::path::PathBuf>,
         /// The program to supervise and its arguments.
         #[arg(last = true)]
         command: Vec<std::ffi::OsString>,
@@ -186,8 +189,12 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
         Command::Setup(args) => crate::setup::setup(args, cli.config.as_ref()).await,
         Command::Tasks(args) => crate::tasks::tasks(args, cli.config.as_ref()).await,
         Command::Worker { id, store } => crate::worker::worker(&id, &store).await,
-        Command::Guard { marker, command } => match command.split_first() {
-            Some((program, args)) => supervise(&marker, program.into(), args.to_vec()).await,
+        Command::Guard {
+            marker,
+            stdin,
+            command,
+        } => match command.split_first() {
+            Some((program, args)) => supervise(&marker, program.into(), args.to_vec(), stdin).await,
             None => guard(&marker).await,
         },
     }
@@ -200,6 +207,7 @@ async fn supervise(
     marker: &str,
     program: std::path::PathBuf,
     args: Vec<std::ffi::OsString>,
+    stdin: Option<std::path::PathBuf>,
 ) -> ExitCode {
     let control = match droid_exec::guard::stdin_control() {
         Ok(c) => c,
@@ -208,7 +216,7 @@ async fn supervise(
             return ExitCode::from(droid_exec::guard::SUPERVISOR_SPAWN_FAILED);
         }
     };
-    match droid_exec::guard::supervise_tree(marker, program, args, control).await {
+    match droid_exec::guard::supervise_tree(marker, program, args, stdin, control).await {
         Ok((status, left)) => {
             if left > 0 {
                 eprintln!("droid-executor guard: {left} process(es) of run {marker} survived");

@@ -64,8 +64,9 @@ pub(crate) const NODE_CLIENTS: &[(&str, &str, &str)] = &[
 /// The npm project holding the agent CLIs, relative to the workspace root.
 pub(crate) const AGENTS_DIR: &str = "target/agents/node";
 
-/// `(name in node_modules, npm package, exact version)` of the agent CLIs; the suite
-/// `mcp_agents` expects these.
+/// `(name in node_modules, npm package, exact version)` of the agent CLIs the engine drives as
+/// providers (the versions `droid-exec/src/providers/*` pin) and whose MCP clients the suite
+/// `mcp_agents` drives.
 pub(crate) const AGENT_CLIS: &[(&str, &str, &str)] = &[
     ("@openai/codex", "@openai/codex", "0.169.0"),
     (
@@ -73,6 +74,8 @@ pub(crate) const AGENT_CLIS: &[(&str, &str, &str)] = &[
         "@anthropic-ai/claude-code",
         "2.1.330",
     ),
+    ("@google/gemini-cli", "@google/gemini-cli", "0.61.0"),
+    ("opencode-ai", "opencode-ai", "1.18.33"),
 ];
 
 /// Install every client the interop suites drive unless it is already there at the right

@@ -20,6 +20,7 @@ pub fn engine(droid: PathBuf, env: Vec<(OsString, OsString)>, scratch: &Path) ->
         droid_bin: Some(droid),
         droid_source: "test".into(),
         droid_warnings: Vec::new(),
+        agents: Vec::new(),
         env,
         allowed_roots: Vec::new(),
         max_autonomy: Autonomy::High,

@@ -11,7 +11,7 @@ use proptest::sample::select;
 use serde_json::{Map, Value, json};
 
 use super::Droid;
-use crate::provider::{AgentEvent, Provider};
+use crate::providers::AgentEvent;
 
 /// Cases per property; the whole module runs in well under a second in a debug build.
 const CASES: u32 = 256;
@@ -233,6 +233,7 @@ fn tool_call() -> impl Strategy<Value = Case> {
             ],
             want: AgentEvent::ToolCall {
                 id,
+                kind: super::tool_kind(&tool, &parameters),
                 tool,
                 parameters,
                 timestamp_ms: Some(ts),
@@ -258,6 +259,7 @@ fn tool_result() -> impl Strategy<Value = Case> {
             } else {
                 ("value", json!(out))
             };
+            let (out_text, exit_code, diffstat) = super::result_detail(&tool, out);
             Case {
                 fields: vec![
                     ("type", json!("tool_result")),
@@ -273,7 +275,9 @@ fn tool_result() -> impl Strategy<Value = Case> {
                     id,
                     tool,
                     is_error,
-                    text: out,
+                    text: out_text,
+                    exit_code,
+                    diffstat,
                     timestamp_ms: Some(ts),
                 },
             }
