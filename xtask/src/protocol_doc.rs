@@ -21,6 +21,7 @@ const OBJECTS: &[&str] = &[
     "CommandRun",
     "Tests",
     "Issue",
+    "AgentInfo",
     "DroidInfo",
     "Usage",
     "TaskRecord",
@@ -28,6 +29,7 @@ const OBJECTS: &[&str] = &[
 const ENUMS: &[&str] = &[
     "ExecutionMode",
     "Autonomy",
+    "ProviderId",
     "Status",
     "IssueType",
     "ChangeType",
