@@ -101,10 +101,50 @@ pub(crate) fn fetch() -> Result<Vec<(String, PathBuf)>> {
     if !node_clients_match(&agents, AGENT_CLIS) {
         install_node(&agents, AGENT_CLIS, "droid-executor-agents")?;
     }
+    link_native_agents(&agents)?;
     for &(_, package, version) in AGENT_CLIS {
         installed.push((format!("node {package}@{version}"), agents.clone()));
     }
     Ok(installed)
+}
+
+/// Packages whose install script puts the native binary in place of the `bin/*.exe`
+/// placeholder (npm installs with `--ignore-scripts`): Claude Code and OpenCode.
+const NATIVE_AGENTS: &[(&str, &str)] = &[
+    ("@anthropic-ai/claude-code", "claude"),
+    ("opencode-ai", "opencode"),
+];
+
+/// Run the install scripts of [`NATIVE_AGENTS`] (only theirs: `npm rebuild <package>`) unless
+/// their programs already answer `--version`.
+fn link_native_agents(dir: &Path) -> Result<()> {
+    let runs = |program: &str| {
+        Command::new(dir.join("node_modules/.bin").join(program))
+            .arg("--version")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let missing: Vec<&str> = NATIVE_AGENTS
+        .iter()
+        .filter(|(_, program)| !runs(program))
+        .map(|(package, _)| *package)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    eprintln!("xtask: linking the native binaries of {}", missing.join(", "));
+    output(Command::new("npm").arg("rebuild").args(&missing).current_dir(dir))
+        .context("npm rebuild of the native agent CLIs failed")?;
+    for (_, program) in NATIVE_AGENTS {
+        if !runs(program) {
+            bail!(
+                "{}: node_modules/.bin/{program} --version still fails after npm rebuild",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The `package.json` of an npm project named `name`: every client at its exact version (an
