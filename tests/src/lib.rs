@@ -20,6 +20,7 @@
 //! runtime, so it keeps answering even while a test blocks its own thread, and dropping it stops
 //! every connection, hanging ones included.
 
+pub mod agent_bin;
 pub mod droid_bin;
 pub mod droid_home;
 pub mod fake_droid;
