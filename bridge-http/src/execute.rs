@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use droid_contract::{ExecutionResult, Issue, IssueType};
-use droid_exec::event::Phase;
+use droid_exec::run::event::Phase;
 use droid_exec::{EVENT_CHANNEL_CAPACITY, RunEvent};
 use http::{Request, Response, StatusCode};
 use tokio::sync::mpsc;

@@ -103,7 +103,8 @@ impl std::str::FromStr for TaskState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[schemars(title = "TaskRecord")]
 pub struct TaskRecord {
-    /// The task's id, `droid-<unix seconds>-<4 hex digits>`.
+    /// The task's id, `<provider>-<unix seconds>-<4 hex digits>` (`codex-1795349045-3fa2`): the
+    /// provider that runs it, then when it was submitted.
     pub task_id: String,
     /// queued | running, then the result's status.
     pub state: TaskState,

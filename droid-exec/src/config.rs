@@ -513,7 +513,7 @@ pub struct EngineConfig {
     /// How long a finished task's result is kept.
     pub task_ttl: Duration,
     /// The program that supervises a background task, started as `<program> worker <id> --store
-    /// <dir>`, and guards each run, started as `<program> guard <marker>` ([`crate::guard`]);
+    /// <dir>`, and guards each run, started as `<program> guard <marker>` ([`crate::run::guard`]);
     /// the front-end sets it to its own executable. `None`: no background tasks, and no guardian
     /// (what a run leaves behind is still swept, unless the process running it dies first).
     pub supervisor: Option<PathBuf>,

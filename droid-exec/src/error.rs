@@ -123,7 +123,7 @@ pub enum EngineError {
 impl EngineError {
     /// A closure turning an OS error into [`EngineError::Io`] for `action` on `path`, for
     /// `map_err`.
-    pub(crate) fn io(
+    pub fn io(
         action: &'static str,
         path: &std::path::Path,
     ) -> impl FnOnce(std::io::Error) -> EngineError {

@@ -26,7 +26,7 @@ impl Fnv1a {
 }
 
 /// The hash of `bytes` as 16 hex digits.
-pub(crate) fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     let mut h = Fnv1a::new();
     h.update(bytes);
     format!("{:016x}", h.finish())

@@ -2,22 +2,22 @@
 //! configuration valid, droid found and its version, authentication (a Factory key or custom
 //! models), allowed roots, the task store; and for `doctor` only, droid actually run (`droid
 //! --version`, not only its package.json read), a `--config` file that must exist, the bridge's
-//! port on the configured host and the Agent Skill. Each check says OK, WARN or FAIL, with the
+//! port on the configured host. Each check says OK, WARN or FAIL, with the
 //! fix.
 
 use std::net::SocketAddr;
 use std::path::Path;
 
+use droid_contract::ProviderId;
 use serde::Serialize;
 
 use crate::bind_address;
 use crate::config::{EngineConfig, EnvMap, Settings, default_config_path};
-use crate::daemon::{Daemon, DaemonState};
-use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::provenance::ENV_NAMES;
-use crate::scratch::unique_id;
-use crate::skill_install::{FileAction, SkillFile, plan_skill};
+use crate::run::engine::Engine;
+use crate::run::scratch::unique_id;
+use crate::tasks::daemon::{Daemon, DaemonState};
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -102,6 +102,9 @@ async fn readiness(config: Option<&Path>, env: &EnvMap, mode: Mode) -> (Vec<Chec
         });
     }
     checks.push(auth_check(env));
+    for id in ProviderId::ALL.into_iter().skip(1) {
+        checks.push(agent_check(&cfg, env, id, mode).await);
+    }
     let roots: Vec<String> = cfg
         .allowed_roots
         .iter()
@@ -259,6 +262,96 @@ async fn droid_check(cfg: &EngineConfig, mode: Mode) -> Check {
     }
 }
 
+/// The line of a provider other than droid: its program found, its version, and whether its
+/// endpoint or credentials are configured (one of its variables set, or one of its files under
+/// `$HOME`). Never a FAIL: a provider nobody asks for needs nothing; a request naming a missing
+/// one ends `error` with the same fix.
+async fn agent_check(cfg: &EngineConfig, env: &EnvMap, id: ProviderId, mode: Mode) -> Check {
+    let provider = crate::providers::provider(id);
+    let name = provider.name();
+    let (program, source) = cfg.program_of(id);
+    let Some(bin) = program else {
+        return Check {
+            name,
+            level: Level::Warn,
+            detail: format!("not found ({source}); tasks with provider {name} cannot run"),
+            fix: format!(
+                "install it if you want it: {} (or set {name}_bin in the config, or DROID_EXECUTOR_{}_BIN)",
+                provider.install_hint(),
+                name.to_ascii_uppercase()
+            ),
+        };
+    };
+    let engine = Engine::new(cfg.clone());
+    let found = format!("{} (from {source})", bin.display());
+    let version = match mode {
+        Mode::Ping => engine
+            .agent_version(id)
+            .await
+            .ok_or_else(|| "does not answer --version".to_owned()),
+        Mode::Doctor => engine
+            .run_agent_version(id)
+            .await
+            .map_err(|why| format!("found but does not run: {why}")),
+    };
+    let home = crate::config::var(env, "HOME").map(Path::new);
+    let var_set = provider
+        .auth_vars()
+        .iter()
+        .find(|v| crate::config::var(env, v).is_some());
+    let file = provider
+        .auth_files()
+        .iter()
+        .find(|f| home.is_some_and(|h| h.join(f).exists()));
+    let auth = match (var_set, file) {
+        (Some(v), _) => Some(format!("{v} is set")),
+        (None, Some(f)) => Some(format!("~/{f} exists")),
+        (None, None) => None,
+    };
+    let tested = provider.package().1;
+    match (version, auth) {
+        (Err(why), _) => Check {
+            name,
+            level: Level::Warn,
+            detail: format!("{found} {why}"),
+            fix: format!("reinstall it: {}", provider.install_hint()),
+        },
+        (Ok(v), auth) => {
+            let mut detail = format!("{found}, version {v}");
+            let mut fix = Vec::new();
+            if v != tested {
+                fix.push(format!(
+                    "this release was tested with {name} {tested}; other versions may change its output"
+                ));
+            }
+            match &auth {
+                Some(a) => detail.push_str(&format!("; {a}")),
+                None if provider.auth_vars().is_empty() && provider.auth_files().is_empty() => {}
+                None => {
+                    detail.push_str("; no endpoint or credentials configured");
+                    let mut ways: Vec<String> = provider
+                        .auth_vars()
+                        .iter()
+                        .map(|v| format!("set {v}"))
+                        .collect();
+                    ways.extend(provider.auth_files().iter().map(|f| format!("write ~/{f}")));
+                    fix.push(ways.join(", or "));
+                }
+            }
+            Check {
+                name,
+                level: if fix.is_empty() {
+                    Level::Ok
+                } else {
+                    Level::Warn
+                },
+                detail,
+                fix: fix.join("; "),
+            }
+        }
+    }
+}
+
 /// The `auth` line: a Factory key, or custom models droid can use without one.
 fn auth_check(env: &EnvMap) -> Check {
     let key = env.get("FACTORY_API_KEY").is_some_and(|k| !k.is_empty());
@@ -286,24 +379,11 @@ fn auth_check(env: &EnvMap) -> Check {
     }
 }
 
-/// Where `doctor` looks for the Agent Skill.
-#[derive(Debug, Clone, Copy)]
-pub enum SkillsRoot<'a> {
-    /// Named with `doctor --skills-dir DIR`.
-    Named(&'a Path),
-    /// The default root (`~/.claude/skills`); `None` when there is none (HOME unset).
-    Default(Option<&'a Path>),
-}
-
-/// What `droid-executor doctor` reports: [`checks`] (but droid is run, and a config file named
-/// with `--config`, `config` here, must exist), then the bridge's port on the configured host,
-/// and the Agent Skill in `skills` compared with the bundled `skill` files.
-pub async fn doctor_checks(
-    config: Option<&Path>,
-    env: &EnvMap,
-    skills: SkillsRoot<'_>,
-    skill: &[SkillFile],
-) -> Vec<Check> {
+/// What `droid-executor doctor` reports of the engine: [`checks`] (but every agent CLI is run,
+/// and a config file named with `--config`, `config` here, must exist), then git and the
+/// bridge's port on the configured host. (The Agent Skill's check is the front-end's:
+/// `client_setup::skill_check`.)
+pub async fn doctor_checks(config: Option<&Path>, env: &EnvMap) -> Vec<Check> {
     let (mut out, settings) = readiness(config, env, Mode::Doctor).await;
     let store = settings
         .store_dir
@@ -311,19 +391,18 @@ pub async fn doctor_checks(
         .or_else(|| crate::config::default_store_dir(env));
     out.push(git_check(&settings.engine_config(env).env).await);
     out.push(bridge_check(&settings.host, settings.port, store.as_deref()).await);
-    out.push(skill_check(skills, skill));
     out
 }
 
-/// Is git there, and new enough for the snapshot ([`crate::snapshot::GIT_MIN`])? Without it
+/// Is git there, and new enough for the snapshot ([`crate::run::snapshot::GIT_MIN`])? Without it
 /// files_changed is measured by walking the directory: `.gitignore` is ignored and the walk
 /// stops after 10 s or 1,000,000 files. A WARN, not a FAIL: runs still work.
 pub async fn git_check(child_env: &[(std::ffi::OsString, std::ffi::OsString)]) -> Check {
-    let (major, minor) = crate::snapshot::GIT_MIN;
+    let (major, minor) = crate::run::snapshot::GIT_MIN;
     let walk = "files_changed is measured by walking the directory (.gitignore ignored, at most \
                 10 s or 1,000,000 files)";
     let fix = format!("install git {major}.{minor} or later on droid's PATH");
-    match crate::snapshot::git_version(Path::new("/"), child_env).await {
+    match crate::run::snapshot::git_version(Path::new("/"), child_env).await {
         Ok((v, text)) if v >= (major, minor) => Check {
             name: "git",
             level: Level::Ok,
@@ -406,77 +485,6 @@ pub async fn bridge_check(host: &str, port: u16, store: Option<&Path>) -> Check 
             ),
             fix: String::new(),
         },
-    }
-}
-
-/// Is the Agent Skill installed in `skills`, and is it the bundled version? The fixes name the
-/// root when it is not the default one (`setup skill --dir`).
-pub fn skill_check(skills: SkillsRoot<'_>, skill: &[SkillFile]) -> Check {
-    let (root, named) = match skills {
-        SkillsRoot::Named(r) => (r, true),
-        SkillsRoot::Default(Some(r)) => (r, false),
-        SkillsRoot::Default(None) => {
-            return Check {
-                name: "skill",
-                level: Level::Warn,
-                detail: "no skills root (HOME unset)".into(),
-                fix: "droid-executor setup skill --dir SKILLS_ROOT, then doctor --skills-dir SKILLS_ROOT".into(),
-            };
-        }
-    };
-    // `setup skill` with the same root
-    let setup = if named {
-        format!("droid-executor setup skill --dir {}", root.display())
-    } else {
-        "droid-executor setup skill".to_owned()
-    };
-    let plan = match plan_skill(root, skill) {
-        Ok(p) => p,
-        Err(e) => {
-            return Check {
-                name: "skill",
-                level: Level::Warn,
-                detail: e.to_string(),
-                fix: "check the permissions of the skills folder".into(),
-            };
-        }
-    };
-    let count = |a: FileAction| plan.files.iter().filter(|(_, x)| *x == a).count();
-    let dir = plan.dir.display();
-    if count(FileAction::Unchanged) == plan.files.len() {
-        Check {
-            name: "skill",
-            level: Level::Ok,
-            detail: format!("installed in {dir} (up to date)"),
-            fix: String::new(),
-        }
-    } else if count(FileAction::Create) == plan.files.len() {
-        Check {
-            name: "skill",
-            level: Level::Warn,
-            detail: if named {
-                format!("not installed in {dir}")
-            } else {
-                format!(
-                    "not installed in {dir} (doctor --skills-dir DIR looks in another skills root)"
-                )
-            },
-            fix: format!("{setup} (Claude Code then offers it to the model)"),
-        }
-    } else if count(FileAction::Conflict) > 0 {
-        Check {
-            name: "skill",
-            level: Level::Warn,
-            detail: format!("{dir} has local edits in {}", plan.conflicts().join(", ")),
-            fix: format!("keep them, or replace them with: {setup} --force"),
-        }
-    } else {
-        Check {
-            name: "skill",
-            level: Level::Warn,
-            detail: format!("{dir} holds another version of the skill"),
-            fix: setup,
-        }
     }
 }
 

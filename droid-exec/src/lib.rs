@@ -25,47 +25,23 @@
 //! - outcomes (timeout, cancel, droid failing) are data in the result; `Err` means "could not run".
 
 pub mod bind_address;
-pub mod classify;
 pub mod config;
-pub mod daemon;
-
-mod engine;
 pub mod error;
-pub mod event;
-mod event_log;
-pub mod excerpt;
-mod fnv;
-pub mod guard;
+pub mod fnv;
 pub mod health;
 pub mod host;
 pub mod input;
-pub mod lines;
 pub mod locate;
-pub mod lock;
-pub mod prompt;
 pub mod provenance;
 pub mod providers;
-pub mod queue;
-mod reap;
-pub mod redact;
-pub mod report;
-mod scratch;
-pub mod setup;
-pub mod skill_install;
-pub(crate) mod snapshot;
-pub mod spawn;
-pub mod store;
-pub mod supervise;
-pub mod sweep;
+pub mod run;
 pub mod tasks;
 pub mod timestamp;
-mod verify;
-pub mod worker;
 
 pub use config::{EngineConfig, EnvMap, Settings};
-pub use engine::Engine;
 pub use error::EngineError;
-pub use event::{EVENT_CHANNEL_CAPACITY, Phase, RunEvent};
 pub use providers::{AgentEvent, Invocation, Provider};
-pub use store::{DamagedEntry, TaskKey};
+pub use run::Engine;
+pub use run::event::{EVENT_CHANNEL_CAPACITY, Phase, RunEvent};
+pub use tasks::store::{DamagedEntry, TaskKey};
 pub use tasks::{EventCursor, TaskCounts, TaskFilter, TaskListing, Tasks};

@@ -7,7 +7,7 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use crate::spawn::resolve_program;
+use crate::run::spawn::resolve_program;
 
 /// Where droid was found, or why not.
 #[derive(Debug, Clone, PartialEq, Eq)]

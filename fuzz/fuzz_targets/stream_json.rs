@@ -1,7 +1,7 @@
 //! Fuzz target `stream_json`: the engine's path for droid's `-o stream-json` stdout. The bytes go
-//! through `droid_exec::lines::Lines` (the bounded line framer, here with a 4 KiB limit and a
+//! through `droid_exec::run::lines::Lines` (the bounded line framer, here with a 4 KiB limit and a
 //! 61-byte read buffer so lines span reads and the oversize path is reached), each line through
-//! the droid provider's `parse_line`, each final text through `droid_exec::report::extract`, and
+//! the droid provider's `parse_line`, each final text through `droid_exec::run::report::extract`, and
 //! texts through the excerpt cutters the supervisor applies.
 //!
 //! Invariants: nothing panics; the framer yields exactly the newline-separated pieces of the
@@ -14,10 +14,11 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use droid_exec::droid::Droid;
-use droid_exec::excerpt::{head_str, tail_str};
-use droid_exec::lines::{Line, Lines};
-use droid_exec::{AgentEvent, Provider, report};
+use droid_exec::providers::droid::Droid;
+use droid_exec::run::excerpt::{head_str, tail_str};
+use droid_exec::run::lines::{Line, Lines};
+use droid_exec::AgentEvent;
+use droid_exec::run::report;
 use libfuzzer_sys::fuzz_target;
 
 /// Longest line the framer keeps here (the engine uses 8 MiB; a small limit reaches the

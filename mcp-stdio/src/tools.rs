@@ -107,12 +107,12 @@ fn base_definitions() -> Vec<Value> {
     let request = droid_contract::request_schema();
     let result = droid_contract::result_schema();
     let record = droid_contract::task_record_schema();
-    let task_id = json!({"type": "string", "description": "A task id from droid_submit (droid-<unix seconds>-<4 hex>)."});
+    let task_id = json!({"type": "string", "description": "A task id from droid_submit (<provider>-<unix seconds>-<4 hex>)."});
     vec![
         json!({
             "name": "execute_droid_task",
             "title": "Run a coding task with droid (wait for the result)",
-            "description": "Hand a decided, well-specified coding task to Factory's droid CLI and wait for a verified result: files_changed measured from the repository, suggested_commands re-run by the executor, a status (success, partial, failed, timeout, cancelled, error) and issues with suggested actions. failed, timeout, cancelled and error are isError results; partial is not (droid finished but something needs a look): always read status and issues. One task per call, with a clear objective and acceptance criteria. A run may take up to max_runtime_seconds (default 600 s), longer than clients wait for a tool call (often 60 s; Codex 300 s): for anything that may take over a minute call droid_submit, then droid_pend. A result over 24 KiB is cut (oldest commands_run and logs first); its last log line names the stored task holding all of it.",
+            "description": "Hand a decided, well-specified coding task to Factory's droid CLI (or, with provider, to codex, claude, gemini or opencode) and wait for a verified result: files_changed measured from the repository, suggested_commands re-run by the executor, a status (success, partial, failed, timeout, cancelled, error) and issues with suggested actions. failed, timeout, cancelled and error are isError results; partial is not (droid finished but something needs a look): always read status and issues. One task per call, with a clear objective and acceptance criteria. A run may take up to max_runtime_seconds (default 600 s), longer than clients wait for a tool call (often 60 s; Codex 300 s): for anything that may take over a minute call droid_submit, then droid_pend. A result over 24 KiB is cut (oldest commands_run and logs first); its last log line names the stored task holding all of it.",
             "inputSchema": request,
             "outputSchema": result,
             "annotations": {"title": "Run a coding task with droid", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
@@ -201,6 +201,13 @@ pub fn render_result(r: &ExecutionResult) -> String {
 /// [`render_result`], with `note` (what was left out of the structured result) after the summary.
 fn render_result_noting(r: &ExecutionResult, note: Option<&str>) -> String {
     let mut s = format!("status: {}\nsummary: {}", r.status.as_str(), r.summary);
+    if let Some(a) = r
+        .agent
+        .as_ref()
+        .filter(|a| a.provider != droid_contract::ProviderId::Droid)
+    {
+        s.push_str(&format!("\nagent: {}", a.provider));
+    }
     if let Some(note) = note {
         s.push_str(&format!("\nnote: {note}"));
     }

@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 use bridge_http::client::{Client, probe};
 use bridge_http::{Token, check_bind};
 use clap::{Args, Subcommand};
-use droid_exec::daemon::{Daemon, DaemonState, Started, Stopped};
+use droid_exec::tasks::daemon::{Daemon, DaemonState, Started, Stopped};
 use droid_exec::{EnvMap, Settings};
 use serde_json::{Value, json};
 

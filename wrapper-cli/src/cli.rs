@@ -200,7 +200,7 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
     }
 }
 
-/// `droid-executor guard <marker> -- <program> <args…>`: see `droid_exec::guard`. Exits as the
+/// `droid-executor guard <marker> -- <program> <args…>`: see `droid_exec::run::guard`. Exits as the
 /// program did (its code, or killed by the same signal) once its whole tree is gone; 126 when it
 /// could not be started (the reason on stderr, which is the program's), 2 for a refused marker.
 async fn supervise(
@@ -209,19 +209,19 @@ async fn supervise(
     args: Vec<std::ffi::OsString>,
     stdin: Option<std::path::PathBuf>,
 ) -> ExitCode {
-    let control = match droid_exec::guard::stdin_control() {
+    let control = match droid_exec::run::guard::stdin_control() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("droid-executor guard: stdin is not the engine's control pipe: {e}");
-            return ExitCode::from(droid_exec::guard::SUPERVISOR_SPAWN_FAILED);
+            return ExitCode::from(droid_exec::run::guard::SUPERVISOR_SPAWN_FAILED);
         }
     };
-    match droid_exec::guard::supervise_tree(marker, program, args, stdin, control).await {
+    match droid_exec::run::guard::supervise_tree(marker, program, args, stdin, control).await {
         Ok((status, left)) => {
             if left > 0 {
                 eprintln!("droid-executor guard: {left} process(es) of run {marker} survived");
             }
-            ExitCode::from(droid_exec::guard::exit_as(status))
+            ExitCode::from(droid_exec::run::guard::exit_as(status))
         }
         Err(droid_exec::EngineError::InvalidMarker(m)) => {
             eprintln!("droid-executor guard: invalid marker {m:?}");
@@ -229,15 +229,15 @@ async fn supervise(
         }
         Err(e) => {
             eprintln!("droid-executor guard: {e}");
-            ExitCode::from(droid_exec::guard::SUPERVISOR_SPAWN_FAILED)
+            ExitCode::from(droid_exec::run::guard::SUPERVISOR_SPAWN_FAILED)
         }
     }
 }
 
-/// `droid-executor guard <marker>`: see `droid_exec::guard`. Exit 0 when nothing of the run is
+/// `droid-executor guard <marker>`: see `droid_exec::run::guard`. Exit 0 when nothing of the run is
 /// left, 1 when some process survived the sweep, 2 for a marker it refuses.
 async fn guard(marker: &str) -> ExitCode {
-    match droid_exec::guard::guard(marker, tokio::io::stdin()).await {
+    match droid_exec::run::guard::guard(marker, tokio::io::stdin()).await {
         Ok(0) => ExitCode::SUCCESS,
         Ok(left) => {
             eprintln!("droid-executor guard: {left} process(es) of run {marker} survived");

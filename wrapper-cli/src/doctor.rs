@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use droid_exec::health::{self, Level, SkillsRoot};
+use client_setup::SkillsRoot;
+use droid_exec::health::{self, Level};
 use serde_json::json;
 
 use crate::cli::env_map;
@@ -23,13 +24,11 @@ pub(crate) async fn doctor(
         Some(dir) => SkillsRoot::Named(dir),
         None => SkillsRoot::Default(default_root.as_deref()),
     };
-    let checks = health::doctor_checks(
-        config.map(PathBuf::as_path),
-        &env,
+    let mut checks = health::doctor_checks(config.map(PathBuf::as_path), &env).await;
+    checks.push(client_setup::skill_check(
         skills,
         crate::skill_bundle::FILES,
-    )
-    .await;
+    ));
     let failed = checks.iter().any(|c| c.level == Level::Fail);
     let out = if json_out {
         let v: Vec<serde_json::Value> = checks

@@ -17,6 +17,24 @@ pub(crate) fn report(r: &ExecutionResult) -> String {
         r.status.as_str(),
         r.duration_ms as f64 / 1000.0
     );
+    if let Some(a) = &r.agent {
+        let version = a
+            .version
+            .as_deref()
+            .map(|v| format!(" {v}"))
+            .unwrap_or_default();
+        let model = a
+            .model
+            .as_deref()
+            .map(|m| format!(", model {m}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "agent: {} ({}{version}{model})",
+            a.provider,
+            a.provider.display_name()
+        );
+    }
     let _ = writeln!(s, "summary: {}", r.summary);
     if !r.files_changed.is_empty() {
         let _ = writeln!(s, "files changed:");
@@ -46,15 +64,16 @@ pub(crate) fn report(r: &ExecutionResult) -> String {
     }
     if !r.commands_run.is_empty() {
         let _ = writeln!(s, "commands:");
+        let agent = r.agent.as_ref().map_or("agent", |a| a.provider.as_str());
         for c in &r.commands_run {
             let who = match c.source {
-                CommandSource::Agent => "droid ",
+                CommandSource::Agent => agent,
                 CommandSource::Verify => "verify",
             };
             let code = c
                 .exit_code
                 .map_or_else(|| "killed".to_owned(), |c| format!("exit {c}"));
-            let _ = writeln!(s, "  {who} {code:>7}  {}", c.command);
+            let _ = writeln!(s, "  {who:<8} {code:>7}  {}", c.command);
         }
     }
     if let Some(p) = r.tests.passed {

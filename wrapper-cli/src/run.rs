@@ -64,13 +64,16 @@ pub(crate) struct RunArgs {
     /// read_only | low | medium | high (capped by max_autonomy).
     #[arg(long, value_name = "LEVEL")]
     pub autonomy: Option<String>,
-    /// droid model id, e.g. custom:MyModel-0.
+    /// The agent CLI that runs the task: droid (default), codex, claude, gemini, opencode.
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
+    /// Model id, in the provider's own terms (droid: custom:MyModel-0; codex: gpt-5.5).
     #[arg(long)]
     pub model: Option<String>,
-    /// droid reasoning effort.
+    /// Reasoning effort (mapped onto the provider's own flag; refused where it has none).
     #[arg(long, value_name = "EFFORT")]
     pub reasoning_effort: Option<String>,
-    /// Continue this droid session.
+    /// Continue this session of the provider (the result's session_id).
     #[arg(long = "session", value_name = "ID")]
     pub session: Option<String>,
     /// Your id for the task, echoed back.
@@ -270,6 +273,7 @@ fn build_request(a: &RunArgs, body_limit: usize) -> Result<Value, Violations> {
         a.reasoning_effort.clone().map(Value::from),
     );
     set(&mut obj, "session_id", a.session.clone().map(Value::from));
+    set(&mut obj, "provider", a.provider.clone().map(Value::from));
     set(&mut obj, "task_id", a.task_id.clone().map(Value::from));
     set(
         &mut obj,

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use bridge_http::{Bridge, BridgeConfig, Token, check_bind};
 use clap::Args;
-use droid_exec::daemon::Daemon;
+use droid_exec::tasks::daemon::Daemon;
 use droid_exec::{Engine, EnvMap, Settings};
 use tokio_util::sync::CancellationToken;
 

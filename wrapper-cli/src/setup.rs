@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use droid_exec::setup::{McpClient, Plan, Registration, apply, plan};
-use droid_exec::skill_install::{FileAction, install_skill, plan_skill};
+use client_setup::register::{McpClient, Plan, Registration, apply, plan};
+use client_setup::skill::{FileAction, install_skill, plan_skill};
 
 use crate::cli::{engine_config, env_map, settings};
 
@@ -104,7 +104,7 @@ fn skill(dir: Option<PathBuf>, force: bool, dry_run: bool) -> ExitCode {
             print_plan(true);
             crate::cli::say(&format!(
                 "skill {} installed in {}",
-                droid_exec::skill_install::SKILL_NAME,
+                client_setup::skill::SKILL_NAME,
                 plan.dir.display()
             ));
             ExitCode::SUCCESS

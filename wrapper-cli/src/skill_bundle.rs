@@ -1,7 +1,7 @@
 //! The Agent Skill, built into the binary (`skill/droid-executor/` of the repository), so that
 //! `droid-executor setup skill` works from an installed binary with no source tree around.
 
-use droid_exec::skill_install::SkillFile;
+use client_setup::skill::SkillFile;
 
 /// Every file of the skill.
 pub(crate) const FILES: &[SkillFile] = &[

@@ -228,11 +228,17 @@ pub(crate) async fn tasks(args: TasksArgs, config: Option<&PathBuf>) -> ExitCode
             } else if records.is_empty() {
                 out("no tasks");
             } else {
-                let mut text = format!("{:<22} {:<9} {:<24} OBJECTIVE", "TASK", "STATE", "CREATED");
+                let mut text = format!(
+                    "{:<25} {:<9} {:<9} {:<24} OBJECTIVE",
+                    "TASK", "PROVIDER", "STATE", "CREATED"
+                );
                 for r in &records {
+                    // the id names the provider that runs it (`codex-1795349045-3fa2`)
+                    let provider = r.task_id.split('-').next().unwrap_or("droid");
                     text.push_str(&format!(
-                        "\n{:<22} {:<9} {:<24} {}",
+                        "\n{:<25} {:<9} {:<9} {:<24} {}",
                         r.task_id,
+                        provider,
                         r.state.as_str(),
                         r.created_at,
                         objective(&tasks, &r.task_id, 60)

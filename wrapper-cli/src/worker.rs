@@ -8,7 +8,7 @@ use std::io::Read as _;
 use std::path::Path;
 use std::process::ExitCode;
 
-use droid_exec::worker::{PAYLOAD_LIMIT, SupervisorEnd, supervise_task};
+use droid_exec::tasks::worker::{PAYLOAD_LIMIT, SupervisorEnd, supervise_task};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) async fn worker(id: &str, store: &Path) -> ExitCode {

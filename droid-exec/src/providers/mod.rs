@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use droid_contract::{Autonomy, ProviderId, Usage};
 use serde_json::Value;
 
-use crate::classify::Findings;
+use crate::run::classify::Findings;
 
 pub mod claude;
 pub mod codex;
@@ -250,6 +250,15 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     fn parser(&self) -> Box<dyn EventParser>;
     /// What the run's events and stderr say went wrong. `completed`: a completion event arrived.
     fn findings(&self, events: &[AgentEvent], stderr: &str, completed: bool) -> Findings;
+    /// Variables any one of which configures the CLI's endpoint or credentials (`doctor` checks
+    /// that one is set, or that one of [`Provider::auth_files`] exists).
+    fn auth_vars(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Files under `$HOME` any one of which configures the CLI's endpoint or credentials.
+    fn auth_files(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// Why a run that ended without a completion event ended, when the exit code says more than
     /// nothing (Gemini's exit codes name the failure; droid's log file is worth pointing at).
     fn exit_note(&self, exit_code: Option<i32>) -> Option<String> {

@@ -351,11 +351,7 @@ fn the_frontmatter_follows_the_agent_skills_spec() {
         folder.file_name().and_then(|n| n.to_str()),
         "name = folder name"
     );
-    assert_eq!(
-        name,
-        droid_exec::skill_install::SKILL_NAME,
-        "what setup installs"
-    );
+    assert_eq!(name, client_setup::skill::SKILL_NAME, "what setup installs");
     assert!(
         (1..=64).contains(&name.len()),
         "name is 1 to 64 characters: {name}"

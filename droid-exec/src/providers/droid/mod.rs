@@ -11,11 +11,11 @@ use droid_contract::{Autonomy, ProviderId, Usage};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::classify::Findings;
 use crate::providers::{
     AgentEvent, EnvNames, EventParser, Invocation, PromptInput, Provider, ToolKind, Unsupported,
     WriteChange,
 };
+use crate::run::classify::Findings;
 
 mod findings;
 

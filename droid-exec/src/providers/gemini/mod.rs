@@ -4,10 +4,10 @@ use std::ffi::OsString;
 
 use droid_contract::ProviderId;
 
-use crate::classify::Findings;
 use crate::providers::{
     AgentEvent, EnvNames, EventParser, Invocation, PromptInput, Provider, Unsupported, lossy,
 };
+use crate::run::classify::Findings;
 
 /// The gemini CLI.
 #[derive(Debug, Default, Clone, Copy)]

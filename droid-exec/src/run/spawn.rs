@@ -5,7 +5,7 @@
 //! `kill_on_drop`, and a parent-death signal (SIGKILL when the thread that started it dies, which
 //! covers our process being SIGKILLed). Killing is by process group; descendants that escaped into
 //! their own session (droid runs each Execute command under `setsid`) are ended by the run's
-//! supervisor, their subreaper ([`crate::guard`]), or else found by [`crate::sweep`].
+//! supervisor, their subreaper ([`crate::run::guard`]), or else found by [`crate::run::sweep`].
 //!
 //! The exceptions: a *detached* child (a background task's worker, a run's guardian) gets a new
 //! session (`setsid`), its output goes to a log file (`/dev/null` for a guardian), and neither
@@ -31,8 +31,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
 use crate::error::EngineError;
-use crate::excerpt::Tail;
-use crate::sweep;
+use crate::run::excerpt::Tail;
+use crate::run::sweep;
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -62,7 +62,7 @@ enum Tie {
     Owned,
     /// A new session, output to a log file, outlives us (a task's worker, a run's guardian).
     Detached,
-    /// A run's supervisor ([`crate::guard`]): own process group, piped stdin, stdout and stderr,
+    /// A run's supervisor ([`crate::run::guard`]): own process group, piped stdin, stdout and stderr,
     /// but neither a parent-death signal nor a kill on drop: when we die it must live on long
     /// enough to end the agent's tree (it learns of our death from its stdin's end-of-file).
     Supervisor,
@@ -84,7 +84,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, EngineError> {
     spawn_tied(spec, tie)
 }
 
-/// Start a run's supervisor ([`crate::guard::supervise_tree`]): its own process group, its stdin,
+/// Start a run's supervisor ([`crate::run::guard::supervise_tree`]): its own process group, its stdin,
 /// stdout and stderr piped, no parent-death signal and no kill on drop (`detach_log` ignored).
 ///
 /// # Errors
@@ -226,13 +226,16 @@ const PIPES_SETTLE: Duration = Duration::from_millis(100);
 
 /// A finished short-lived command: exit code, output tails, timing.
 #[derive(Debug)]
-pub(crate) struct Captured {
+pub struct Captured {
     /// Exit code; `None` when it was killed (deadline) or died from a signal.
     pub code: Option<i32>,
     /// The deadline passed and the command was killed.
     pub timed_out: bool,
+    /// The last bytes of stdout.
     pub stdout: Tail,
+    /// The last bytes of stderr.
     pub stderr: Tail,
+    /// How long it ran.
     pub duration: Duration,
 }
 
@@ -242,11 +245,11 @@ pub(crate) struct Captured {
 /// Once the command exits its process group is killed; when its output pipes are still held
 /// after that (by a child that left the group with `setsid`), everything marked with `marker` is
 /// killed before they are drained. A caller that must leave nothing behind even when nothing
-/// holds the pipes sweeps `marker` itself afterwards ([`crate::verify`] does).
+/// holds the pipes sweeps `marker` itself afterwards ([`crate::run::verify`] does).
 ///
 /// # Errors
 /// [`EngineError::Spawn`] when the program cannot be started.
-pub(crate) async fn capture(
+pub async fn capture(
     spec: &SpawnSpec,
     input: Option<&[u8]>,
     timeout: Duration,

@@ -16,9 +16,9 @@ use nix::unistd::Pid;
 use tokio::process::Child;
 
 use crate::error::EngineError;
-use crate::lock::{Held, is_held, try_exclusive};
-use crate::spawn::{SpawnSpec, spawn};
-use crate::store::write_atomic;
+use crate::run::spawn::{SpawnSpec, spawn};
+use crate::tasks::lock::{Held, is_held, try_exclusive};
+use crate::tasks::store::write_atomic;
 
 /// What is known of a daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! and look at the task
 //! from any process later — its state, its events, its result — or cancel it.
 //!
-//! A task runs in its own supervisor process ([`crate::worker`]), started detached, so it survives
+//! A task runs in its own supervisor process ([`crate::tasks::worker`]), started detached, so it survives
 //! the front-end that submitted it. Nothing here keeps state in memory: every answer is read from
 //! the store, so the CLI, the bridge and the MCP server (and several of each) see the same tasks.
 //!
@@ -24,6 +24,13 @@
 //! `tasks list --limit 10` and a page of MCP `tasks/list` cost the same at ten tasks as at ten
 //! thousand.
 
+pub mod daemon;
+pub(crate) mod event_log;
+pub mod lock;
+pub mod queue;
+pub mod store;
+pub mod worker;
+
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
@@ -34,13 +41,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::EngineConfig;
 use crate::error::EngineError;
-use crate::lock;
-use crate::queue::Scheduler;
-use crate::spawn::{SpawnSpec, spawn};
-use crate::store::{DamagedEntry, Meta, Store, TaskKey};
-use crate::sweep;
+use crate::run::spawn::{SpawnSpec, spawn};
+use crate::run::sweep;
+use crate::tasks::queue::Scheduler;
+use crate::tasks::store::{DamagedEntry, Meta, Store, TaskKey};
+use crate::tasks::worker::{Payload, marker, redactor};
 use crate::timestamp::rfc3339;
-use crate::worker::{Payload, marker, redactor};
 
 /// How long a submit waits for the supervisor to take its task.
 const SUPERVISOR_START: Duration = Duration::from_secs(10);
@@ -171,7 +177,7 @@ impl Tasks {
         redactor(&self.cfg).apply_value(&mut stored);
         let key = self
             .store
-            .create(seq, req.context.repo_root.as_path(), &stored)?;
+            .create(seq, req.provider, req.context.repo_root.as_path(), &stored)?;
         let dir = self.store.dir(&key);
         let payload = serde_json::to_vec(&Payload {
             config: self.cfg.clone(),
@@ -255,7 +261,7 @@ impl Tasks {
         redactor(&self.cfg).apply_value(&mut stored);
         let key = self
             .store
-            .create(seq, req.context.repo_root.as_path(), &stored)?;
+            .create(seq, req.provider, req.context.repo_root.as_path(), &stored)?;
         if let Err(e) = self.store.commit_result(&key, result) {
             let _ = self.store.remove(&key);
             return Err(e);
@@ -551,7 +557,7 @@ impl Tasks {
                 path: path.clone(),
                 message: format!(
                     "a {}, not a regular file",
-                    crate::store::file_kind(&meta.file_type())
+                    crate::tasks::store::file_kind(&meta.file_type())
                 ),
             });
         }
@@ -670,7 +676,7 @@ impl Tasks {
         if !due() {
             return Ok(None);
         }
-        crate::store::write_atomic(&stamp, crate::timestamp::now().as_bytes())?;
+        crate::tasks::store::write_atomic(&stamp, crate::timestamp::now().as_bytes())?;
         self.clean(false).await.map(Some)
     }
 

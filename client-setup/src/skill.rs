@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::EngineError;
-use crate::fnv;
+use droid_exec::EngineError;
+use droid_exec::fnv;
 
 /// The skill's folder name (it is also its `name`).
 pub const SKILL_NAME: &str = "droid-executor";

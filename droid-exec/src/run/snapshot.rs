@@ -48,10 +48,10 @@ use std::time::{Duration, SystemTime};
 use droid_contract::{ChangeType, FileChange};
 
 use crate::error::EngineError;
-use crate::excerpt::head_str;
 use crate::fnv::Fnv1a;
-use crate::spawn::{SpawnSpec, capture};
-use crate::sweep::MARKER_VAR;
+use crate::run::excerpt::head_str;
+use crate::run::spawn::{SpawnSpec, capture};
+use crate::run::sweep::MARKER_VAR;
 
 /// How long one git command may take.
 const GIT_TIMEOUT: Duration = Duration::from_secs(120);

@@ -16,25 +16,25 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::classify::{agent_commands, inside_repo, tool_files};
 use crate::config::EngineConfig;
 use crate::error::EngineError;
-use crate::event::{Phase, RunEvent};
-use crate::excerpt::head_str;
-use crate::guard;
 use crate::host::FsFacts;
-use crate::prompt;
 use crate::providers::{self, AgentEvent, Invocation, PromptInput, Provider};
-use crate::queue::Scheduler;
-use crate::reap::{Reapers, Reaping};
-use crate::redact::Redactor;
-use crate::report;
-use crate::scratch::{Scratch, unique_id};
-use crate::snapshot::{Changes, Snapshot, SnapshotLimits};
-use crate::spawn::{SpawnSpec, capture, spawn};
-use crate::supervise::{Limits, Publisher, Supervised, supervise};
-use crate::sweep::MARKER_VAR;
-use crate::verify::{Verified, VerifyPlan, verify};
+use crate::run::classify::{agent_commands, inside_repo, tool_files};
+use crate::run::event::{Phase, RunEvent};
+use crate::run::excerpt::head_str;
+use crate::run::guard;
+use crate::run::prompt;
+use crate::run::reap::{Reapers, Reaping};
+use crate::run::redact::Redactor;
+use crate::run::report;
+use crate::run::scratch::{Scratch, unique_id};
+use crate::run::snapshot::{Changes, Snapshot, SnapshotLimits};
+use crate::run::spawn::{SpawnSpec, capture, spawn};
+use crate::run::supervise::{Limits, Publisher, Supervised, supervise};
+use crate::run::sweep::MARKER_VAR;
+use crate::run::verify::{Verified, VerifyPlan, verify};
+use crate::tasks::queue::Scheduler;
 
 /// What a binary's version is cached under: the binary as it is now, and how it is asked.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -263,7 +263,7 @@ impl Engine {
         let out = capture(&spec, None, VERSION_LIMIT, 4096, &marker)
             .await
             .map_err(|e| e.to_string())?;
-        let said = |tail: &crate::excerpt::Tail| {
+        let said = |tail: &crate::run::excerpt::Tail| {
             let text = tail.text();
             let line = text.lines().map(str::trim).find(|l| !l.is_empty());
             // a binary that is not one may print anything: keep the reason one readable line
@@ -528,11 +528,11 @@ impl Engine {
             detach_log: None,
         };
         // droid runs under the run's supervisor, which owns its whole process tree (see
-        // `crate::guard`); without one (no supervisor program, or droid not a runnable path, which
+        // `crate::run::guard`); without one (no supervisor program, or droid not a runnable path, which
         // the direct spawn below reports), straight under us with a guardian that ends what
         // carries the marker if this process dies first (SIGKILL included); the guardian is held
         // to the end of the run, verification included, and until droid is reaped when that
-        // comes later (see `crate::reap`)
+        // comes later (see `crate::run::reap`)
         let guardian = || {
             cfg.supervisor.as_deref().and_then(|supervisor| {
                 guard::start(supervisor, &marker)
@@ -544,7 +544,7 @@ impl Engine {
         let supervised = cfg
             .supervisor
             .as_deref()
-            .filter(|_| crate::spawn::resolve_program(&program, None).is_some())
+            .filter(|_| crate::run::spawn::resolve_program(&program, None).is_some())
             .and_then(|supervisor| {
                 guard::start_supervised(supervisor, &marker, &spec)
                     .inspect_err(|e| tracing::warn!("the agent runs without a supervisor: {e}"))
@@ -644,7 +644,7 @@ impl Engine {
             None
         };
         // droid's exit status when it is already known; else the result goes without it, and
-        // the guardian is held until droid's tree is ended (see `crate::reap`); otherwise the
+        // the guardian is held until droid's tree is ended (see `crate::run::reap`); otherwise the
         // run's processes are all gone: the guardian has nothing left to guard
         if let Some(reaping) = sup.reaping.take() {
             match reaping.now_or_later().await {

@@ -32,7 +32,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::EngineError;
-use crate::lock::{self, Held};
+use crate::tasks::lock::{self, Held};
 
 /// How often a waiting run looks again when nothing in this process woke it.
 const POLL: Duration = Duration::from_millis(100);
@@ -144,7 +144,7 @@ impl Scheduler {
             |n| n + 1,
         );
         // like every store file: 0600, written to a temporary file, synced, renamed
-        crate::store::write_atomic(&path, format!("{next}\n").as_bytes())?;
+        crate::tasks::store::write_atomic(&path, format!("{next}\n").as_bytes())?;
         Ok(next)
     }
 

@@ -25,10 +25,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::config::{EngineConfig, EnvMap};
-use crate::error::EngineError;
-use crate::spawn::{SpawnSpec, capture};
-use crate::store::write_atomic;
+use droid_exec::EngineError;
+use droid_exec::config::{EngineConfig, EnvMap};
+use droid_exec::run::spawn::{SpawnSpec, capture};
+use droid_exec::tasks::store::write_atomic;
 
 /// The name the server is registered under.
 pub const SERVER_NAME: &str = "droid-executor";
@@ -139,8 +139,8 @@ const CLIENT_CONFIG_LIMIT: usize = 64 * 1024 * 1024;
 
 fn read_optional(path: &Path) -> Result<Option<String>, EngineError> {
     let what = format!("the client configuration {}", path.display());
-    match crate::input::read_input(
-        crate::input::Input::Path(path),
+    match droid_exec::input::read_input(
+        droid_exec::input::Input::Path(path),
         &what,
         CLIENT_CONFIG_LIMIT,
         "64 MiB; edit the file by hand",

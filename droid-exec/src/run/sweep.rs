@@ -9,7 +9,7 @@
 //!
 //! A sweep reads every process's environment on the machine, and misses a process that dropped
 //! the marker (`env -i`, an environment rewritten by `exec`): droid's tree is owned by the run's
-//! supervisor instead ([`crate::guard`]), and the sweep is the fallback where there is none, and
+//! supervisor instead ([`crate::run::guard`]), and the sweep is the fallback where there is none, and
 //! how verification commands are ended.
 
 use std::time::{Duration, Instant};
@@ -33,7 +33,7 @@ pub(crate) enum Reach {
     /// Those marked `marker` or `marker-…` (a run and its verification commands).
     WithSubMarkers,
     /// Only those marked exactly `marker`: droid's tree, not the verification commands that
-    /// may be running beside its teardown ([`crate::reap`]).
+    /// may be running beside its teardown ([`crate::run::reap`]).
     Exact,
 }
 
@@ -115,7 +115,7 @@ pub(crate) async fn sweep_reaching(marker: &str, reach: Reach, budget: Duration)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spawn::{SpawnSpec, spawn};
+    use crate::run::spawn::{SpawnSpec, spawn};
 
     /// A `sleep 300` marked `marker`.
     fn marked_sleep(marker: &str) -> tokio::process::Child {

@@ -109,7 +109,7 @@ pub fn is_held(path: &Path) -> Result<bool, EngineError> {
             path: path.to_path_buf(),
             message: format!(
                 "a {}, not a regular file",
-                crate::store::file_kind(&meta.file_type())
+                crate::tasks::store::file_kind(&meta.file_type())
             ),
         });
     }

@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
-use droid_contract::{ExecutionResult, Issue, IssueType};
+use droid_contract::{ExecutionResult, Issue, IssueType, ProviderId};
 use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
@@ -60,7 +60,7 @@ impl TaskKey {
     /// # Errors
     /// [`EngineError::NoSuchTask`] for anything that is not an id of the store's shape.
     pub fn parse(id: &str) -> Result<Self, EngineError> {
-        let ok = id.strip_prefix("droid-").is_some_and(|rest| {
+        let ok = Self::after_provider(id).is_some_and(|rest| {
             rest.split_once('-').is_some_and(|(secs, hex)| {
                 (1..=20).contains(&secs.len())
                     && secs.bytes().all(|b| b.is_ascii_digit())
@@ -73,14 +73,29 @@ impl TaskKey {
         } else {
             Err(EngineError::NoSuchTask {
                 id: id.to_owned(),
-                hint: "task ids look like droid-1795349045-3fa2".into(),
+                hint: "task ids look like droid-1795349045-3fa2 or codex-1795349045-3fa2".into(),
             })
         }
     }
 
-    fn generate() -> Self {
+    /// What follows the provider prefix (`droid-`, `codex-`, …) of `id`.
+    fn after_provider(id: &str) -> Option<&str> {
+        let (provider, rest) = id.split_once('-')?;
+        ProviderId::parse(provider).map(|_| rest)
+    }
+
+    /// The provider the id names.
+    pub fn provider(&self) -> ProviderId {
+        self.0
+            .split_once('-')
+            .and_then(|(p, _)| ProviderId::parse(p))
+            .unwrap_or_default()
+    }
+
+    /// `{provider}-{unix seconds}-{4 hex digits}` (seed 002's shape, docs/architecture.md#origin).
+    fn generate(provider: ProviderId) -> Self {
         Self(format!(
-            "droid-{}-{:04x}",
+            "{provider}-{}-{:04x}",
             crate::timestamp::unix_seconds(),
             random_u16()
         ))
@@ -94,8 +109,7 @@ impl TaskKey {
     /// The second of its creation, as its id says (wall clock): a listing finds the newest
     /// tasks from the names alone ([`Store::newest_first`]).
     pub(crate) fn secs(&self) -> u64 {
-        self.0
-            .strip_prefix("droid-")
+        Self::after_provider(&self.0)
             .and_then(|rest| rest.split_once('-'))
             .and_then(|(secs, _)| secs.parse().ok())
             // twenty digits can exceed u64: such an id sorts as the newest, harmlessly
@@ -235,7 +249,7 @@ fn sync_dir_strict(dir: &Path) -> Result<(), EngineError> {
 pub(crate) const RECORD_LIMIT: u64 = 64 * 1024;
 /// Largest `request.json` the store reads: what a supervisor accepts as its payload, which holds
 /// the whole request and more.
-pub(crate) const REQUEST_LIMIT: u64 = crate::worker::PAYLOAD_LIMIT as u64;
+pub(crate) const REQUEST_LIMIT: u64 = crate::tasks::worker::PAYLOAD_LIMIT as u64;
 /// Largest `result.json` the store reads (a result's excerpts and logs are bounded; a few hundred
 /// KiB at most).
 pub(crate) const RESULT_LIMIT: u64 = 16 * 1024 * 1024;
@@ -334,7 +348,7 @@ pub struct DamagedEntry {
 }
 
 /// Replace `path` with `bytes` atomically (temp file, fsync, rename, fsync of the directory).
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
     let tmp = write_temp(path, bytes)?;
     if let Err(e) = std::fs::rename(&tmp, path) {
         let _ = std::fs::remove_file(&tmp);
@@ -411,13 +425,14 @@ impl Store {
     pub(crate) fn create(
         &self,
         seq: u64,
+        provider: ProviderId,
         repo_root: &Path,
         request: &serde_json::Value,
     ) -> Result<TaskKey, EngineError> {
         self.ensure()?;
         let mut attempts = 0;
         let key = loop {
-            let key = TaskKey::generate();
+            let key = TaskKey::generate(provider);
             let dir = self.dir(&key);
             match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => break key,
@@ -753,9 +768,22 @@ mod tests {
 
     #[test]
     fn task_ids_have_one_shape() {
-        let k = TaskKey::generate();
-        assert_eq!(TaskKey::parse(k.as_str()).unwrap(), k);
+        for provider in ProviderId::ALL {
+            let k = TaskKey::generate(provider);
+            assert!(k.as_str().starts_with(&format!("{provider}-")), "{k}");
+            assert_eq!(TaskKey::parse(k.as_str()).unwrap(), k);
+            assert_eq!(k.provider(), provider);
+        }
+        assert_eq!(
+            TaskKey::parse("codex-1737465723-a3f9")
+                .map(|k| k.secs())
+                .ok(),
+            Some(1_737_465_723)
+        );
         for bad in [
+            "codex-12-abc",
+            "gpt-12-abcd",
+            "Codex-12-abcd",
             "",
             "droid-",
             "droid-12-abc",
@@ -778,7 +806,12 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         let store = Store::new(&root);
         let key = store
-            .create(7, Path::new("/r"), &serde_json::json!({"objective": "x"}))
+            .create(
+                7,
+                ProviderId::Droid,
+                Path::new("/r"),
+                &serde_json::json!({"objective": "x"}),
+            )
             .unwrap();
         let dir = store.dir(&key);
         assert_eq!(mode(&store.tasks_dir()), 0o700);
@@ -818,7 +851,12 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         let store = Store::new(&root);
         let key = store
-            .create(1, Path::new("/r"), &serde_json::json!({"objective": "x"}))
+            .create(
+                1,
+                ProviderId::Droid,
+                Path::new("/r"),
+                &serde_json::json!({"objective": "x"}),
+            )
             .unwrap();
         let reserve = store.dir(&key).join(RESERVE);
         let meta = std::fs::metadata(&reserve).unwrap();

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use droid_contract::{CommandRun, CommandSource, Issue, IssueType, normalize};
 
-use crate::excerpt::{head_str, tail_str};
 use crate::providers::{AgentEvent, ToolKind, WriteChange};
-use crate::redact::Redactor;
+use crate::run::excerpt::{head_str, tail_str};
+use crate::run::redact::Redactor;
 
 /// Commands the agent ran: each shell call with its result, in call order.
 pub(crate) fn agent_commands(

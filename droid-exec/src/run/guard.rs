@@ -24,7 +24,7 @@
 //! # The guardian: `guard <marker>`
 //! Verification commands run after droid, straight under the engine; a guardian covers them: it
 //! reads its stdin until end-of-file and then kills every process carrying the run's marker
-//! ([`crate::sweep`], a scan of `/proc`, the fallback), in a session of its own with an empty
+//! ([`crate::run::sweep`], a scan of `/proc`, the fallback), in a session of its own with an empty
 //! environment. Without a supervisor program configured (the engine used as a library) or when
 //! the supervisor cannot start, droid runs straight under the engine with a guardian, and the
 //! marker sweep ends its tree (it misses a process that dropped the marker).
@@ -52,8 +52,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, ChildStdin};
 
 use crate::error::EngineError;
-use crate::spawn::{SpawnSpec, signal_group, spawn, spawn_inheriting, spawn_supervisor};
-use crate::sweep;
+use crate::run::spawn::{SpawnSpec, signal_group, spawn, spawn_inheriting, spawn_supervisor};
+use crate::run::sweep;
 
 /// How long a guardian keeps killing what carries its marker.
 const SWEEP_BUDGET: Duration = Duration::from_secs(10);

@@ -4,7 +4,7 @@
 //! disk. What it does next (the real droid lingers ~6 s flushing telemetry outside airgap mode)
 //! changes nothing in the result. So supervision stops there: droid is asked to stop at once and
 //! a [`Reaping`] task started beside the run ends it. Under the run's supervisor
-//! ([`crate::guard`], the usual case) that is `T` on its control pipe (SIGTERM droid's group),
+//! ([`crate::run::guard`], the usual case) that is `T` on its control pipe (SIGTERM droid's group),
 //! `K` after `kill_grace` (SIGKILL the whole tree), and the supervisor's exit, which comes only
 //! once droid's tree is gone, as the proof; the marker is swept only if the supervisor itself
 //! had to be SIGKILLed. Without a supervisor (none configured, or it could not start), droid's
@@ -27,7 +27,7 @@
 //!
 //! [`Engine::settled`]: crate::Engine::settled
 //! [`Engine::settle_now`]: crate::Engine::settle_now
-//! [`Reach::Exact`]: crate::sweep::Reach::Exact
+//! [`Reach::Exact`]: crate::run::sweep::Reach::Exact
 
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::ExitStatus;
@@ -40,9 +40,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::guard::{KILL_WAIT, TreeControl};
-use crate::spawn::signal_group;
-use crate::sweep::{Reach, sweep_reaching};
+use crate::run::guard::{KILL_WAIT, TreeControl};
+use crate::run::spawn::signal_group;
+use crate::run::sweep::{Reach, sweep_reaching};
 
 /// How long the sweep after droid's exit keeps killing what carries its marker.
 const SWEEP_BUDGET: Duration = Duration::from_secs(3);
@@ -57,7 +57,7 @@ pub(crate) struct Reaping {
 
 impl Reaping {
     /// Stop droid now and end it in a task of its own. `child` is droid's supervisor when
-    /// `tree` is its control pipe ([`crate::guard`]): it is asked to SIGTERM droid's group, given
+    /// `tree` is its control pipe ([`crate::run::guard`]): it is asked to SIGTERM droid's group, given
     /// `kill_grace`, asked to SIGKILL the whole tree, and its exit is the proof that the tree is
     /// gone (the marker is swept only if it had to be SIGKILLed itself, or died of a signal
     /// before it was asked anything). Without a supervisor `child` is droid: SIGTERM its group,

@@ -3,11 +3,11 @@
 //!
 //! `select!` over: the next stdout line, the process exiting, the deadline and the cancel token.
 //! On timeout or cancellation droid is ended here before supervision returns (through its
-//! supervisor, [`crate::guard::stop`]; without one SIGTERM, `kill_grace`, SIGKILL, sweep). On its completion event supervision returns at once: droid's turn is over
+//! supervisor, [`crate::run::guard::stop`]; without one SIGTERM, `kill_grace`, SIGKILL, sweep). On its completion event supervision returns at once: droid's turn is over
 //! and its session is on disk, so the result need not wait for it (droid can linger ~6 s flushing
 //! telemetry when not in airgap mode); droid gets SIGTERM (through its supervisor when it has one)
 //! and is reaped in the background
-//! ([`crate::reap`]) while the run snapshots and verifies.
+//! ([`crate::run::reap`]) while the run snapshots and verifies.
 
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::ExitStatus;
@@ -20,14 +20,14 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::event::RunEvent;
-use crate::event_log::EventLog;
-use crate::excerpt::{Tail, head_str, tail_str};
-use crate::lines::{Line, Lines, MAX_LINE_BYTES};
 use crate::providers::{AgentEvent, EventParser, Provider};
-use crate::reap::Reaping;
-use crate::redact::Redactor;
-use crate::spawn::terminate;
+use crate::run::event::RunEvent;
+use crate::run::excerpt::{Tail, head_str, tail_str};
+use crate::run::lines::{Line, Lines, MAX_LINE_BYTES};
+use crate::run::reap::Reaping;
+use crate::run::redact::Redactor;
+use crate::run::spawn::terminate;
+use crate::tasks::event_log::EventLog;
 
 /// Unknown (non-event) lines kept for the logs; the rest are only counted.
 const KEEP_UNKNOWN: usize = 50;
@@ -183,9 +183,9 @@ pub(crate) struct Limits {
     pub deadline: Instant,
     pub kill_grace: Duration,
     pub marker: String,
-    /// The control pipe of the supervisor the child is ([`crate::guard`]), which ends droid's
+    /// The control pipe of the supervisor the child is ([`crate::run::guard`]), which ends droid's
     /// whole tree itself; `None`: the child is droid, its tree is ended by the marker sweep.
-    pub tree: Option<crate::guard::TreeControl>,
+    pub tree: Option<crate::run::guard::TreeControl>,
 }
 
 enum Stop {
@@ -243,9 +243,9 @@ pub(crate) async fn supervise(
                 _ => {
                     // the process is gone; kill whatever it left behind in its group or elsewhere
                     if let Some(pid) = pid {
-                        crate::spawn::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+                        crate::run::spawn::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
                     }
-                    crate::sweep::sweep(&limits.marker, Duration::from_secs(3)).await;
+                    crate::run::sweep::sweep(&limits.marker, Duration::from_secs(3)).await;
                 }
             }
             (status, false)
@@ -253,7 +253,8 @@ pub(crate) async fn supervise(
         Stop::Timeout | Stop::Cancel => (
             match &limits.tree {
                 Some(tree) => {
-                    crate::guard::stop(&mut child, tree, limits.kill_grace, &limits.marker).await
+                    crate::run::guard::stop(&mut child, tree, limits.kill_grace, &limits.marker)
+                        .await
                 }
                 None => terminate(&mut child, limits.kill_grace, &limits.marker).await,
             },

@@ -4,7 +4,7 @@
 //! It holds the task's `lock` for its whole life (that lock is how everyone else knows it is
 //! alive), receives the request and the engine configuration on stdin (never from disk: the
 //! configuration carries droid's environment, secrets included), runs the task through the
-//! engine, which appends every event to `events.ndjson` as it publishes it ([`crate::event_log`]),
+//! engine, which appends every event to `events.ndjson` as it publishes it ([`crate::tasks::event_log`]),
 //! watches for a `cancel` file, and commits the result. Every process of the run carries `DROID_EXECUTOR_RUN_ID=task-<id>`, so
 //! whoever finds this supervisor dead can kill what it left behind.
 
@@ -18,13 +18,13 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::EngineConfig;
-use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::event_log::EventLog;
-use crate::lock;
-use crate::redact::Redactor;
-use crate::store::{Owner, Store, TaskKey};
-use crate::supervise::Publisher;
+use crate::run::engine::Engine;
+use crate::run::redact::Redactor;
+use crate::run::supervise::Publisher;
+use crate::tasks::event_log::EventLog;
+use crate::tasks::lock;
+use crate::tasks::store::{Owner, Store, TaskKey};
 
 /// Largest payload a supervisor reads from stdin (a request is at most a few hundred KiB).
 pub const PAYLOAD_LIMIT: usize = 16 * 1024 * 1024;

@@ -11,7 +11,7 @@ use proptest::sample::select;
 use serde_json::{Map, Value, json};
 
 use super::{Report, extract};
-use crate::prompt::REPORT_FENCE;
+use crate::run::prompt::REPORT_FENCE;
 
 /// Cases per property.
 const CASES: u32 = 256;

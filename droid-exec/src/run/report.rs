@@ -5,7 +5,7 @@
 use droid_contract::{Issue, IssueType, ReportedStatus};
 use serde_json::Value;
 
-use crate::prompt::REPORT_FENCE;
+use crate::run::prompt::REPORT_FENCE;
 
 /// What droid said about its own work.
 #[derive(Debug, Default, Clone, PartialEq)]

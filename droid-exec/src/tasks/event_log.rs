@@ -14,8 +14,8 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use crate::error::EngineError;
-use crate::event::{Phase, RunEvent};
-use crate::store::{Store, TaskKey};
+use crate::run::event::{Phase, RunEvent};
+use crate::tasks::store::{Store, TaskKey};
 
 /// The event log of one task.
 #[derive(Debug)]

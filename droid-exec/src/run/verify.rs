@@ -15,9 +15,9 @@ use droid_contract::{CommandRun, CommandSource, ShellCommand, Tests};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::redact::Redactor;
-use crate::spawn::{SpawnSpec, capture};
-use crate::sweep::MARKER_VAR;
+use crate::run::redact::Redactor;
+use crate::run::spawn::{SpawnSpec, capture};
+use crate::run::sweep::MARKER_VAR;
 
 /// Outcome of verification.
 #[derive(Debug)]
@@ -77,7 +77,7 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
         // whatever the outcome, nothing the command started outlives it: its group was killed
         // when its shell exited (`server &`); this finds the rest (a `setsid` child that closed
         // its output) and, after a cancel, the whole tree
-        crate::sweep::sweep(&marker, Duration::from_secs(3)).await;
+        crate::run::sweep::sweep(&marker, Duration::from_secs(3)).await;
         let Some(result) = outcome else {
             cancelled = true;
             runs.push(not_run(cmd, "stopped: the task was cancelled"));

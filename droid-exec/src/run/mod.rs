@@ -1,0 +1,25 @@
+//! One run, from an admitted request to its result: the engine's entry point ([`Engine`]), the
+//! spawn of the agent CLI under a per-run supervisor ([`guard`], [`spawn`]), reading its output
+//! ([`lines`], [`supervise`]), ending what it started ([`sweep`], [`reap`]), ground truth
+//! ([`snapshot`] of the repository before and after, [`verify`] re-running the suggested
+//! commands), reading the agent's events ([`classify`], [`report`]), and the result's hygiene
+//! ([`redact`], [`excerpt`]). What is specific to one agent CLI lives in `crate::providers`.
+
+pub mod classify;
+pub(crate) mod engine;
+pub mod event;
+pub mod excerpt;
+pub mod guard;
+pub mod lines;
+pub mod prompt;
+mod reap;
+pub mod redact;
+pub mod report;
+pub(crate) mod scratch;
+pub(crate) mod snapshot;
+pub mod spawn;
+pub mod supervise;
+pub mod sweep;
+mod verify;
+
+pub use engine::Engine;
