@@ -3,7 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-/// An agent CLI the engine can drive.
+/// An agent CLI the engine can drive: `droid` (Factory's droid exec), `codex` (OpenAI's Codex
+/// CLI), `claude` (Anthropic's Claude Code), `gemini` (Google's Gemini CLI), `opencode`
+/// (OpenCode).
+#[allow(missing_docs)]
 #[derive(
     Debug,
     Clone,
@@ -20,16 +23,13 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "snake_case")]
 pub enum ProviderId {
-    /// Factory's `droid exec`.
+    // no doc comments on the variants: schemars would turn the enum into a `oneOf` of five
+    // described constants in every schema that names a provider (tools/list is kept small)
     #[default]
     Droid,
-    /// OpenAI's Codex CLI, `codex exec --json`.
     Codex,
-    /// Anthropic's Claude Code, `claude -p --output-format stream-json`.
     Claude,
-    /// Google's Gemini CLI, `gemini -p -o stream-json`.
     Gemini,
-    /// OpenCode, `opencode run --format json`.
     Opencode,
 }
 

@@ -154,9 +154,8 @@ pub struct ExecutionRequest {
     #[serde(default)]
     #[schemars(length(min = 1, max = 256))]
     pub session_id: Option<String>,
-    /// The agent CLI that runs the task: `droid` (the default), `codex`, `claude`, `gemini` or
-    /// `opencode`. `model`, `reasoning_effort`, `session_id` and `autonomy` are mapped onto that
-    /// CLI's own flags; a value it cannot honour ends the run `error` before it starts.
+    /// The agent CLI that runs the task (default droid); model, reasoning_effort, session_id
+    /// and autonomy map onto its own flags, and a value it cannot honour is an `error`.
     #[serde(default)]
     pub provider: ProviderId,
 }

@@ -114,36 +114,20 @@ pub struct Usage {
     pub ttft_ms: Option<f64>,
 }
 
-/// What we know of the droid process.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct DroidInfo {
-    /// `droid --version`.
-    pub version: Option<String>,
-    /// The model droid ran with.
-    pub model: Option<String>,
-    /// droid's exit code: `null` when it was stopped by a signal, or had not exited yet when the
-    /// result was assembled (after its completion event droid is stopped and reaped in the
-    /// background; the result does not wait for it).
-    pub exit_code: Option<i32>,
-    /// Model turns, from the completion event.
-    pub num_turns: Option<u64>,
-    /// Token usage, from the completion event.
-    pub usage: Option<Usage>,
-}
+/// What clients read as `droid` before there were other providers: the same facts as
+/// [`AgentInfo`] (with `provider` always `droid`).
+pub type DroidInfo = AgentInfo;
 
 /// What we know of the agent process that ran the task, whichever provider it was.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AgentInfo {
     /// Which agent CLI ran: `droid`, `codex`, `claude`, `gemini` or `opencode`.
     pub provider: ProviderId,
-    /// Its version (from its npm package, else `<program> --version`).
+    /// Its version.
     pub version: Option<String>,
-    /// The model it ran with, as the agent reported it (else as requested).
+    /// The model it ran with.
     pub model: Option<String>,
-    /// Its exit code: `null` when it was stopped by a signal, or had not exited yet when the
-    /// result was assembled (after its final event the agent is stopped and reaped in the
-    /// background; the result does not wait for it). Never the verdict: success comes from the
-    /// agent's final event.
+    /// Its exit code (`null`: killed by a signal, or not yet exited). Never the verdict.
     pub exit_code: Option<i32>,
     /// Model turns, when the agent reports them.
     pub num_turns: Option<u64>,
@@ -152,15 +136,9 @@ pub struct AgentInfo {
 }
 
 impl AgentInfo {
-    /// The same facts in the shape of the `droid` field clients read before providers existed.
+    /// The same facts for the `droid` field, which only a droid run fills.
     pub fn as_droid(&self) -> DroidInfo {
-        DroidInfo {
-            version: self.version.clone(),
-            model: self.model.clone(),
-            exit_code: self.exit_code,
-            num_turns: self.num_turns,
-            usage: self.usage.clone(),
-        }
+        self.clone()
     }
 }
 

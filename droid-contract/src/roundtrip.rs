@@ -458,6 +458,7 @@ fn droid_info() -> impl Strategy<Value = DroidInfo> {
         proptest::option::of(usage()),
     )
         .prop_map(|(version, model, exit_code, num_turns, usage)| DroidInfo {
+            provider: ProviderId::Droid,
             version,
             model,
             exit_code,
@@ -467,14 +468,8 @@ fn droid_info() -> impl Strategy<Value = DroidInfo> {
 }
 
 fn agent_info() -> impl Strategy<Value = AgentInfo> {
-    (select(ProviderId::ALL.to_vec()), droid_info()).prop_map(|(provider, d)| AgentInfo {
-        provider,
-        version: d.version,
-        model: d.model,
-        exit_code: d.exit_code,
-        num_turns: d.num_turns,
-        usage: d.usage,
-    })
+    (select(ProviderId::ALL.to_vec()), droid_info())
+        .prop_map(|(provider, d)| AgentInfo { provider, ..d })
 }
 
 fn result_with(status: impl Strategy<Value = Status>) -> impl Strategy<Value = ExecutionResult> {
@@ -608,7 +603,7 @@ proptest! {
         let keys: Vec<&str> = wire.as_object().unwrap().keys().map(String::as_str).collect();
         let want = vec![
             "status", "summary", "issues", "files_changed", "tests", "task_id", "session_id",
-            "duration_ms", "droid", "notes_for_human", "commands_run", "logs",
+            "duration_ms", "agent", "droid", "notes_for_human", "commands_run", "logs",
         ];
         prop_assert_eq!(keys, want);
     }

@@ -22,7 +22,6 @@ const OBJECTS: &[&str] = &[
     "Tests",
     "Issue",
     "AgentInfo",
-    "DroidInfo",
     "Usage",
     "TaskRecord",
 ];
