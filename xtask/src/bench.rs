@@ -2,10 +2,14 @@
 //! taken in the same
 //! run, never asserted.
 //!
-//! - `cargo xtask bench engine [--runs N]`: what the engine costs on top of droid. The same
-//!   scripted task runs as a bare `droid exec -o stream-json` and as `droid-executor run --json`
-//!   (release build), alternating, N times each; the report gives both medians and their ratio
-//!   (goal ≤ 1.05).
+//! - `cargo xtask bench engine [--runs N] [--provider P|all]`: what the engine costs on top of
+//!   an agent CLI (P: droid, the default, codex, claude, gemini, opencode; `all` runs the five in
+//!   turn). The same scripted task (create one file with the CLI's own write tool, 2 model turns,
+//!   in the CLI's wire format) runs as a bare headless run of the CLI in its JSON mode (stdin
+//!   `/dev/null`, the same sandbox HOME and variables) and as `droid-executor run --json
+//!   --provider P` (release build), alternating, N times each after one warm-up; the report
+//!   gives both medians and their ratio (goal ≤ 1.05), and with several providers a table of
+//!   the ratios.
 //! - `cargo xtask bench mcp [--calls N] [--starts K]`: the MCP server's cost, against the fake
 //!   droid (so droid's own time is near zero and the server's overhead shows). `tools/call`
 //!   round trips (request written → response read, one session) of `execute_droid_task` against a
@@ -23,18 +27,46 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::droid;
-use crate::sandbox::{MODEL, Sandbox};
+use crate::agents::{self, Agent};
+use crate::sandbox::Sandbox;
 use crate::sh::{build_bins, git_commit_all, output};
 
 const OBJECTIVE: &str = "Create notes.txt containing one line: benchmark";
 
-fn script(repo: &Path) -> serde_json::Value {
-    json!([
-        {"text": "Creating notes.txt.", "tool": [{"name": "Create", "args": {
-            "file_path": repo.join("notes.txt").display().to_string(), "content": "benchmark\n"}}]},
-        {"text": "Created notes.txt."}
-    ])
+/// The scripted task for `agent`: create `notes.txt` with the CLI's own write tool, then say so
+/// (2 model turns), in the agent's wire format.
+fn script(agent: Agent, repo: &Path) -> Value {
+    let abs = repo.join("notes.txt").display().to_string();
+    let done = "Created notes.txt.";
+    match agent {
+        Agent::Droid => json!([
+            {"text": "Creating notes.txt.", "tool": [{"name": "Create", "args": {
+                "file_path": abs, "content": "benchmark\n"}}]},
+            {"text": done}
+        ]),
+        Agent::Codex => json!([
+            {"output": [{"type": "custom_tool_call", "status": "completed", "call_id": "call_0",
+                "name": "apply_patch",
+                "input": "*** Begin Patch\n*** Add File: notes.txt\n+benchmark\n*** End Patch\n"}]},
+            {"output": [{"type": "message", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": done, "annotations": []}]}]}
+        ]),
+        Agent::Claude => json!([
+            {"content": [{"type": "tool_use", "id": "toolu_0", "name": "Write",
+                "input": {"file_path": abs, "content": "benchmark\n"}}]},
+            {"content": [{"type": "text", "text": done}]}
+        ]),
+        Agent::Gemini => json!([
+            {"parts": [{"functionCall": {"name": "write_file",
+                "args": {"file_path": "notes.txt", "content": "benchmark\n"}}}]},
+            {"parts": [{"text": done}]}
+        ]),
+        Agent::Opencode => json!([
+            {"text": "Creating notes.txt.", "tool": [{"name": "write", "args": {
+                "filePath": abs, "content": "benchmark\n"}}]},
+            {"text": done}
+        ]),
+    }
 }
 
 fn median(v: &mut [Duration]) -> Duration {
@@ -42,63 +74,141 @@ fn median(v: &mut [Duration]) -> Duration {
     v[v.len() / 2]
 }
 
+const ENGINE_USAGE: &str = "usage: cargo xtask bench engine [--runs N] [--provider droid|codex|claude|gemini|opencode|all]";
+
 pub(crate) fn engine(args: &[&str]) -> Result<()> {
-    let runs = match args {
-        [] => 10,
-        ["--runs", n] => n.parse::<usize>().context("--runs takes a number")?,
-        _ => bail!("usage: cargo xtask bench engine [--runs N]"),
-    };
-    let droid = droid::fetch()?;
+    let (mut runs, mut agents) = (10, vec![Agent::Droid]);
+    let mut rest = args;
+    while let [flag, value, tail @ ..] = rest {
+        match *flag {
+            "--runs" => {
+                runs = value
+                    .parse::<usize>()
+                    .context("--runs takes a number")?
+                    .max(1)
+            }
+            "--provider" if *value == "all" => agents = Agent::ALL.to_vec(),
+            "--provider" => agents = vec![Agent::parse(value)?],
+            _ => bail!("{ENGINE_USAGE}"),
+        }
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        bail!("{ENGINE_USAGE}");
+    }
+    crate::preflight::require("bench engine", crate::preflight::PROVIDERS)?;
+    let programs = agents::programs(&agents)?;
     let bins = build_bins("release")?;
-    let sandbox = Sandbox::new(&bins, script)?;
+    let sandbox = Sandbox::with_agents(&bins, &programs, script)?;
     let prompt = sandbox.dir.join("prompt.txt");
     std::fs::write(&prompt, OBJECTIVE)?;
+    let mut ratios = Vec::new();
+    for (agent, program) in &programs {
+        let (mb, me) = engine_one(&sandbox, &bins, *agent, program, &prompt, runs)?;
+        let name = agent.name();
+        let ratio = me.as_secs_f64() / mb.as_secs_f64();
+        if *agent == Agent::Droid {
+            println!(
+                "bench engine: {runs} runs each, same scripted task (create one file, 2 model turns)"
+            );
+            println!(
+                "  bare droid exec -o stream-json   median {:>7.1} ms",
+                ms(mb)
+            );
+        } else {
+            println!(
+                "bench engine ({name}): {runs} runs each, same scripted task (create one file, 2 model turns)"
+            );
+            println!(
+                "  bare {:<40} median {:>7.1} ms",
+                agent.bare_label(),
+                ms(mb)
+            );
+        }
+        if *agent == Agent::Droid {
+            println!(
+                "  droid-executor run --json        median {:>7.1} ms",
+                ms(me)
+            );
+            println!("  ratio engine/bare                {ratio:>9.3}   (goal <= 1.05)");
+        } else {
+            let ours = format!("droid-executor run --json --provider {name}");
+            println!("  {ours:<45} median {:>7.1} ms", ms(me));
+            println!(
+                "  {:<45} {ratio:>9.3}   (goal <= 1.05)",
+                "ratio engine/bare"
+            );
+        }
+        ratios.push((*agent, mb, me, ratio));
+    }
+    if ratios.len() > 1 {
+        println!("\nprovider    bare median ms   engine median ms   ratio engine/bare");
+        for (agent, mb, me, ratio) in ratios {
+            println!(
+                "{:<10} {:>15.1} {:>18.1} {:>19.3}",
+                agent.name(),
+                ms(mb),
+                ms(me),
+                ratio
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The medians `(bare, engine)` of `agent` over `runs` alternating runs each, after one warm-up
+/// of each.
+fn engine_one(
+    sandbox: &Sandbox,
+    bins: &Path,
+    agent: Agent,
+    program: &Path,
+    prompt: &Path,
+    runs: usize,
+) -> Result<(Duration, Duration)> {
+    let name = agent.name();
     let bare = || -> Result<Duration> {
         sandbox.reset()?;
+        let mut cmd = sandbox.command(program);
+        cmd.args(agent.bare_args(&sandbox.repo, OBJECTIVE, prompt))
+            .envs(agent.bare_env().iter().copied())
+            .stdin(Stdio::null());
         let t = Instant::now();
-        let out = output(
-            sandbox
-                .command(&droid)
-                .args([
-                    "exec",
-                    "--output-format",
-                    "stream-json",
-                    "--auto",
-                    "low",
-                    "-m",
-                    MODEL,
-                    "--cwd",
-                ])
-                .arg(&sandbox.repo)
-                .arg("-f")
-                .arg(&prompt),
-        )?;
+        let out = output(&mut cmd).with_context(|| format!("bare {name} run"))?;
         let d = t.elapsed();
-        if !out.contains("\"type\":\"completion\"") {
-            bail!("bare droid run did not complete: {out}");
+        if !agent.bare_succeeded(&out) {
+            bail!("bare {name} run did not end in its success event: {out}");
         }
         Ok(d)
     };
     let engine = || -> Result<Duration> {
         sandbox.reset()?;
+        let mut cmd = sandbox.command(&bins.join("droid-executor"));
+        cmd.env(agent.bin_var(), program).args([
+            "run",
+            "--json",
+            "--provider",
+            name,
+            "--mode",
+            "code",
+        ]);
+        if let Some(model) = agent.model() {
+            cmd.args(["--model", model]);
+        }
+        cmd.arg("--repo")
+            .arg(&sandbox.repo)
+            .arg(OBJECTIVE)
+            .stdin(Stdio::null());
         let t = Instant::now();
-        let out = output(
-            sandbox
-                .command(&bins.join("droid-executor"))
-                .env("DROID_CLI_CMD", &droid)
-                .args([
-                    "run", "--json", "--mode", "code", "--model", MODEL, "--repo",
-                ])
-                .arg(&sandbox.repo)
-                .arg(OBJECTIVE),
-        )?;
+        let out =
+            output(&mut cmd).with_context(|| format!("droid-executor run --provider {name}"))?;
         let d = t.elapsed();
         if !out.contains("\"status\": \"success\"") {
-            bail!("droid-executor run did not succeed: {out}");
+            bail!("droid-executor run --provider {name} did not succeed: {out}");
         }
         Ok(d)
     };
-    // one warm-up of each (page cache, droid's first-run work)
+    // one warm-up of each (page cache, the CLI's first-run work)
     bare()?;
     engine()?;
     let (mut b, mut e) = (Vec::new(), Vec::new());
@@ -111,21 +221,7 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
             b.push(bare()?);
         }
     }
-    let (mb, me) = (median(&mut b), median(&mut e));
-    println!("bench engine: {runs} runs each, same scripted task (create one file, 2 model turns)");
-    println!(
-        "  bare droid exec -o stream-json   median {:>7.1} ms",
-        mb.as_secs_f64() * 1e3
-    );
-    println!(
-        "  droid-executor run --json        median {:>7.1} ms",
-        me.as_secs_f64() * 1e3
-    );
-    println!(
-        "  ratio engine/bare                {:>9.3}   (goal <= 1.05)",
-        me.as_secs_f64() / mb.as_secs_f64()
-    );
-    Ok(())
+    Ok((median(&mut b), median(&mut e)))
 }
 
 /// The longest any one MCP answer may take before the benchmark gives up.

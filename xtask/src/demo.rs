@@ -8,6 +8,12 @@
 //! `--check-readme` the commands are compared with the `$ ` lines of the README's tour (between
 //! `<!-- tour:begin -->` and `<!-- tour:end -->`; ports and task ids may differ), so the README
 //! cannot show a command that does not run as shown.
+//!
+//! `--providers`: one task (write `farewell.py` and its test, run the test) through each of the
+//! five agents with `droid-executor run --provider P` (autonomy `medium`, the default of mode
+//! `mixed`, so each CLI may run the test), each CLI against its own scripted model speaking its
+//! wire format and calling its own tools (see [`providers_script`]). The README's "Five
+//! providers" section shows this output.
 
 use std::path::Path;
 use std::process::Command;
@@ -15,6 +21,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
+use crate::agents::{self, Agent};
 use crate::droid;
 use crate::sandbox::{MODEL, Sandbox};
 use crate::sh::{build_bins, output, workspace_root};
@@ -38,6 +45,92 @@ pub(crate) fn script(repo: &Path) -> serde_json::Value {
             "riskLevel": "low", "riskLevelReason": "Runs the project's own tests."}}]},
         {"text": "Added farewell(name) and a test; the tests pass.\n\n```droid-executor-report\n{\"status\": \"success\", \"summary\": \"Added farewell(name) to greet.py and a test for it in test_greet.py; python3 test_greet.py passes.\", \"files\": [{\"path\": \"greet.py\", \"highlights\": [\"new farewell(name) returning Goodbye, <name>!\"]}, {\"path\": \"test_greet.py\", \"highlights\": [\"asserts farewell(\\\"Ada\\\")\"]}], \"issues\": []}\n```"}
     ])
+}
+
+/// The task `demo --providers` gives each agent: two new files, then the test.
+pub(crate) const PROVIDERS_OBJECTIVE: &str = "Add farewell(name) in a new farewell.py, returning \"Goodbye, <name>!\", with a test in test_farewell.py";
+const PROVIDERS_TEST: &str = "python3 test_farewell.py";
+const FAREWELL_PY: &str = "def farewell(name):\n    return \"Goodbye, \" + name + \"!\"\n";
+const TEST_FAREWELL_PY: &str = "from farewell import farewell\n\nassert farewell(\"Ada\") == \"Goodbye, Ada!\"\nprint(\"ok\")\n";
+
+/// The final answer of every agent in `demo --providers`: a sentence and the report block the
+/// engine asks for (its highlights annotate `files changed`).
+fn providers_answer(agent: Agent) -> String {
+    let report = json!({"status": "success",
+        "summary": format!("{} added farewell(name) in farewell.py and a test in test_farewell.py; python3 test_farewell.py passes.", agent.name()),
+        "files": [{"path": "farewell.py", "highlights": ["farewell(name) returns Goodbye, <name>!"]},
+                  {"path": "test_farewell.py", "highlights": ["asserts farewell(\"Ada\")"]}],
+        "issues": []});
+    format!(
+        "Added farewell.py and its test; the test passes.\n\n```droid-executor-report\n{report}\n```"
+    )
+}
+
+/// The scripted turns of `demo --providers` for `agent`, in its wire format and with its own
+/// tools: write farewell.py and test_farewell.py, run the test, report.
+pub(crate) fn providers_script(agent: Agent, repo: &Path) -> serde_json::Value {
+    let abs = |f: &str| repo.join(f).display().to_string();
+    let answer = providers_answer(agent);
+    match agent {
+        Agent::Droid => json!([
+            {"text": "I'll write farewell.py and its test.", "tool": [
+                {"name": "Create", "args": {"file_path": abs("farewell.py"), "content": FAREWELL_PY}},
+                {"name": "Create", "args": {"file_path": abs("test_farewell.py"), "content": TEST_FAREWELL_PY}}]},
+            {"tool": [{"name": "Execute", "args": {"summary": "Run the test", "command": PROVIDERS_TEST,
+                "riskLevel": "low", "riskLevelReason": "Runs the project's own test."}}]},
+            {"text": answer}
+        ]),
+        Agent::Codex => {
+            let patch = format!(
+                "*** Begin Patch\n*** Add File: farewell.py\n{}*** Add File: test_farewell.py\n{}*** End Patch\n",
+                plus_lines(FAREWELL_PY),
+                plus_lines(TEST_FAREWELL_PY)
+            );
+            json!([
+                {"output": [
+                    {"type": "message", "role": "assistant", "status": "completed",
+                     "content": [{"type": "output_text", "text": "I'll write farewell.py and its test.", "annotations": []}]},
+                    {"type": "custom_tool_call", "status": "completed", "call_id": "call_0",
+                     "name": "apply_patch", "input": patch}]},
+                {"output": [{"type": "function_call", "status": "completed", "call_id": "call_1",
+                     "name": "exec_command", "arguments": json!({"cmd": PROVIDERS_TEST}).to_string()}]},
+                {"output": [{"type": "message", "role": "assistant", "status": "completed",
+                     "content": [{"type": "output_text", "text": answer, "annotations": []}]}]}
+            ])
+        }
+        Agent::Claude => json!([
+            {"content": [
+                {"type": "text", "text": "I'll write farewell.py and its test."},
+                {"type": "tool_use", "id": "toolu_0", "name": "Write",
+                 "input": {"file_path": abs("farewell.py"), "content": FAREWELL_PY}},
+                {"type": "tool_use", "id": "toolu_1", "name": "Write",
+                 "input": {"file_path": abs("test_farewell.py"), "content": TEST_FAREWELL_PY}}]},
+            {"content": [{"type": "tool_use", "id": "toolu_2", "name": "Bash",
+                 "input": {"command": PROVIDERS_TEST, "description": "Run the test"}}]},
+            {"content": [{"type": "text", "text": answer}]}
+        ]),
+        Agent::Gemini => json!([
+            {"parts": [
+                {"text": "I'll write farewell.py and its test."},
+                {"functionCall": {"name": "write_file", "args": {"file_path": "farewell.py", "content": FAREWELL_PY}}},
+                {"functionCall": {"name": "write_file", "args": {"file_path": "test_farewell.py", "content": TEST_FAREWELL_PY}}}]},
+            {"parts": [{"functionCall": {"name": "run_shell_command",
+                "args": {"command": PROVIDERS_TEST, "description": "Run the test"}}}]},
+            {"parts": [{"text": answer}]}
+        ]),
+        Agent::Opencode => json!([
+            {"text": "I'll write farewell.py and its test.", "tool": [
+                {"name": "write", "args": {"filePath": abs("farewell.py"), "content": FAREWELL_PY}},
+                {"name": "write", "args": {"filePath": abs("test_farewell.py"), "content": TEST_FAREWELL_PY}}]},
+            {"tool": [{"name": "bash", "args": {"command": PROVIDERS_TEST, "description": "Run the test"}}]},
+            {"text": answer}
+        ]),
+    }
+}
+
+/// `text` as the added lines of an `apply_patch` hunk.
+fn plus_lines(text: &str) -> String {
+    text.lines().map(|l| format!("+{l}\n")).collect()
 }
 
 /// An argument as a shell would need it written.
@@ -159,7 +252,8 @@ pub(crate) fn demo(args: &[&str]) -> Result<()> {
     let check = match args {
         [] => false,
         ["--check-readme"] => true,
-        _ => bail!("usage: cargo xtask demo [--check-readme]"),
+        ["--providers"] => return providers(),
+        _ => bail!("usage: cargo xtask demo [--check-readme | --providers]"),
     };
     crate::preflight::require("demo", crate::preflight::DEMO)?;
     let droid = droid::fetch()?;
@@ -231,6 +325,52 @@ pub(crate) fn demo(args: &[&str]) -> Result<()> {
             );
         }
         println!("\nREADME tour: {} commands, all run as shown", want.len());
+    }
+    Ok(())
+}
+
+/// `demo --providers`: the same task through each of the five agents, every result verified
+/// (files from git, the test re-run by droid-executor). Every agent runs; the demo fails when
+/// one of them did not succeed (its result says why).
+fn providers() -> Result<()> {
+    crate::preflight::require("demo --providers", crate::preflight::PROVIDERS)?;
+    let programs = agents::programs(&Agent::ALL)?;
+    let droid = programs
+        .iter()
+        .find(|(a, _)| *a == Agent::Droid)
+        .map(|(_, p)| p.clone())
+        .context("droid is one of the five")?;
+    let bins = build_bins("debug")?;
+    let sandbox = Sandbox::with_agents(&bins, &programs, providers_script)?;
+    let bin = bins.join("droid-executor");
+    let mut tour = Tour {
+        sandbox: &sandbox,
+        droid: &droid,
+        bin: &bin,
+        shown: Vec::new(),
+    };
+    println!("sample repository: {}", sandbox.repo.display());
+    tour.show("cd ~/sample-repo".into());
+    let mut failed = Vec::new();
+    for agent in Agent::ALL {
+        sandbox.reset()?;
+        let mut args = vec!["run", "--provider", agent.name()];
+        if let Some(model) = agent.model() {
+            args.extend(["--model", model]);
+        }
+        args.extend([
+            "--command",
+            PROVIDERS_TEST,
+            "--accept",
+            "python3 test_farewell.py passes",
+            PROVIDERS_OBJECTIVE,
+        ]);
+        if tour.dx_with(&args, false).is_err() {
+            failed.push(agent.name());
+        }
+    }
+    if !failed.is_empty() {
+        bail!("the run did not succeed for: {}", failed.join(", "));
     }
     Ok(())
 }

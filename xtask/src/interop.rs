@@ -97,15 +97,22 @@ pub(crate) fn fetch() -> Result<Vec<(String, PathBuf)>> {
     for &(_, package, version) in NODE_CLIENTS {
         installed.push((format!("node {package}@{version}"), node.clone()));
     }
+    let agents = fetch_agents()?;
+    for &(_, package, version) in AGENT_CLIS {
+        installed.push((format!("node {package}@{version}"), agents.clone()));
+    }
+    Ok(installed)
+}
+
+/// Install the agent CLIs ([`AGENT_CLIS`]) under [`AGENTS_DIR`] unless they are there at their
+/// versions, with their native binaries linked; returns that npm project's directory.
+pub(crate) fn fetch_agents() -> Result<PathBuf> {
     let agents = workspace_root().join(AGENTS_DIR);
     if !node_clients_match(&agents, AGENT_CLIS) {
         install_node(&agents, AGENT_CLIS, "droid-executor-agents")?;
     }
     link_native_agents(&agents)?;
-    for &(_, package, version) in AGENT_CLIS {
-        installed.push((format!("node {package}@{version}"), agents.clone()));
-    }
-    Ok(installed)
+    Ok(agents)
 }
 
 /// Packages whose install script puts the native binary in place of the `bin/*.exe`

@@ -17,7 +17,10 @@
 //! - `codegen [--check]`: the JSON Schemas in `schemas/` from the contract types, and the
 //!   bridge's OpenAPI document built from them.
 //! - `demo`: the main job end to end: a scripted model, the real droid, a sample repository.
-//! - `bench engine`: median ratio of a `droid-executor run` to a bare `droid exec` of one task.
+//!   `demo --providers`: one task through each of the five agent CLIs (droid, Codex, Claude
+//!   Code, Gemini CLI, OpenCode), each against a scripted model speaking its wire format.
+//! - `bench engine [--provider P|all]`: median ratio of a `droid-executor run --provider P` to a
+//!   bare headless run of the same CLI on one task.
 //! - `bench bridge`: the HTTP bridge against seed 000's Python bridge (`bench/seed_bridge.py`;
 //!   docs/architecture.md#origin):
 //!   requests/s and p50/p99 at 1, 8 and 32 clients, and resident memory.
@@ -42,6 +45,7 @@
 #![allow(clippy::disallowed_methods)] // automation: xtask runs cargo, npm, tar, python3 and the binaries it builds
 #![allow(clippy::print_stdout)] // its reports go to stdout
 
+mod agents;
 mod bench;
 mod bench_bridge;
 mod bench_completion;
@@ -85,7 +89,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme] | bench engine [--runs N] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--requests N] [--repos R] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
+const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme | --providers] | bench engine [--runs N] [--provider P|all] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--requests N] [--repos R] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {

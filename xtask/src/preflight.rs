@@ -98,6 +98,16 @@ pub(crate) const TEST: &[Need] = &[
 ];
 /// What `cargo xtask demo` needs: droid from npm, the sample Python repository under git.
 pub(crate) const DEMO: &[Need] = &[Need::Git, Need::Npm, Need::Tar, Need::Python3, Need::Sh];
+/// What `cargo xtask demo --providers` and `bench engine` need: the demo's, plus Node.js for the
+/// agent CLIs from npm (Codex's launcher and Gemini CLI are Node programs).
+pub(crate) const PROVIDERS: &[Need] = &[
+    Need::Git,
+    Need::Node,
+    Need::Npm,
+    Need::Tar,
+    Need::Python3,
+    Need::Sh,
+];
 /// What `cargo xtask soak` needs: the fake droid's world.
 pub(crate) const SOAK: &[Need] = &[Need::Git, Need::Sh, Need::Kill];
 /// What `cargo xtask reliability` needs: droid from npm and the fault suites.
