@@ -200,11 +200,21 @@ fn engine_one(
             .arg(OBJECTIVE)
             .stdin(Stdio::null());
         let t = Instant::now();
-        let out =
-            output(&mut cmd).with_context(|| format!("droid-executor run --provider {name}"))?;
+        let out = cmd
+            .output()
+            .with_context(|| format!("could not start droid-executor ({})", bins.display()))?;
         let d = t.elapsed();
-        if !out.contains("\"status\": \"success\"") {
-            bail!("droid-executor run --provider {name} did not succeed: {out}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() || !stdout.contains("\"status\": \"success\"") {
+            // the result says why (summary and issues come first)
+            let result: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+            bail!(
+                "droid-executor run --provider {name} did not succeed ({}): {} {}{}",
+                out.status,
+                result["summary"].as_str().unwrap_or(""),
+                result["issues"],
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
         }
         Ok(d)
     };
