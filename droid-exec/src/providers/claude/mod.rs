@@ -13,7 +13,7 @@
 //!   | autonomy | argv | what the model may do |
 //!   |---|---|---|
 //!   | read_only | `--permission-mode dontAsk` | read-only tools and read-only shell commands; every write (Write, Edit, a file-changing Bash) is denied, never asked |
-//!   | low | `--permission-mode acceptEdits` | file edits inside repo_root; only read-only shell commands |
+//!   | low | `--permission-mode acceptEdits` | file edits inside repo_root, and the shell commands Claude Code counts as edits there (`touch`, `mkdir`, a `>` redirection); any other shell command only when read-only |
 //!   | medium | `--permission-mode acceptEdits --allowedTools=Bash` | file edits and any shell command |
 //!   | high | `--permission-mode bypassPermissions` (+ `IS_SANDBOX=1` when run as root) | everything |
 //!
