@@ -1,8 +1,7 @@
 //! A throw-away `HOME` for the real Claude Code: its state (sessions under
 //! `.claude/projects/`, settings, caches) stays in a temp dir, and the environment points it at a
 //! [`crate::scripted_model`] server with a dummy key, so it runs with no Anthropic account and no
-//! network beyond loopback (shared/reference/agent-clis.md §5.1: no config file, login or
-//! onboarding is needed in `-p` mode).
+//! network beyond loopback (no config file, login or onboarding is needed in `-p` mode).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,5 @@
 //! Claude Code's `--output-format stream-json --verbose` lines read as [`AgentEvent`]s
-//! (Claude Code 2.1.330, shared/reference/agent-clis.md §5.3; the recorded cases are in
-//! tests/fixtures/claude-code-2.1.330/).
+//! (Claude Code 2.1.330; the recorded cases are in tests/fixtures/claude-code-2.1.330/).
 //!
 //! | line | event |
 //! |---|---|
