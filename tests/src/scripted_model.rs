@@ -18,7 +18,7 @@
 //!
 //! The turn of a Responses request is the number of model outputs in its `input` since the last
 //! user message (consecutive output items count once); of a Messages request, the number of
-//! `assistant` messages. `sleep`, `hang` and `status` (with `error_message`) work there too; a
+//! `assistant` messages. `sleep`, `hang`, `status`, `error_message` and `fail_times` work there too; a
 //! Messages error body is Anthropic's (`{"type":"error","error":{"type","message"}}`).
 //!
 //! # Script
@@ -763,10 +763,17 @@ async fn agent_turn(
     if truthy(step.get("hang")) {
         std::future::pending::<()>().await;
     }
+    // `fail_times: n`: only the first n attempts of this turn fail
+    #[allow(clippy::cast_precision_loss)]
+    let failing = step
+        .get("fail_times")
+        .filter(|v| !v.is_null())
+        .is_none_or(|n| n.as_f64().is_some_and(|n| attempt as f64 <= n));
     if let Some(status) = step
         .get("status")
         .and_then(Value::as_u64)
         .and_then(|s| u16::try_from(s).ok())
+        .filter(|_| failing)
     {
         let default_message = format!("mock error {status}");
         let message = step
