@@ -231,6 +231,24 @@ async fn a_model_http_error_is_a_model_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_key_is_an_auth_failure() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let w = World::new(json!([{"status": 401, "error_message": "invalid x-api-key"}])).await;
+    let ran = run(
+        &w.engine,
+        &claude_request(repo.path(), "Say something", json!({})),
+    )
+    .await;
+    assert_eq!(ran.result.status, Status::Failed, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), vec!["auth_failure"]);
+    assert!(
+        ran.result.issues[0]
+            .suggested_action
+            .contains("ANTHROPIC_API_KEY")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transient_rate_limit_is_retried() {
     let repo = git_repo(&[("a.txt", "x\n")]);
     // the first attempt gets 429, the retry (CLAUDE_CODE_MAX_RETRIES is 3, not 0) succeeds
@@ -577,4 +595,12 @@ async fn run_through_the_binary_and_its_supervisor() {
     );
     assert_eq!(result.tests.passed, Some(true));
     assert_eq!(result.summary, "Created b.txt.");
+    // the supervisor (`guard --stdin FILE`) handed claude the prompt as its stdin
+    let posts: Vec<Value> = model
+        .requests()
+        .into_iter()
+        .filter(|r| r["method"] == "POST")
+        .collect();
+    let first = serde_json::to_string(&posts[0]["body"]["messages"]).unwrap();
+    assert!(first.contains("Create b.txt"), "{first}");
 }

@@ -31,7 +31,10 @@
 //!   error is `subtype: success` with `is_error: true` (`model-error-400`), and the exit code is
 //!   never trusted.
 //! - **Shell exit codes** exist only in the tool result text (`Exit code 3\n…`); a Bash result
-//!   that is not an error exited 0.
+//!   that is not an error exited 0 (one run in the background has no exit code yet).
+//! - **Writes**: `Write` is a create (its highlight says "created") even when it overwrote a
+//!   file: only its result tells (`tool_use_result.type: update`), after the call was reported;
+//!   `files_changed` comes from git either way.
 //! - **Model** `--model`; **reasoning_effort** `--effort` (`low|medium|high|xhigh|max`, from
 //!   `claude --help`; any other value is [`Unsupported`]); **session** `--resume <id>` keeps the
 //!   session id (`resume`); an unknown id ends with "No conversation found with session ID"
