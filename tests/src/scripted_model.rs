@@ -18,7 +18,8 @@
 //!
 //! The turn of a Responses request is the number of model outputs in its `input` since the last
 //! user message (consecutive output items count once); of a Messages request, the number of
-//! `assistant` messages.
+//! `assistant` messages. `sleep`, `hang`, `status`, `error_message` and `fail_times` work there too; a
+//! Messages error body is Anthropic's (`{"type":"error","error":{"type","message"}}`).
 //!
 //! # Script
 //! A JSON array of turns. The turn for a request is the number of `role: "assistant"` messages in
@@ -756,6 +757,37 @@ async fn agent_turn(
         "attempt": attempt,
         "body": body,
     }));
+    if let Some(sleep) = seconds(&step, "sleep") {
+        tokio::time::sleep(sleep).await;
+    }
+    if truthy(step.get("hang")) {
+        std::future::pending::<()>().await;
+    }
+    // `fail_times: n`: only the first n attempts of this turn fail
+    #[allow(clippy::cast_precision_loss)]
+    let failing = step
+        .get("fail_times")
+        .filter(|v| !v.is_null())
+        .is_none_or(|n| n.as_f64().is_some_and(|n| attempt as f64 <= n));
+    if let Some(status) = step
+        .get("status")
+        .and_then(Value::as_u64)
+        .and_then(|s| u16::try_from(s).ok())
+        .filter(|_| failing)
+    {
+        let default_message = format!("mock error {status}");
+        let message = step
+            .get("error_message")
+            .and_then(Value::as_str)
+            .unwrap_or(&default_message);
+        let body = match wire {
+            Wire::Responses => error_body(status, message),
+            Wire::Messages => json!({"type": "error",
+                                     "error": {"type": anthropic_error_type(status), "message": message}}),
+        };
+        write_json(stream, status, &[], &body).await?;
+        return Ok(After::KeepAlive);
+    }
     let head = http1::response_head(
         200,
         &[
@@ -860,6 +892,19 @@ async fn agent_turn(
         }
     }
     Ok(After::Close)
+}
+
+/// The Anthropic error `type` for an HTTP status (as the Messages API names them).
+fn anthropic_error_type(status: u16) -> &'static str {
+    match status {
+        400 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        429 => "rate_limit_error",
+        529 => "overloaded_error",
+        _ => "api_error",
+    }
 }
 
 /// Writes server-sent events, pausing after each when the turn says so.
