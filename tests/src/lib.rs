@@ -24,6 +24,7 @@ pub mod agent_bin;
 pub mod droid_bin;
 pub mod droid_home;
 pub mod fake_droid;
+pub mod gemini_home;
 mod http1;
 pub mod procs;
 pub mod scripted_model;

@@ -100,7 +100,11 @@ struct Stats {
 /// edits it.
 fn tool_kind(tool: &str, parameters: &Value) -> ToolKind {
     let str_param = |k: &str| parameters.get(k).and_then(Value::as_str);
-    let paths = || str_param("file_path").map(|p| vec![p.to_owned()]).unwrap_or_default();
+    let paths = || {
+        str_param("file_path")
+            .map(|p| vec![p.to_owned()])
+            .unwrap_or_default()
+    };
     match tool {
         "run_shell_command" => ToolKind::Shell {
             command: str_param("command").unwrap_or("").to_owned(),
@@ -470,7 +474,10 @@ pub(crate) mod tests {
     #[test]
     fn timestamps() {
         assert_eq!(epoch_ms("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(epoch_ms("2026-11-22T04:22:05.090Z"), Some(1_795_321_325_090));
+        assert_eq!(
+            epoch_ms("2026-11-22T04:22:05.090Z"),
+            Some(1_795_321_325_090)
+        );
         assert_eq!(epoch_ms("2000-02-29T12:00:00.5Z"), Some(951_825_600_500));
         assert_eq!(epoch_ms("2026-11-22 04:22:05Z"), None);
         assert_eq!(epoch_ms("2026-11-22T04:22:05+01:00"), None);

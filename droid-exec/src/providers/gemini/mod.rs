@@ -265,7 +265,12 @@ mod tests {
         ] {
             assert!(names.contains(n), "{n}");
         }
-        for n in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "FACTORY_API_KEY", "HOME"] {
+        for n in [
+            "OPENAI_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "FACTORY_API_KEY",
+            "HOME",
+        ] {
             assert!(!names.contains(n), "{n}");
         }
     }

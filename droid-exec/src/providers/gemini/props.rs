@@ -14,7 +14,8 @@ use crate::providers::{AgentEvent, EventParser};
 const CASES: u32 = 256;
 
 /// Real lines (case `basic-tool-turn`), to cut short.
-const RECORDED: &str = include_str!("../../../../tests/fixtures/gemini-cli-0.61.0/basic-tool-turn.ndjson");
+const RECORDED: &str =
+    include_str!("../../../../tests/fixtures/gemini-cli-0.61.0/basic-tool-turn.ndjson");
 
 fn parse(lines: &[Vec<u8>]) -> Vec<AgentEvent> {
     let mut p = GeminiParser::default();
@@ -33,19 +34,32 @@ fn is_completion(e: &AgentEvent) -> bool {
 /// A line: random bytes, a recorded line cut anywhere, or a known type with odd fields.
 fn line() -> impl Strategy<Value = Vec<u8>> {
     let recorded: Vec<&'static str> = RECORDED.lines().collect();
-    let types = ["init", "message", "tool_use", "tool_result", "error", "result", "other"];
+    let types = [
+        "init",
+        "message",
+        "tool_use",
+        "tool_result",
+        "error",
+        "result",
+        "other",
+    ];
     prop_oneof![
         vec(any::<u8>(), 0..200),
         (proptest::sample::select(recorded), any::<usize>()).prop_map(|(l, cut)| {
             let b = l.as_bytes();
             b[..cut % (b.len() + 1)].to_vec()
         }),
-        (proptest::sample::select(types.to_vec()), any::<i64>(), ".{0,20}").prop_map(
-            |(t, n, s)| json!({"type": t, "role": n, "content": n, "tool_id": n, "status": s,
+        (
+            proptest::sample::select(types.to_vec()),
+            any::<i64>(),
+            ".{0,20}"
+        )
+            .prop_map(|(t, n, s)| {
+                json!({"type": t, "role": n, "content": n, "tool_id": n, "status": s,
                               "parameters": s, "stats": s, "error": n, "session_id": n})
                 .to_string()
                 .into_bytes()
-        ),
+            }),
     ]
 }
 
