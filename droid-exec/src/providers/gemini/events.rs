@@ -1,5 +1,5 @@
-//! Gemini CLI 0.61.0's `-o stream-json` lines read into [`AgentEvent`]s (reference
-//! `agent-clis.md` §6.3; recordings in `tests/fixtures/gemini-cli-0.61.0/`):
+//! Gemini CLI 0.61.0's `-o stream-json` lines read into [`AgentEvent`]s (recordings in
+//! `tests/fixtures/gemini-cli-0.61.0/`):
 //!
 //! | line | events |
 //! |---|---|

@@ -1,8 +1,8 @@
 //! The Gemini CLI provider (`@google/gemini-cli` 0.61.0): `gemini -p "" -o stream-json` argv,
 //! its stream-json events read into [`AgentEvent`]s ([`events`]), its failure texts read into
-//! issues ([`findings`]), and what its exit codes mean ([`Gemini::exit_note`]). Measured
-//! behaviour: `shared/reference/agent-clis.md` §6 and the recordings copied into
-//! `tests/fixtures/gemini-cli-0.61.0/` (its README names each case).
+//! issues ([`findings`]), and what its exit codes mean ([`Gemini::exit_note`]), as measured
+//! against the real CLI: the recordings copied into `tests/fixtures/gemini-cli-0.61.0/` (its
+//! README names each case) and the end-to-end suite `provider_gemini`.
 //!
 //! Choices:
 //! - **Prompt on stdin.** `-p` is "appended to stdin input if any": with the prompt file as stdin
