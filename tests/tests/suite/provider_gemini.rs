@@ -384,20 +384,24 @@ async fn a_lying_final_answer_is_contradicted_by_ground_truth() {
         {"parts": [text("I created done.txt and every test passes. All green.")]}
     ]))
     .await;
+    // instructions at the contract's limit: the prompt goes through stdin whole
+    let instructions = format!("INS-HEAD{}INS-TAIL", "i".repeat(100_000 - 16));
     let ran = run(
         &w.engine,
         &gemini_request(
             repo.path(),
             "Create done.txt",
-            json!({"autonomy": "high", "suggested_commands": ["test -f done.txt"]}),
+            json!({"autonomy": "high", "suggested_commands": ["test -f done.txt"],
+                   "instructions": instructions}),
         ),
     )
     .await;
+    let sent = w.model.requests()[0]["body"]["contents"].to_string();
     assert!(
-        matches!(ran.result.status, Status::Partial | Status::Failed),
-        "{:#?}",
-        ran.result
+        sent.contains(&instructions),
+        "the instructions did not reach the model whole"
     );
+    assert!(ran.result.status == Status::Partial, "{:#?}", ran.result);
     assert_eq!(ran.result.files_changed, vec![]);
     assert_eq!(ran.result.tests.passed, Some(false));
     assert!(
