@@ -133,17 +133,9 @@ fn link_native_agents(dir: &Path) -> Result<()> {
     if missing.is_empty() {
         return Ok(());
     }
-    eprintln!(
-        "xtask: linking the native binaries of {}",
-        missing.join(", ")
-    );
-    output(
-        Command::new("npm")
-            .arg("rebuild")
-            .args(&missing)
-            .current_dir(dir),
-    )
-    .context("npm rebuild of the native agent CLIs failed")?;
+    eprintln!("xtask: linking the native binaries of {}", missing.join(", "));
+    output(Command::new("npm").arg("rebuild").args(&missing).current_dir(dir))
+        .context("npm rebuild of the native agent CLIs failed")?;
     for (_, program) in NATIVE_AGENTS {
         if !runs(program) {
             bail!(
