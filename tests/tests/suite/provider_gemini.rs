@@ -1,9 +1,10 @@
 //! The engine end to end through the REAL Gemini CLI 0.61.0 (`provider: "gemini"`), driven by the
 //! scripted model's Gemini wire (`parts` turns): files from git with the agent's highlights,
-//! shell commands and verification, a model error, timeout and cancellation with nothing of the
-//! run left (Gemini runs shell commands in their own process group), a resumed session, a lying
-//! final answer, autonomy (read_only offers no write tool; `max_autonomy` caps the request), and
-//! one run through the `droid-executor` binary (the supervisor path, `guard --stdin`).
+//! shell commands and verification, a model error, no auth type configured, timeout and
+//! cancellation with nothing of the run left (Gemini runs shell commands in their own process
+//! group), a resumed session, a lying final answer, autonomy (read_only offers no write tool;
+//! `max_autonomy` caps the request), reasoning_effort refused by name, and one run through the
+//! `droid-executor` binary (the supervisor path, `guard --stdin`).
 //!
 //! Every run passes a model (`-m`), which skips Gemini's router call.
 
@@ -35,7 +36,7 @@ const MARKER_VAR: &str = "DROID_EXECUTOR_RUN_ID";
 /// A scripted model, a Gemini HOME, a scratch dir, and an engine that runs the real Gemini CLI.
 struct World {
     model: ScriptedModel,
-    _home: GeminiHome,
+    home: GeminiHome,
     _scratch: TempDir,
     engine: Engine,
 }
@@ -75,7 +76,7 @@ impl World {
         });
         World {
             model,
-            _home: home,
+            home,
             _scratch: scratch,
             engine,
         }
@@ -456,6 +457,29 @@ async fn max_autonomy_caps_the_request() {
         !tools.contains(&"run_shell_command".to_owned()),
         "{tools:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_auth_type_in_settings_is_an_auth_failure() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let w = World::new(json!([{"parts": [text("never")]}])).await;
+    // env alone (GEMINI_API_KEY + GOOGLE_GEMINI_BASE_URL) is not enough: exit 41
+    std::fs::remove_file(w.home.path().join(".gemini/settings.json")).unwrap();
+    let ran = run(
+        &w.engine,
+        &gemini_request(repo.path(), "Anything", json!({})),
+    )
+    .await;
+    assert_eq!(ran.result.status, Status::Failed, "{:#?}", ran.result);
+    assert_eq!(ran.issue_kinds(), vec!["auth_failure"]);
+    assert!(
+        ran.result.issues[0]
+            .suggested_action
+            .contains("selectedType"),
+        "{:#?}",
+        ran.result.issues
+    );
+    assert_eq!(ran.result.agent.as_ref().unwrap().exit_code, Some(41));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
