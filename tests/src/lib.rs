@@ -25,6 +25,7 @@ pub mod claude_home;
 pub mod droid_bin;
 pub mod droid_home;
 pub mod fake_droid;
+pub mod gemini_home;
 mod http1;
 pub mod procs;
 pub mod scripted_model;

@@ -21,6 +21,23 @@
 //! `assistant` messages. `sleep`, `hang`, `status`, `error_message` and `fail_times` work there too; a
 //! Messages error body is Anthropic's (`{"type":"error","error":{"type","message"}}`).
 //!
+//! And Google's Gemini API (`POST …/models/M:streamGenerateContent?alt=sse` and
+//! `…:generateContent`, Gemini CLI with `GOOGLE_GEMINI_BASE_URL`), in the shape of the agent-CLI
+//! recordings' mock: one SSE chunk (or one JSON body) `{"candidates": [{"content": {"role":
+//! "model", "parts": PARTS}, "finishReason": "STOP"}], "usageMetadata": …}`. Its turn is the
+//! number of `role: "model"` contents after the last user content that is not a
+//! `functionResponse` (so a resumed session, a new prompt, starts again at turn 0). Keys:
+//!
+//! | key | effect |
+//! |---|---|
+//! | `parts` | the candidate's parts verbatim (`{"text"}`, `{"functionCall": {"name", "args"}}`, `{"text", "thought": true}`) |
+//! | `status` | answer with this HTTP status and Google's error body `{"error": {"code", "message", "status"}}` (`error_message` sets the message) |
+//! | `hang` | never answer (not even headers) |
+//!
+//! A request that asks for JSON (`generationConfig.responseJsonSchema`: the model router of model
+//! `auto`, the next-speaker check) gets a fixed JSON text instead of the script; `:countTokens`
+//! answers `{"totalTokens": 100}`.
+//!
 //! # Script
 //! A JSON array of turns. The turn for a request is the number of `role: "assistant"` messages in
 //! its `messages` (each tool round-trip adds one), capped at the last turn:
@@ -392,6 +409,7 @@ async fn answer(shared: &Shared, stream: &mut TcpStream, request: Request) -> io
         {
             agent_turn(shared, stream, request, Wire::Messages).await
         }
+        "POST" if gemini_path(&request.path) => gemini_turn(shared, stream, request).await,
         "POST" => chat_completions(shared, stream, request).await,
         _ => {
             shared.record(json!({"method": request.method, "path": request.path}));
@@ -905,6 +923,120 @@ fn anthropic_error_type(status: u16) -> &'static str {
         529 => "overloaded_error",
         _ => "api_error",
     }
+}
+
+/// A Gemini API path: `…/models/M:streamGenerateContent`, `:generateContent` or `:countTokens`.
+fn gemini_path(path: &str) -> bool {
+    let p = path.split('?').next().unwrap_or("");
+    p.ends_with(":streamGenerateContent")
+        || p.ends_with(":generateContent")
+        || p.ends_with(":countTokens")
+}
+
+/// The turn of a Gemini request: `model` contents after the last user content that is not a
+/// function response.
+fn gemini_turn_of(body: &Value) -> usize {
+    let Some(contents) = body.get("contents").and_then(Value::as_array) else {
+        return 0;
+    };
+    let is_prompt = |c: &Value| {
+        c.get("role").and_then(Value::as_str).unwrap_or("user") == "user"
+            && !c
+                .get("parts")
+                .and_then(Value::as_array)
+                .is_some_and(|ps| ps.iter().any(|p| p.get("functionResponse").is_some()))
+    };
+    let start = contents.iter().rposition(is_prompt).map_or(0, |i| i + 1);
+    contents[start..]
+        .iter()
+        .filter(|c| c.get("role").and_then(Value::as_str) == Some("model"))
+        .count()
+}
+
+/// Answers a Gemini API request from the script (see the module doc).
+async fn gemini_turn(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    request: Request,
+) -> io::Result<After> {
+    let body: Value = serde_json::from_slice(&request.body)
+        .unwrap_or_else(|_| json!({"_unparsed": String::from_utf8_lossy(&request.body)}));
+    let path = request.path.split('?').next().unwrap_or("");
+    if path.ends_with(":countTokens") {
+        shared.record(json!({"method": "POST", "path": request.path, "body": body}));
+        write_json(stream, 200, &[], &json!({"totalTokens": 100})).await?;
+        return Ok(After::KeepAlive);
+    }
+    let config = body
+        .get("generationConfig")
+        .or_else(|| body.get("config"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let wants_json = ["responseJsonSchema", "responseSchema"]
+        .iter()
+        .any(|k| config.get(k).is_some())
+        || config.get("responseMimeType").and_then(Value::as_str) == Some("application/json");
+    let turn = gemini_turn_of(&body);
+    let step = if wants_json {
+        let answer = json!({"complexity_reasoning": "scripted", "complexity_score": 10,
+                            "reasoning": "scripted", "next_speaker": "user"});
+        json!({"parts": [{"text": answer.to_string()}]})
+    } else {
+        step_for(&shared.script(), turn)
+    };
+    let attempt = shared.next_attempt(turn);
+    shared.record(json!({
+        "method": "POST",
+        "path": request.path,
+        "turn": turn,
+        "attempt": attempt,
+        "aux": wants_json,
+        "body": body,
+    }));
+    if truthy(step.get("hang")) {
+        std::future::pending::<()>().await;
+    }
+    if let Some(status) = step
+        .get("status")
+        .and_then(Value::as_u64)
+        .and_then(|s| u16::try_from(s).ok())
+    {
+        let default_message = format!("mock error {status}");
+        let message = step
+            .get("error_message")
+            .and_then(Value::as_str)
+            .unwrap_or(&default_message);
+        let error =
+            json!({"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}});
+        write_json(stream, status, &[], &error).await?;
+        return Ok(After::KeepAlive);
+    }
+    let answer = json!({
+        "candidates": [{"content": {"role": "model", "parts": step.get("parts").cloned().unwrap_or_else(|| json!([]))},
+                        "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+        "modelVersion": "scripted",
+        "responseId": format!("r{turn}"),
+    });
+    if !path.ends_with(":streamGenerateContent") {
+        write_json(stream, 200, &[], &answer).await?;
+        return Ok(After::KeepAlive);
+    }
+    let head = http1::response_head(
+        200,
+        &[
+            ("content-type", "text/event-stream".to_owned()),
+            ("cache-control", "no-cache".to_owned()),
+            ("connection", "close".to_owned()),
+        ],
+    );
+    stream.write_all(&head).await?;
+    let mut sse = Sse {
+        stream,
+        chunk_sleep: None,
+    };
+    sse.event(&answer).await?;
+    Ok(After::Close)
 }
 
 /// Writes server-sent events, pausing after each when the turn says so.

@@ -4,9 +4,9 @@
 
 use droid_contract::{Issue, IssueType};
 
-use crate::classify::Findings;
-use crate::excerpt::head_str;
 use crate::providers::AgentEvent;
+use crate::run::classify::Findings;
+use crate::run::excerpt::head_str;
 
 use super::events::{API_RETRY, PERMISSION_DENIED};
 
