@@ -21,6 +21,7 @@
 //! every connection, hanging ones included.
 
 pub mod agent_bin;
+pub mod codex_home;
 pub mod droid_bin;
 pub mod droid_home;
 pub mod fake_droid;

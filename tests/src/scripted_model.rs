@@ -15,6 +15,7 @@
 //! |---|---|
 //! | `output` | Responses: the response's output items (streamed as `response.output_item.done` each, then `response.completed`) |
 //! | `content` | Messages: the message's content blocks (streamed block by block; `stop_reason` is `tool_use` when one is a `tool_use`) |
+//! | `hang`, `status`, `error_message`, `fail_times` | as in the chat-completions script below |
 //!
 //! The turn of a Responses request is the number of model outputs in its `input` since the last
 //! user message (consecutive output items count once); of a Messages request, the number of
@@ -756,6 +757,9 @@ async fn agent_turn(
         "attempt": attempt,
         "body": body,
     }));
+    if let Some(after) = agent_failure(&step, attempt, stream).await? {
+        return Ok(after);
+    }
     let head = http1::response_head(
         200,
         &[
@@ -860,6 +864,40 @@ async fn agent_turn(
         }
     }
     Ok(After::Close)
+}
+
+/// A Responses or Messages turn's `hang` (never answer) or `status` (an HTTP error with the
+/// chat-completions error body, `error_message` as its message): `Some` when the turn was
+/// answered that way.
+async fn agent_failure(
+    step: &Value,
+    attempt: u64,
+    stream: &mut TcpStream,
+) -> io::Result<Option<After>> {
+    if truthy(step.get("hang")) {
+        std::future::pending::<()>().await;
+    }
+    let Some(status) = step
+        .get("status")
+        .and_then(Value::as_u64)
+        .and_then(|s| u16::try_from(s).ok())
+    else {
+        return Ok(None);
+    };
+    if step
+        .get("fail_times")
+        .and_then(Value::as_u64)
+        .is_some_and(|n| attempt > n)
+    {
+        return Ok(None);
+    }
+    let default_message = format!("mock error {status}");
+    let message = step
+        .get("error_message")
+        .and_then(Value::as_str)
+        .unwrap_or(&default_message);
+    write_json(stream, status, &[], &error_body(status, message)).await?;
+    Ok(Some(After::Close))
 }
 
 /// Writes server-sent events, pausing after each when the turn says so.

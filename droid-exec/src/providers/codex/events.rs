@@ -266,7 +266,9 @@ impl CodexParser {
 impl EventParser for CodexParser {
     fn line(&mut self, line: &[u8], out: &mut Vec<AgentEvent>) {
         let Ok(wire) = serde_json::from_slice::<Wire>(line) else {
-            out.push(AgentEvent::Unknown(String::from_utf8_lossy(line).into_owned()));
+            out.push(AgentEvent::Unknown(
+                String::from_utf8_lossy(line).into_owned(),
+            ));
             return;
         };
         match wire {
@@ -495,7 +497,10 @@ mod tests {
                     && final_text == "Resumed: hello.txt still says hello world."
         ));
         let ev = recorded("builtin-openai-provider-openai_base_url");
-        assert!(ev.iter().any(|e| matches!(e, AgentEvent::Error { source, .. } if source == "item")));
+        assert!(
+            ev.iter()
+                .any(|e| matches!(e, AgentEvent::Error { source, .. } if source == "item"))
+        );
         assert!(matches!(ev.last(), Some(AgentEvent::Completion { .. })));
     }
 
@@ -509,7 +514,10 @@ mod tests {
         );
         assert_eq!(unwrap_shell(r"/bin/bash -lc 'it'\''s'"), "it's");
         assert_eq!(unwrap_shell("/bin/bash -lc 'open"), "/bin/bash -lc 'open");
-        assert_eq!(unwrap_shell("/bin/bash -lc two words"), "/bin/bash -lc two words");
+        assert_eq!(
+            unwrap_shell("/bin/bash -lc two words"),
+            "/bin/bash -lc two words"
+        );
         assert_eq!(unwrap_shell("python3 x.py"), "python3 x.py");
     }
 
@@ -518,7 +526,10 @@ mod tests {
         let mut p = CodexParser::default();
         let mut out = Vec::new();
         p.line(br#"{"type":"item.completed","item":{"id":"item_0","type":"file_change","changes":[{"path":"a","kind":"add"},{"path":"b","kind":"delete"}],"status":"failed"}}"#, &mut out);
-        p.line(br#"{"type":"item.completed","item":{"id":"item_1","type":"brand_new"}}"#, &mut out);
+        p.line(
+            br#"{"type":"item.completed","item":{"id":"item_1","type":"brand_new"}}"#,
+            &mut out,
+        );
         p.line(b"not json", &mut out);
         p.line(br#"{"type":"turn.completed"}"#, &mut out);
         assert!(matches!(
@@ -526,7 +537,10 @@ mod tests {
             AgentEvent::ToolCall { kind: ToolKind::Write { paths, change: WriteChange::Patch }, .. }
                 if paths == &["a".to_owned(), "b".to_owned()]
         ));
-        assert!(matches!(&out[1], AgentEvent::ToolResult { is_error: true, .. }));
+        assert!(matches!(
+            &out[1],
+            AgentEvent::ToolResult { is_error: true, .. }
+        ));
         assert!(matches!(&out[2], AgentEvent::Unknown(_)));
         assert_eq!(out[3], AgentEvent::Unknown("not json".into()));
         assert_eq!(

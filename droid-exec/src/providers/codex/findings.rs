@@ -142,7 +142,24 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
         }
     }
     if f.issues.is_empty() && !completed {
-        if let Some(first) = lines.iter().find(|l| l.contains("Not inside a trusted directory")) {
+        if let Some(first) = lines
+            .iter()
+            .find(|l| l.contains("no rollout found") || l.contains("thread/resume"))
+        {
+            f.headline_once(first);
+            f.add(Issue::new(
+                IssueType::AgentError,
+                format!(
+                    "codex could not resume the session named by session_id: {}",
+                    head_str(first, 300)
+                ),
+                "pass a session_id that an earlier codex run returned under the same CODEX_HOME \
+                 (sessions live in $CODEX_HOME/sessions), or omit session_id to start a new one",
+            ));
+        } else if let Some(first) = lines
+            .iter()
+            .find(|l| l.contains("Not inside a trusted directory"))
+        {
             f.headline_once(first);
             f.add(Issue::new(
                 IssueType::EnvIssue,
@@ -156,7 +173,10 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
             f.headline_once(first);
             f.add(Issue::new(
                 IssueType::EnvIssue,
-                format!("codex could not load its configuration: {}", head_str(first, 300)),
+                format!(
+                    "codex could not load its configuration: {}",
+                    head_str(first, 300)
+                ),
                 "fix $CODEX_HOME/config.toml (CODEX_HOME defaults to ~/.codex)",
             ));
         } else {
@@ -245,6 +265,9 @@ mod tests {
             false,
         );
         assert_eq!(f.issues[0].kind, IssueType::EnvIssue);
+        let f = findings(&[], &fixture("resume-unknown-session.stderr"), false);
+        assert_eq!(f.issues[0].kind, IssueType::AgentError);
+        assert!(f.issues[0].description.contains("session_id"));
         let f = findings(&[], "thread 'main' panicked at src/x.rs", false);
         assert_eq!(f.issues[0].kind, IssueType::AgentError);
     }

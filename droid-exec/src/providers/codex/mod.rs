@@ -117,7 +117,10 @@ impl Provider for Codex {
             a.extend(["-m".into(), m.into()]);
         }
         if let Some(e) = effort {
-            a.extend(["-c".into(), format!("model_reasoning_effort=\"{e}\"").into()]);
+            a.extend([
+                "-c".into(),
+                format!("model_reasoning_effort=\"{e}\"").into(),
+            ]);
         }
         if let Some(s) = inv.session_id {
             a.push(s.into());
@@ -147,9 +150,9 @@ impl Provider for Codex {
 
     fn exit_note(&self, exit_code: Option<i32>) -> Option<String> {
         match exit_code {
-            Some(0) => Some(
-                "codex exited 0 without turn.completed (its output was cut short)".to_owned(),
-            ),
+            Some(0) => {
+                Some("codex exited 0 without turn.completed (its output was cut short)".to_owned())
+            }
             Some(1) => Some(
                 "codex exited 1 before finishing a turn: it does so for a configuration error \
                  ($CODEX_HOME/config.toml, -c values) and for a session id it cannot resume \

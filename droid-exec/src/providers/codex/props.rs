@@ -14,7 +14,8 @@ use crate::providers::{AgentEvent, EventParser};
 const CASES: u32 = 256;
 
 /// Lines the real Codex printed (case `basic-tool-turn`).
-const RECORDED: &str = include_str!("../../../../tests/fixtures/codex-0.169.0/basic-tool-turn.ndjson");
+const RECORDED: &str =
+    include_str!("../../../../tests/fixtures/codex-0.169.0/basic-tool-turn.ndjson");
 
 fn parse(lines: &[&[u8]]) -> Vec<AgentEvent> {
     let mut p = CodexParser::default();
@@ -41,8 +42,18 @@ fn json_value() -> impl Strategy<Value = Value> {
                 (
                     prop_oneof![
                         select(vec![
-                            "id", "type", "text", "command", "exit_code", "status", "changes",
-                            "path", "kind", "message", "aggregated_output", "usage"
+                            "id",
+                            "type",
+                            "text",
+                            "command",
+                            "exit_code",
+                            "status",
+                            "changes",
+                            "path",
+                            "kind",
+                            "message",
+                            "aggregated_output",
+                            "usage"
                         ])
                         .prop_map(str::to_owned),
                         ".{0,6}"
