@@ -1,7 +1,8 @@
 //! The engine end to end through the REAL Codex CLI 0.169.0 (`codex exec --json`), driven by the
 //! scripted model over OpenAI's Responses API (a [`CodexHome`] points Codex at it): files from
 //! git with Codex's own `apply_patch`, commands with exit codes, verification, a model error, a
-//! hanging model (timeout) and a cancel with nothing left running, a resumed session, a lying
+//! hanging model (timeout, unsandboxed and inside Codex's bwrap sandbox) and a cancel with nothing
+//! left running, a resumed session and an unknown one, a lying
 //! final answer, the read-only sandbox and the `max_autonomy` cap, and one run through the
 //! `droid-executor` binary (its per-run supervisor).
 
@@ -16,7 +17,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tests::agent_bin::agent_cli;
 use tests::codex_home::{CodexHome, KEY_VAR, MODEL};
-use tests::procs::{is_alive, wait_gone};
+use tests::procs::{is_alive, pids_with_env, wait_gone};
 use tests::scripted_model::ScriptedModel;
 use tests::temp_dir::TempDir;
 use tokio_util::sync::CancellationToken;
@@ -245,6 +246,45 @@ async fn a_hanging_model_times_out_and_nothing_survives() {
         wait_gone(sleeper, Duration::from_secs(5)).await,
         "the setsid sleep survived"
     );
+}
+
+/// The variable the engine marks every process of a run with.
+const MARKER_VAR: &str = "DROID_EXECUTOR_RUN_ID";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_inside_codex_sandbox_leaves_nothing() {
+    // autonomy medium: the command runs inside Codex's workspace-write sandbox (bwrap), where a
+    // pid from `$!` is not ours to check; the run's marker variable finds its processes instead
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let cmd =
+        format!("echo \"${MARKER_VAR}\" > run-id; setsid sleep 600 > /dev/null 2>&1 < /dev/null &");
+    let w = World::new(json!([{"output": [exec("c0", &cmd)]}, {"hang": true}])).await;
+    let ran = run(
+        &w.engine,
+        &codex_request(
+            repo.path(),
+            "Start a sleeper",
+            json!({"max_runtime_seconds": 5, "autonomy": "medium"}),
+        ),
+    )
+    .await;
+    assert_eq!(ran.result.status, Status::Timeout, "{:#?}", ran.result);
+    assert!(w.inputs()[0].contains("`sandbox_mode` is `workspace-write`"));
+    let marker = std::fs::read_to_string(repo.path().join("run-id")).unwrap();
+    let marker = marker.trim();
+    assert!(
+        !marker.is_empty(),
+        "the sandboxed command did not see the marker"
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !pids_with_env(MARKER_VAR, marker).is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "processes of the run survived: {:?}",
+            pids_with_env(MARKER_VAR, marker)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
