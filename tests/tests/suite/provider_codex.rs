@@ -1,10 +1,10 @@
 //! The engine end to end through the REAL Codex CLI 0.169.0 (`codex exec --json`), driven by the
 //! scripted model over OpenAI's Responses API (a [`CodexHome`] points Codex at it): files from
 //! git with Codex's own `apply_patch`, commands with exit codes, verification, a model error, a
-//! hanging model (timeout, unsandboxed and inside Codex's bwrap sandbox) and a cancel with nothing
-//! left running, a resumed session and an unknown one, a lying
-//! final answer, the read-only sandbox and the `max_autonomy` cap, and one run through the
-//! `droid-executor` binary (its per-run supervisor).
+//! hanging model (timeout, unsandboxed and inside Codex's bwrap sandbox) and a cancel with
+//! nothing left running, a resumed session and an unknown one, a lying final answer, the
+//! read-only sandbox, the `max_autonomy` cap, a reasoning effort Codex cannot send, and one run
+//! through the `droid-executor` binary (its per-run supervisor).
 
 use std::ffi::OsString;
 use std::path::Path;
