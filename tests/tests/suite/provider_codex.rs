@@ -418,6 +418,7 @@ async fn read_only_prevents_writes() {
     let repo = git_repo(&[("a.txt", "x\n")]);
     let w = World::new(json!([
         {"output": [patch("c0", "*** Add File: new.txt\n+nope\n")]},
+        {"output": [exec("c1", "touch made.txt")]},
         {"output": [say("Wrote new.txt.")]}
     ]))
     .await;
@@ -433,6 +434,9 @@ async fn read_only_prevents_writes() {
     let res = &ran.result;
     assert_eq!(res.files_changed, vec![], "{res:#?}");
     assert!(!repo.path().join("new.txt").exists());
+    assert!(!repo.path().join("made.txt").exists());
+    // the blocked `touch` (exit 1) leaves no item event at all, as the patch does not
+    assert_eq!(ran.commands(), vec![]);
     assert!(w.inputs()[0].contains("`sandbox_mode` is `read-only`"));
     // the refusal is on Codex's stderr only (no item event): still reported
     assert!(issue_kinds(res).contains(&"permission_denied"), "{res:#?}");

@@ -11,6 +11,9 @@
 //! - Codex's read-only sandbox refuses `apply_patch` with no item event at all; the refusal is
 //!   only on stderr (`ERROR codex_core::tools::router: error=patch rejected: writing is blocked
 //!   by read-only sandbox…`, case `readonly-sandbox-default`): permission denied.
+//! - A shell command the sandbox made fail leaves no trace at all (no item, no stderr); one
+//!   that went on after the refusal is an ordinary `command_execution` item whose output says
+//!   `Read-only file system` (case `readonly-command-blocked`, exit 0): permission denied too.
 //! - stderr's two notes on every run (`WARNING: proceeding, even though we could not create PATH
 //!   aliases…`, `Reading additional input from stdin...`) are not failures.
 
@@ -32,6 +35,13 @@ const REFUSALS: [&str; 3] = [
     "rejected by user approval settings",
     "sandbox denied",
 ];
+
+/// What a command blocked by Codex's sandbox prints.
+const SANDBOX_RO: &str = "Read-only file system";
+
+const RAISE_ACTION: &str = "run with a higher autonomy (low or medium: Codex's workspace-write \
+     sandbox, writes inside repo_root; high: no sandbox), capped by the server's max_autonomy, \
+     if that action is wanted";
 
 const AUTH_ACTION: &str = "set the key variable that the model provider's env_key names \
      (OPENAI_API_KEY for Codex's built-in openai provider; a custom provider's variable reaches \
@@ -74,6 +84,20 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
     let mut turn_failed = false;
     let mut last_stream_error = None;
     for ev in events {
+        if let AgentEvent::ToolResult { tool, text, .. } = ev
+            && tool == "command_execution"
+            && let Some(line) = text.lines().find(|l| l.contains(SANDBOX_RO))
+        {
+            f.permission_denied = true;
+            f.add(Issue::new(
+                IssueType::PermissionDenied,
+                format!(
+                    "codex's sandbox kept a command from writing: {}",
+                    head_str(line, 300)
+                ),
+                RAISE_ACTION,
+            ));
+        }
         let AgentEvent::Error { source, message } = ev else {
             continue;
         };
@@ -136,8 +160,7 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
                     "codex's sandbox refused an action (Codex reports it on stderr only): {}",
                     head_str(what, 300)
                 ),
-                "run with a higher autonomy (low or medium: Codex's workspace-write sandbox; \
-                 high: no sandbox), capped by the server's max_autonomy, if that action is wanted",
+                RAISE_ACTION,
             ));
         }
     }
@@ -244,6 +267,10 @@ mod tests {
         assert_eq!(
             kinds("readonly-sandbox-default"),
             (vec![IssueType::PermissionDenied], true, None)
+        );
+        assert_eq!(
+            kinds("readonly-command-blocked").0,
+            vec![IssueType::PermissionDenied]
         );
         // healthy runs: nothing, despite the stderr notes and the retry warnings
         assert_eq!(kinds("basic-tool-turn"), (vec![], false, None));
