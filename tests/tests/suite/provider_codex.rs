@@ -188,6 +188,35 @@ async fn edits_commands_and_verification_come_from_ground_truth() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_that_is_not_a_git_repository_works() {
+    // Codex refuses one unless told --skip-git-repo-check, which the provider always passes
+    let dir = TempDir::new("codex-plain").unwrap();
+    std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+    let w = World::new(json!([
+        {"output": [patch("c0", "*** Add File: b.txt\n+b\n")]},
+        {"output": [say("Created b.txt.")]}
+    ]))
+    .await;
+    let ran = run(
+        &w.engine,
+        &codex_request(
+            dir.path(),
+            "Create b.txt",
+            json!({"suggested_commands": ["test -f b.txt"]}),
+        ),
+    )
+    .await;
+    let res = &ran.result;
+    assert_eq!(res.status, Status::Success, "{res:#?}");
+    let files: Vec<(&str, ChangeType)> = res
+        .files_changed
+        .iter()
+        .map(|f| (f.path.as_str(), f.change_type))
+        .collect();
+    assert_eq!(files, vec![("b.txt", ChangeType::Added)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_http_error_is_a_model_error() {
     let repo = git_repo(&[("a.txt", "x\n")]);
     let w = World::new(json!([{"status": 400, "error_message": "scripted bad request"}])).await;
