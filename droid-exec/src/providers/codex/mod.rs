@@ -1,12 +1,13 @@
 //! The Codex provider: OpenAI's Codex CLI 0.169.0 run as `codex exec --json`, its JSONL events
 //! parsed into [`AgentEvent`]s ([`events`]) and its failure texts read as issues ([`findings`]).
-//! Measured behaviour: `shared/reference/agent-clis.md` §4 and the recordings in
-//! `tests/fixtures/codex-0.169.0/` (their README names the cases).
+//! Measured behaviour: the recordings in `tests/fixtures/codex-0.169.0/` (their README names the
+//! cases cited below) and the project's agent-CLI research report (its Codex section).
 //!
 //! Choices:
 //! - **Prompt on stdin** (`-` as the prompt argument, the prompt file as stdin, then EOF): Codex
-//!   reads stdin whenever it is not a terminal and waits forever on an open pipe (reference
-//!   §4.1); a file ends, and argv stays clear of the prompt (one argument is capped at 128 KiB).
+//!   reads stdin whenever it is not a terminal and waits forever on an open pipe (research
+//!   report); a file ends, and argv stays clear of the prompt (one argument is capped at
+//!   128 KiB).
 //! - **`--disable unbounded_connection_retries`** always: without it a dead endpoint is retried
 //!   forever (case `server-down`); with it the run fails at once with `turn.failed` (case
 //!   `server-down-disable-unbounded-retries`).
