@@ -217,6 +217,28 @@ async fn a_directory_that_is_not_a_git_repository_works() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contract_at_its_limits_reaches_codex_whole_through_stdin() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let w = World::new(json!([{"output": [say("Read it all.")]}])).await;
+    // distinct heads and tails, so a cut anywhere shows
+    let objective = format!("OBJ-HEAD{}OBJ-TAIL", "o".repeat(50_000 - 16));
+    let instructions = format!("INS-HEAD{}INS-TAIL", "i".repeat(100_000 - 16));
+    let ran = run(
+        &w.engine,
+        &codex_request(
+            repo.path(),
+            &objective,
+            json!({"instructions": instructions}),
+        ),
+    )
+    .await;
+    assert_eq!(ran.result.status, Status::Success, "{:#?}", ran.result);
+    let sent = w.inputs().join("\n");
+    assert!(sent.contains(&objective), "the objective was cut");
+    assert!(sent.contains(&instructions), "the instructions were cut");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_http_error_is_a_model_error() {
     let repo = git_repo(&[("a.txt", "x\n")]);
     let w = World::new(json!([{"status": 400, "error_message": "scripted bad request"}])).await;
