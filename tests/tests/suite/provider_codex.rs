@@ -280,15 +280,20 @@ async fn a_hanging_model_times_out_and_nothing_survives() {
         &codex_request(
             repo.path(),
             "Start a sleeper",
-            json!({"max_runtime_seconds": 5, "autonomy": "high"}),
+            json!({"max_runtime_seconds": 8, "autonomy": "high"}),
         ),
     )
     .await;
-    let sleeper = read_pid_file(&pid_file, Duration::from_secs(1)).await;
-    let _ = std::fs::remove_file(&pid_file);
     assert_eq!(ran.result.status, Status::Timeout, "{:#?}", ran.result);
     assert_eq!(issue_kinds(&ran.result), vec!["timeout"]);
-    assert_eq!(ran.commands().len(), 1, "the command is still reported");
+    assert_eq!(
+        ran.commands().len(),
+        1,
+        "the command is still reported: {:#?}",
+        ran.result
+    );
+    let sleeper = read_pid_file(&pid_file, Duration::from_secs(5)).await;
+    let _ = std::fs::remove_file(&pid_file);
     assert!(
         wait_gone(ran.droid_pid(), Duration::from_secs(5)).await,
         "codex survived"
@@ -315,7 +320,7 @@ async fn a_timeout_inside_codex_sandbox_leaves_nothing() {
         &codex_request(
             repo.path(),
             "Start a sleeper",
-            json!({"max_runtime_seconds": 5, "autonomy": "medium"}),
+            json!({"max_runtime_seconds": 8, "autonomy": "medium"}),
         ),
     )
     .await;
@@ -486,8 +491,11 @@ async fn read_only_prevents_writes() {
     assert_eq!(res.files_changed, vec![], "{res:#?}");
     assert!(!repo.path().join("new.txt").exists());
     assert!(!repo.path().join("made.txt").exists());
-    // the blocked `touch` (exit 1) leaves no item event at all, as the patch does not
-    assert_eq!(ran.commands(), vec![]);
+    // the blocked `touch` shows as a failed command in some runs and leaves no item event in
+    // others (observed both ways with the same script); the refused patch never shows
+    for (_, command, code) in ran.commands() {
+        assert_eq!((command.as_str(), code), ("touch made.txt", Some(1)));
+    }
     assert!(w.inputs()[0].contains("`sandbox_mode` is `read-only`"));
     // the refusal is on Codex's stderr only (no item event): still reported
     assert!(issue_kinds(res).contains(&"permission_denied"), "{res:#?}");

@@ -11,9 +11,10 @@
 //! - Codex's read-only sandbox refuses `apply_patch` with no item event at all; the refusal is
 //!   only on stderr (`ERROR codex_core::tools::router: error=patch rejected: writing is blocked
 //!   by read-only sandbox…`, case `readonly-sandbox-default`): permission denied.
-//! - A shell command the sandbox made fail leaves no trace at all (no item, no stderr); one
-//!   that went on after the refusal is an ordinary `command_execution` item whose output says
-//!   `Read-only file system` (case `readonly-command-blocked`, exit 0): permission denied too.
+//! - A shell command the sandbox made fail leaves no trace in some runs (no item, no stderr)
+//!   and is an ordinary failed item in others; one that went on after the refusal is an
+//!   ordinary `command_execution` item. Either way its output says `Read-only file system`
+//!   (case `readonly-command-blocked`, exit 0): permission denied too.
 //! - stderr's two notes on every run (`WARNING: proceeding, even though we could not create PATH
 //!   aliases…`, `Reading additional input from stdin...`) are not failures.
 

@@ -24,8 +24,9 @@
 //!   approval: a refused action goes back to the model. Codex has no level between `low` and
 //!   `medium`, so they run alike. In `read-only` a refused patch yields **no item event** (only
 //!   a stderr line, case `readonly-sandbox-default`); a command the sandbox made fail yields
-//!   nothing at all (observed in the suite's `read_only_prevents_writes`), and one that hides
-//!   the failure (`touch x; echo $?`) only its output (case `readonly-command-blocked`).
+//!   nothing in some runs and a failed command item in others (the suite's
+//!   `read_only_prevents_writes` sees both), and one that hides the failure
+//!   (`touch x; echo $?`) only its output (case `readonly-command-blocked`).
 //!   [`findings`] reads what there is; files_changed from the repository is the real guard.
 //! - **reasoning_effort** → `-c model_reasoning_effort="…"` for the values the Responses API
 //!   knows (`none minimal low medium high xhigh`); Codex forwards any string unchecked, so the
