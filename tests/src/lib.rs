@@ -22,6 +22,7 @@
 
 pub mod agent_bin;
 pub mod claude_home;
+pub mod codex_home;
 pub mod droid_bin;
 pub mod droid_home;
 pub mod fake_droid;

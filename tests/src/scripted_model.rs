@@ -15,6 +15,7 @@
 //! |---|---|
 //! | `output` | Responses: the response's output items (streamed as `response.output_item.done` each, then `response.completed`) |
 //! | `content` | Messages: the message's content blocks (streamed block by block; `stop_reason` is `tool_use` when one is a `tool_use`) |
+//! | `hang`, `status`, `error_message`, `fail_times` | as in the chat-completions script below |
 //!
 //! The turn of a Responses request is the number of model outputs in its `input` since the last
 //! user message (consecutive output items count once); of a Messages request, the number of

@@ -25,6 +25,7 @@ mod mcp_wire_modern;
 mod mcp_wire_rules;
 mod packaging;
 mod provider_claude;
+mod provider_codex;
 mod provider_gemini;
 mod result_shape;
 mod security;
