@@ -21,9 +21,12 @@
 //! every connection, hanging ones included.
 
 pub mod agent_bin;
+pub mod claude_home;
+pub mod codex_home;
 pub mod droid_bin;
 pub mod droid_home;
 pub mod fake_droid;
+pub mod gemini_home;
 mod http1;
 pub mod procs;
 pub mod scripted_model;

@@ -15,10 +15,29 @@
 //! |---|---|
 //! | `output` | Responses: the response's output items (streamed as `response.output_item.done` each, then `response.completed`) |
 //! | `content` | Messages: the message's content blocks (streamed block by block; `stop_reason` is `tool_use` when one is a `tool_use`) |
+//! | `hang`, `status`, `error_message`, `fail_times` | as in the chat-completions script below |
 //!
 //! The turn of a Responses request is the number of model outputs in its `input` since the last
 //! user message (consecutive output items count once); of a Messages request, the number of
-//! `assistant` messages.
+//! `assistant` messages. `sleep`, `hang`, `status`, `error_message` and `fail_times` work there too; a
+//! Messages error body is Anthropic's (`{"type":"error","error":{"type","message"}}`).
+//!
+//! And Google's Gemini API (`POST …/models/M:streamGenerateContent?alt=sse` and
+//! `…:generateContent`, Gemini CLI with `GOOGLE_GEMINI_BASE_URL`), in the shape of the agent-CLI
+//! recordings' mock: one SSE chunk (or one JSON body) `{"candidates": [{"content": {"role":
+//! "model", "parts": PARTS}, "finishReason": "STOP"}], "usageMetadata": …}`. Its turn is the
+//! number of `role: "model"` contents after the last user content that is not a
+//! `functionResponse` (so a resumed session, a new prompt, starts again at turn 0). Keys:
+//!
+//! | key | effect |
+//! |---|---|
+//! | `parts` | the candidate's parts verbatim (`{"text"}`, `{"functionCall": {"name", "args"}}`, `{"text", "thought": true}`) |
+//! | `status` | answer with this HTTP status and Google's error body `{"error": {"code", "message", "status"}}` (`error_message` sets the message) |
+//! | `hang` | never answer (not even headers) |
+//!
+//! A request that asks for JSON (`generationConfig.responseJsonSchema`: the model router of model
+//! `auto`, the next-speaker check) gets a fixed JSON text instead of the script; `:countTokens`
+//! answers `{"totalTokens": 100}`.
 //!
 //! # Script
 //! A JSON array of turns. The turn for a request is the number of `role: "assistant"` messages in
@@ -391,6 +410,7 @@ async fn answer(shared: &Shared, stream: &mut TcpStream, request: Request) -> io
         {
             agent_turn(shared, stream, request, Wire::Messages).await
         }
+        "POST" if gemini_path(&request.path) => gemini_turn(shared, stream, request).await,
         "POST" => chat_completions(shared, stream, request).await,
         _ => {
             shared.record(json!({"method": request.method, "path": request.path}));
@@ -756,6 +776,37 @@ async fn agent_turn(
         "attempt": attempt,
         "body": body,
     }));
+    if let Some(sleep) = seconds(&step, "sleep") {
+        tokio::time::sleep(sleep).await;
+    }
+    if truthy(step.get("hang")) {
+        std::future::pending::<()>().await;
+    }
+    // `fail_times: n`: only the first n attempts of this turn fail
+    #[allow(clippy::cast_precision_loss)]
+    let failing = step
+        .get("fail_times")
+        .filter(|v| !v.is_null())
+        .is_none_or(|n| n.as_f64().is_some_and(|n| attempt as f64 <= n));
+    if let Some(status) = step
+        .get("status")
+        .and_then(Value::as_u64)
+        .and_then(|s| u16::try_from(s).ok())
+        .filter(|_| failing)
+    {
+        let default_message = format!("mock error {status}");
+        let message = step
+            .get("error_message")
+            .and_then(Value::as_str)
+            .unwrap_or(&default_message);
+        let body = match wire {
+            Wire::Responses => error_body(status, message),
+            Wire::Messages => json!({"type": "error",
+                                     "error": {"type": anthropic_error_type(status), "message": message}}),
+        };
+        write_json(stream, status, &[], &body).await?;
+        return Ok(After::KeepAlive);
+    }
     let head = http1::response_head(
         200,
         &[
@@ -859,6 +910,133 @@ async fn agent_turn(
                 .await?;
         }
     }
+    Ok(After::Close)
+}
+
+/// The Anthropic error `type` for an HTTP status (as the Messages API names them).
+fn anthropic_error_type(status: u16) -> &'static str {
+    match status {
+        400 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        429 => "rate_limit_error",
+        529 => "overloaded_error",
+        _ => "api_error",
+    }
+}
+
+/// A Gemini API path: `…/models/M:streamGenerateContent`, `:generateContent` or `:countTokens`.
+fn gemini_path(path: &str) -> bool {
+    let p = path.split('?').next().unwrap_or("");
+    p.ends_with(":streamGenerateContent")
+        || p.ends_with(":generateContent")
+        || p.ends_with(":countTokens")
+}
+
+/// The turn of a Gemini request: `model` contents after the last user content that is not a
+/// function response.
+fn gemini_turn_of(body: &Value) -> usize {
+    let Some(contents) = body.get("contents").and_then(Value::as_array) else {
+        return 0;
+    };
+    let is_prompt = |c: &Value| {
+        c.get("role").and_then(Value::as_str).unwrap_or("user") == "user"
+            && !c
+                .get("parts")
+                .and_then(Value::as_array)
+                .is_some_and(|ps| ps.iter().any(|p| p.get("functionResponse").is_some()))
+    };
+    let start = contents.iter().rposition(is_prompt).map_or(0, |i| i + 1);
+    contents[start..]
+        .iter()
+        .filter(|c| c.get("role").and_then(Value::as_str) == Some("model"))
+        .count()
+}
+
+/// Answers a Gemini API request from the script (see the module doc).
+async fn gemini_turn(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    request: Request,
+) -> io::Result<After> {
+    let body: Value = serde_json::from_slice(&request.body)
+        .unwrap_or_else(|_| json!({"_unparsed": String::from_utf8_lossy(&request.body)}));
+    let path = request.path.split('?').next().unwrap_or("");
+    if path.ends_with(":countTokens") {
+        shared.record(json!({"method": "POST", "path": request.path, "body": body}));
+        write_json(stream, 200, &[], &json!({"totalTokens": 100})).await?;
+        return Ok(After::KeepAlive);
+    }
+    let config = body
+        .get("generationConfig")
+        .or_else(|| body.get("config"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let wants_json = ["responseJsonSchema", "responseSchema"]
+        .iter()
+        .any(|k| config.get(k).is_some())
+        || config.get("responseMimeType").and_then(Value::as_str) == Some("application/json");
+    let turn = gemini_turn_of(&body);
+    let step = if wants_json {
+        let answer = json!({"complexity_reasoning": "scripted", "complexity_score": 10,
+                            "reasoning": "scripted", "next_speaker": "user"});
+        json!({"parts": [{"text": answer.to_string()}]})
+    } else {
+        step_for(&shared.script(), turn)
+    };
+    let attempt = shared.next_attempt(turn);
+    shared.record(json!({
+        "method": "POST",
+        "path": request.path,
+        "turn": turn,
+        "attempt": attempt,
+        "aux": wants_json,
+        "body": body,
+    }));
+    if truthy(step.get("hang")) {
+        std::future::pending::<()>().await;
+    }
+    if let Some(status) = step
+        .get("status")
+        .and_then(Value::as_u64)
+        .and_then(|s| u16::try_from(s).ok())
+    {
+        let default_message = format!("mock error {status}");
+        let message = step
+            .get("error_message")
+            .and_then(Value::as_str)
+            .unwrap_or(&default_message);
+        let error =
+            json!({"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}});
+        write_json(stream, status, &[], &error).await?;
+        return Ok(After::KeepAlive);
+    }
+    let answer = json!({
+        "candidates": [{"content": {"role": "model", "parts": step.get("parts").cloned().unwrap_or_else(|| json!([]))},
+                        "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+        "modelVersion": "scripted",
+        "responseId": format!("r{turn}"),
+    });
+    if !path.ends_with(":streamGenerateContent") {
+        write_json(stream, 200, &[], &answer).await?;
+        return Ok(After::KeepAlive);
+    }
+    let head = http1::response_head(
+        200,
+        &[
+            ("content-type", "text/event-stream".to_owned()),
+            ("cache-control", "no-cache".to_owned()),
+            ("connection", "close".to_owned()),
+        ],
+    );
+    stream.write_all(&head).await?;
+    let mut sse = Sse {
+        stream,
+        chunk_sleep: None,
+    };
+    sse.event(&answer).await?;
     Ok(After::Close)
 }
 

@@ -278,13 +278,15 @@ pub fn provider(id: ProviderId) -> &'static dyn Provider {
     }
 }
 
-/// Whether `name` may be passed to a run of `id`: a variable that belongs to another provider
-/// ([`Provider::env_names`]) never is.
+/// Whether `name` may be passed to a run of `id`: its own variables are; a variable that
+/// belongs only to other providers ([`Provider::env_names`]) never is (two CLIs may document
+/// the same key, OpenCode reading `ANTHROPIC_API_KEY` as Claude Code does).
 pub fn env_allowed(id: ProviderId, name: &str) -> bool {
-    ProviderId::ALL
-        .into_iter()
-        .filter(|other| *other != id)
-        .all(|other| !provider(other).env_names().contains(name))
+    provider(id).env_names().contains(name)
+        || ProviderId::ALL
+            .into_iter()
+            .filter(|other| *other != id)
+            .all(|other| !provider(other).env_names().contains(name))
 }
 
 /// Every provider's own variable names, for the engine's pass-through list.

@@ -132,6 +132,10 @@ async fn lists_every_key_with_its_value_and_source() {
             "config_file_present": false,
             "settings": [
                 {"key": "droid_bin", "value": null, "source": "default"},
+                {"key": "codex_bin", "value": null, "source": "default"},
+                {"key": "claude_bin", "value": null, "source": "default"},
+                {"key": "gemini_bin", "value": null, "source": "default"},
+                {"key": "opencode_bin", "value": null, "source": "default"},
                 {"key": "port", "value": 53002, "source": "default"},
                 {"key": "host", "value": "127.0.0.1", "source": "default"},
                 {"key": "allowed_roots", "value": [h], "source": "default (HOME)"},

@@ -245,6 +245,10 @@ async fn the_skill_line_follows_the_installed_skill() {
             "config",
             "droid",
             "auth",
+            "codex",
+            "claude",
+            "gemini",
+            "opencode",
             "allowed_roots",
             "store",
             "git",
@@ -253,12 +257,12 @@ async fn the_skill_line_follows_the_installed_skill() {
         ]
     );
     assert_eq!(
-        checks[7],
+        checks[11],
         json!({"check": "skill", "level": "ok",
                "detail": format!("installed in {} (up to date)", dir.display()), "fix": ""})
     );
-    assert_eq!(checks[6]["check"], "bridge");
-    assert_eq!(checks[6]["level"], "ok");
+    assert_eq!(checks[10]["check"], "bridge");
+    assert_eq!(checks[10]["level"], "ok");
 
     std::fs::write(dir.join("SKILL.md"), "my edits\n").unwrap();
     let out = home.doctor(&[]).await;
