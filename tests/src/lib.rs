@@ -25,6 +25,7 @@ pub mod droid_bin;
 pub mod droid_home;
 pub mod fake_droid;
 mod http1;
+pub mod opencode_home;
 pub mod procs;
 pub mod scripted_model;
 pub mod temp_dir;

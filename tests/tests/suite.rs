@@ -24,6 +24,7 @@ mod mcp_stdio;
 mod mcp_wire_modern;
 mod mcp_wire_rules;
 mod packaging;
+mod provider_opencode;
 mod result_shape;
 mod security;
 mod setup_mcp;

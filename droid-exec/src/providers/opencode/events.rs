@@ -129,9 +129,8 @@ impl OpencodeParser {
             _ => str_at(state, &["output"]).unwrap_or_default(),
         }
         .to_owned();
-        let is_error = status != "completed"
-            || tool == "invalid"
-            || exit_code.is_some_and(|c| c != 0);
+        let is_error =
+            status != "completed" || tool == "invalid" || exit_code.is_some_and(|c| c != 0);
         out.push(AgentEvent::ToolCall {
             id: id.clone(),
             kind: tool_kind(&tool, &input, metadata),
@@ -188,7 +187,9 @@ fn error_message(error: &Value) -> String {
 impl EventParser for OpencodeParser {
     fn line(&mut self, line: &[u8], out: &mut Vec<AgentEvent>) {
         let Ok(l) = serde_json::from_slice::<Line>(line) else {
-            out.push(AgentEvent::Unknown(String::from_utf8_lossy(line).into_owned()));
+            out.push(AgentEvent::Unknown(
+                String::from_utf8_lossy(line).into_owned(),
+            ));
             return;
         };
         if self.session_id.is_none()
@@ -218,7 +219,9 @@ impl EventParser for OpencodeParser {
                 source: str_at(&l.error, &["name"]).unwrap_or("error").to_owned(),
                 message: error_message(&l.error),
             }),
-            _ => out.push(AgentEvent::Unknown(String::from_utf8_lossy(line).into_owned())),
+            _ => out.push(AgentEvent::Unknown(
+                String::from_utf8_lossy(line).into_owned(),
+            )),
         }
     }
 
@@ -235,7 +238,9 @@ impl EventParser for OpencodeParser {
         {
             out.push(AgentEvent::Error {
                 source: "step".into(),
-                message: format!("the model ended its last step with reason '{reason}', not 'stop'"),
+                message: format!(
+                    "the model ended its last step with reason '{reason}', not 'stop'"
+                ),
             });
         }
     }
@@ -357,7 +362,9 @@ pub(crate) mod tests {
             "{edit:?}"
         );
         assert!(ev.iter().any(|e| matches!(e, AgentEvent::ToolCall { kind: ToolKind::Write { change: WriteChange::Edit, paths }, .. } if paths == &["/tmp/agentclis/work-opencode/hello.txt"])));
-        assert!(matches!(ev.last(), Some(AgentEvent::Completion { final_text, .. }) if final_text == "Edited hello.txt."));
+        assert!(
+            matches!(ev.last(), Some(AgentEvent::Completion { final_text, .. }) if final_text == "Edited hello.txt.")
+        );
     }
 
     #[test]

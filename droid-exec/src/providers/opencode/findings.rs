@@ -49,14 +49,20 @@ fn error_issue(f: &mut Findings, source: &str, message: &str) {
     {
         (
             IssueType::AuthFailure,
-            format!("opencode could not authenticate with the model provider: {}", head_str(message, 300)),
+            format!(
+                "opencode could not authenticate with the model provider: {}",
+                head_str(message, 300)
+            ),
             "set the provider's key in OpenCode's config (opencode.json `provider.<id>.options.apiKey`, \
              or OPENCODE_CONFIG_CONTENT) or run `opencode auth login`",
         )
     } else if source.contains("ModelNotFound") || lower.contains("model not found") {
         (
             IssueType::ModelError,
-            format!("opencode does not know the model: {}", head_str(message, 300)),
+            format!(
+                "opencode does not know the model: {}",
+                head_str(message, 300)
+            ),
             "pass model as provider/model with a provider configured in opencode.json \
              (`opencode models` lists them)",
         )
@@ -220,7 +226,10 @@ mod tests {
         );
         assert!(f.permission_denied);
         assert_eq!(
-            f.issues.iter().map(|i| i.description.as_str()).collect::<Vec<_>>(),
+            f.issues
+                .iter()
+                .map(|i| i.description.as_str())
+                .collect::<Vec<_>>(),
             vec![
                 "opencode stopped: a bash call needed a permission its run does not grant \
                  (permission requested: external_directory (/tmp/agentclis/*); auto-rejecting)"

@@ -254,7 +254,9 @@ mod tests {
         );
         assert_eq!(
             strings(Opencode.args(&inv(Autonomy::High)).unwrap()),
-            ["run", "--format", "json", "--pure", "--dir", "/repo", "--auto"]
+            [
+                "run", "--format", "json", "--pure", "--dir", "/repo", "--auto"
+            ]
         );
         assert_eq!(Opencode.prompt_input(), PromptInput::Stdin);
     }
@@ -289,11 +291,7 @@ mod tests {
                 Autonomy::High => ("allow", "allow", "allow"),
             };
             assert_eq!(
-                (
-                    rule("edit"),
-                    rule("bash"),
-                    rule("external_directory")
-                ),
+                (rule("edit"), rule("bash"), rule("external_directory")),
                 (
                     expected.0.to_owned(),
                     expected.1.to_owned(),
@@ -334,7 +332,10 @@ mod tests {
     #[test]
     fn versions() {
         assert_eq!(Opencode.parse_version("1.18.33\n"), Some("1.18.33".into()));
-        assert_eq!(Opencode.parse_version("opencode v1.2.3"), Some("1.2.3".into()));
+        assert_eq!(
+            Opencode.parse_version("opencode v1.2.3"),
+            Some("1.2.3".into())
+        );
         assert_eq!(Opencode.parse_version("nope"), None);
     }
 }

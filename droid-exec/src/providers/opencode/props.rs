@@ -16,7 +16,8 @@ use crate::providers::{AgentEvent, EventParser};
 const CASES: u32 = 256;
 
 /// The recorded basic turn (`basic-tool-turn`).
-const BASIC: &str = include_str!("../../../../tests/fixtures/opencode-1.18.33/basic-tool-turn.ndjson");
+const BASIC: &str =
+    include_str!("../../../../tests/fixtures/opencode-1.18.33/basic-tool-turn.ndjson");
 
 fn parse_all(lines: &[Vec<u8>]) -> Vec<AgentEvent> {
     let mut p = OpencodeParser::default();
@@ -44,17 +45,35 @@ fn json_value() -> impl Strategy<Value = Value> {
             vec(
                 (
                     select(vec![
-                        "text", "tool", "callID", "state", "status", "input", "output", "error",
-                        "metadata", "exit", "filediff", "additions", "reason", "tokens", "cache",
-                        "time", "start", "end", "data", "message", "statusCode", "name", "x"
+                        "text",
+                        "tool",
+                        "callID",
+                        "state",
+                        "status",
+                        "input",
+                        "output",
+                        "error",
+                        "metadata",
+                        "exit",
+                        "filediff",
+                        "additions",
+                        "reason",
+                        "tokens",
+                        "cache",
+                        "time",
+                        "start",
+                        "end",
+                        "data",
+                        "message",
+                        "statusCode",
+                        "name",
+                        "x"
                     ]),
                     inner
                 ),
                 0..5
             )
-            .prop_map(|kv| Value::Object(
-                kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
-            )),
+            .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())),
         ]
     })
 }
