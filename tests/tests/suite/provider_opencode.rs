@@ -454,3 +454,26 @@ async fn a_session_continues_through_the_binary() {
     assert!(sent.contains("continue: create b.txt"), "{sent}");
     assert_eq!(w.leftovers().await, Vec::<i32>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_session_is_a_clear_error() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let w = World::new(json!([{"text": "never reached"}])).await;
+    let ran = run(
+        &w.engine,
+        &w.request(
+            repo.path(),
+            "continue",
+            json!({"session_id": "ses_doesnotexist"}),
+        ),
+    )
+    .await;
+    assert_eq!(ran.result.status, Status::Failed, "{}", dump(&ran));
+    assert_eq!(ran.issue_kinds(), vec!["agent_error"]);
+    assert_eq!(
+        ran.result.issues[0].description,
+        "opencode has no session with the request's session_id"
+    );
+    assert_eq!(ran.result.summary, "opencode failed: Session not found");
+    assert_eq!(w.agent_requests(), Vec::<Value>::new());
+}

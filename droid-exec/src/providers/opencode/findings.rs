@@ -11,6 +11,8 @@ use crate::providers::AgentEvent;
 
 /// OpenCode's stderr line when `run` auto-rejects a permission `ask`.
 const STDERR_REJECTING: &str = "auto-rejecting";
+/// OpenCode's stderr when `--session` names no session it has (it exits 1 at once).
+const SESSION_NOT_FOUND: &str = "Session not found";
 
 const PERMISSION_ACTION: &str = "run again with a higher autonomy (low allows edits, medium also \
      shell commands, high everything, capped by the server's max_autonomy); droid-executor sets \
@@ -159,6 +161,16 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
             ));
         }
         Some(_) => {}
+        None if stderr.contains(SESSION_NOT_FOUND) => {
+            f.headline_once(SESSION_NOT_FOUND);
+            f.add(Issue::new(
+                IssueType::AgentError,
+                "opencode has no session with the request's session_id",
+                "pass a session_id from an earlier OpenCode run with the same HOME (its sessions \
+                 live in $HOME/.local/share/opencode/opencode.db, or OPENCODE_DB), or drop \
+                 session_id to start a new session",
+            ));
+        }
         None if f.issues.is_empty() => f.stderr_fallback("opencode", &stderr, completed),
         None => {}
     }
@@ -272,6 +284,9 @@ mod tests {
             vec![IssueType::ModelError]
         );
         assert_eq!(err("UnknownError", "boom"), vec![IssueType::AgentError]);
+        let f = findings(&[], "Error: Session not found\n", false);
+        assert_eq!(kinds(&f), vec![IssueType::AgentError]);
+        assert_eq!(f.headline.as_deref(), Some("Session not found"));
         let f = findings(&[], "some crash\nstack", false);
         assert_eq!(kinds(&f), vec![IssueType::AgentError]);
         assert_eq!(plain("\u{1b}[93m\u{1b}[1m! \u{1b}[0mhi"), "! hi");

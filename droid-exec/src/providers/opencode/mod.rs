@@ -29,7 +29,9 @@
 //!   | medium | `edit` allow, `bash` allow, `external_directory` deny | |
 //!   | high | `*` allow (`edit`, `bash`, `webfetch`, `external_directory`, `doom_loop` too) | `--auto` |
 //!
-//!   `edit` governs `write`, `edit` and `patch`. Checked with the real CLI: at read_only `write`,
+//!   `edit` governs `write`, `edit` and `patch`. OpenCode merges `OPENCODE_PERMISSION` over the
+//!   config's `permission`, key by key (its config loader), so a user's rules for other keys stay;
+//!   rules a user config gives one agent (`agent.build.permission`) are not ours to see. Checked with the real CLI: at read_only `write`,
 //!   `edit` and `bash` are unavailable and nothing is written; with `external_directory` deny a
 //!   `bash` or `write` touching a path outside the project is refused and the run finishes.
 //! - **Environment:** `OPENCODE_DISABLE_AUTOUPDATE=1` and `OPENCODE_DISABLE_MODELS_FETCH=1` unless
