@@ -2,7 +2,7 @@
 //!
 //! Every line is `{type, timestamp, sessionID, part | error}` (OpenCode 1.18.33; the recorded
 //! cases `basic-tool-turn`, `edit-existing-file`, `permission-deny-and-ask`, `model-error-400`
-//! of `shared/fixtures/opencode-1.18.33`). There is **no final event**: a turn is made of steps
+//! of the OpenCode recordings, `tests/fixtures/opencode-1.18.33/`). There is **no final event**: a turn is made of steps
 //! (`step_start` … `step_finish`), and the turn is over when a `step_finish` has
 //! `part.reason == "stop"`. That `step_finish` is read as the [`AgentEvent::Completion`], its
 //! final text the `text` parts of that last step; the engine stops the CLI when it sees it. An

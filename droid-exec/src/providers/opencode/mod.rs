@@ -1,7 +1,7 @@
 //! The OpenCode provider (`opencode-ai` 1.18.33): `opencode run --format json` argv and
 //! environment, its JSON lines read as [`AgentEvent`]s (`events`), its failure texts read as
-//! issues (`findings`). Facts from `shared/reference/agent-clis.md` §7 and the recorded cases of
-//! `shared/fixtures/opencode-1.18.33` (copied where a test uses them to
+//! issues (`findings`). Facts from the project's measurements of OpenCode 1.18.33
+//! (docs/architecture.md#providers) and its recorded cases (copied where a test uses them to
 //! `tests/fixtures/opencode-1.18.33/`), checked again against the real CLI.
 //!
 //! Choices:
