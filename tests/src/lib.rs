@@ -28,6 +28,7 @@ pub mod droid_home;
 pub mod fake_droid;
 pub mod gemini_home;
 mod http1;
+pub mod opencode_home;
 pub mod procs;
 pub mod scripted_model;
 pub mod temp_dir;

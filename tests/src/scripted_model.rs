@@ -67,6 +67,14 @@
 //! counted per turn; [`ScriptedModel::set_script`] resets the counts. `GET` on any path answers a
 //! model list; `POST …/__reset` resets the attempt counts.
 //!
+//! # Side calls
+//! [`ScriptedModel::set_aux_text`] turns on one more rule: a chat-completions request that offers
+//! **no tools** (`tools` absent or empty) is a side call, such as OpenCode's title generation,
+//! which it sends beside every new session's first turn. It is answered with that plain text
+//! (streamed or not, as asked), recorded with `"aux": true`, and consumes nothing: it is no turn
+//! of the script and counts as no attempt. Off by default (droid's requests always offer tools,
+//! and the self-tests post bare requests).
+//!
 //! # Records
 //! Every request is recorded as
 //! `{"method","path","turn","attempt","headers","auth_present","body"}` (chat completions; headers
@@ -139,6 +147,7 @@ impl ScriptedModel {
                 script_mtime,
                 attempts: HashMap::new(),
                 requests: Vec::new(),
+                aux_text: None,
             }),
             request_count: count_tx,
             options,
@@ -188,6 +197,12 @@ impl ScriptedModel {
         state.attempts.clear();
     }
 
+    /// Answers every chat-completions request that offers no tools with `text`, outside the
+    /// script (see the module doc's "Side calls").
+    pub fn set_aux_text(&self, text: impl Into<String>) {
+        self.shared.lock().aux_text = Some(text.into());
+    }
+
     /// Waits until at least `n` requests were recorded; false if `timeout` passed first.
     pub async fn wait_for_requests(&self, n: usize, timeout: Duration) -> bool {
         let mut count = self.request_count.clone();
@@ -222,6 +237,8 @@ struct State {
     /// Requests seen per turn since the script was last set.
     attempts: HashMap<usize, u64>,
     requests: Vec<Value>,
+    /// The answer to requests that offer no tools, when set ([`ScriptedModel::set_aux_text`]).
+    aux_text: Option<String>,
 }
 
 impl Shared {
@@ -500,8 +517,15 @@ async fn chat_completions(
         .unwrap_or_else(|_| json!({"_unparsed": String::from_utf8_lossy(&request.body)}));
     let script = shared.script();
     let turn = turn_of(&body);
-    let step = step_for(&script, turn);
-    let attempt = shared.next_attempt(turn);
+    let offers_tools = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty());
+    let aux = shared.lock().aux_text.clone().filter(|_| !offers_tools);
+    let (step, attempt) = match &aux {
+        Some(text) => (json!({"text": text}), 0),
+        None => (step_for(&script, turn), shared.next_attempt(turn)),
+    };
     let headers: serde_json::Map<String, Value> = request
         .headers
         .iter()
@@ -509,7 +533,7 @@ async fn chat_completions(
         .map(|(k, v)| (k.clone(), Value::String(v.clone())))
         .collect();
     let auth_present = request.header("authorization").is_some();
-    shared.record(json!({
+    let mut record = json!({
         "method": "POST",
         "path": request.path,
         "turn": turn,
@@ -517,7 +541,11 @@ async fn chat_completions(
         "headers": headers,
         "auth_present": auth_present,
         "body": body,
-    }));
+    });
+    if aux.is_some() {
+        record["aux"] = Value::Bool(true);
+    }
+    shared.record(record);
 
     if let Some(sleep) = seconds(&step, "sleep") {
         tokio::time::sleep(sleep).await;

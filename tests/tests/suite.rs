@@ -27,6 +27,7 @@ mod packaging;
 mod provider_claude;
 mod provider_codex;
 mod provider_gemini;
+mod provider_opencode;
 mod result_shape;
 mod security;
 mod setup_mcp;

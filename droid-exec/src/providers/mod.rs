@@ -48,6 +48,17 @@ pub struct Invocation<'a> {
     /// The engine runs as root (Claude Code refuses `bypassPermissions` as root unless told it
     /// is sandboxed).
     pub as_root: bool,
+    /// The environment the run passes on to the CLI before [`Provider::env`] is added (the
+    /// provider's own variables included): what the caller has set, for a provider whose fixed
+    /// variables are only defaults.
+    pub env: &'a [(OsString, OsString)],
+}
+
+impl Invocation<'_> {
+    /// The caller set `name` for this run.
+    pub fn has_env(&self, name: &str) -> bool {
+        self.env.iter().any(|(k, _)| k == name)
+    }
 }
 
 /// How the prompt reaches the CLI.

@@ -476,20 +476,6 @@ impl Engine {
                 .flatten()
         });
         let autonomy = req.effective_autonomy(cfg.max_autonomy);
-        let inv = Invocation {
-            cwd: root,
-            prompt_file: &prompt_file,
-            run_dir: scratch.path(),
-            autonomy,
-            model: model.as_deref(),
-            reasoning_effort: req.reasoning_effort.as_deref(),
-            session_id: req.session_id.as_deref(),
-            as_root: nix::unistd::geteuid().is_root(),
-        };
-        let args = match provider.args(&inv) {
-            Ok(a) => a,
-            Err(unsupported) => return refused_by_provider(provider, &unsupported),
-        };
         let marker = marker.to_owned();
         // the verification commands get the base environment; the agent gets it without the
         // other providers' variables (their keys), plus what its provider sets
@@ -506,7 +492,25 @@ impl Engine {
             .filter(|(k, _)| providers::env_allowed(provider.id(), &k.to_string_lossy()))
             .cloned()
             .collect();
-        for (k, v) in provider.env(&inv) {
+        let inv = Invocation {
+            cwd: root,
+            prompt_file: &prompt_file,
+            run_dir: scratch.path(),
+            autonomy,
+            model: model.as_deref(),
+            reasoning_effort: req.reasoning_effort.as_deref(),
+            session_id: req.session_id.as_deref(),
+            as_root: nix::unistd::geteuid().is_root(),
+            env: &agent_env,
+        };
+        let args = match provider.args(&inv) {
+            Ok(a) => a,
+            Err(unsupported) => return refused_by_provider(provider, &unsupported),
+        };
+        // the provider's variables win over the caller's (a provider that only means defaults
+        // leaves out what `inv.env` already has)
+        let fixed = provider.env(&inv);
+        for (k, v) in fixed {
             agent_env.retain(|(name, _)| *name != k);
             agent_env.push((k, v));
         }

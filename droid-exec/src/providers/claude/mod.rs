@@ -125,15 +125,32 @@ impl Provider for Claude {
     }
 
     fn env(&self, inv: &Invocation<'_>) -> Vec<(OsString, OsString)> {
-        let mut env: Vec<(OsString, OsString)> = vec![
-            ("CLAUDE_CODE_MAX_RETRIES".into(), MAX_RETRIES.into()),
-            ("DISABLE_AUTOUPDATER".into(), "1".into()),
-            ("DISABLE_TELEMETRY".into(), "1".into()),
-        ];
+        // defaults: a value the caller set for the run is kept
+        let mut env: Vec<(OsString, OsString)> = [
+            ("CLAUDE_CODE_MAX_RETRIES", MAX_RETRIES),
+            ("DISABLE_AUTOUPDATER", "1"),
+            ("DISABLE_TELEMETRY", "1"),
+        ]
+        .into_iter()
+        .filter(|(k, _)| !inv.has_env(k))
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
         if inv.as_root && inv.autonomy == Autonomy::High {
             env.push(("IS_SANDBOX".into(), "1".into()));
         }
         env
+    }
+
+    fn auth_vars(&self) -> &'static [&'static str] {
+        &[
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_AUTH_TOKEN",
+            "CLAUDE_CODE_OAUTH_TOKEN",
+        ]
+    }
+
+    fn auth_files(&self) -> &'static [&'static str] {
+        &[".claude/.credentials.json"]
     }
 
     fn env_names(&self) -> EnvNames {
@@ -189,6 +206,7 @@ mod tests {
             reasoning_effort: None,
             session_id: None,
             as_root: false,
+            env: &[],
         }
     }
 

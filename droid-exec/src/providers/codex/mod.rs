@@ -134,6 +134,14 @@ impl Provider for Codex {
         Ok(a)
     }
 
+    fn auth_vars(&self) -> &'static [&'static str] {
+        &["OPENAI_API_KEY", "CODEX_API_KEY"]
+    }
+
+    fn auth_files(&self) -> &'static [&'static str] {
+        &[".codex/config.toml", ".codex/auth.json"]
+    }
+
     fn env_names(&self) -> EnvNames {
         ENV
     }
@@ -190,6 +198,7 @@ mod tests {
             reasoning_effort: Some("high"),
             session_id: session,
             as_root: false,
+            env: &[],
         }
     }
 

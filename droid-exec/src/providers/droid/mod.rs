@@ -369,6 +369,7 @@ mod tests {
             reasoning_effort: Some("high"),
             session_id: None,
             as_root: false,
+            env: &[],
         };
         let args: Vec<String> = Droid
             .args(&inv)

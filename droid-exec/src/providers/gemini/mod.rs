@@ -125,6 +125,18 @@ impl Provider for Gemini {
         Ok(a)
     }
 
+    fn auth_vars(&self) -> &'static [&'static str] {
+        &[
+            "GEMINI_API_KEY",
+            "GOOGLE_API_KEY",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+        ]
+    }
+
+    fn auth_files(&self) -> &'static [&'static str] {
+        &[".gemini/oauth_creds.json"]
+    }
+
     fn env_names(&self) -> EnvNames {
         ENV
     }
@@ -186,6 +198,7 @@ mod tests {
             reasoning_effort: None,
             session_id: session,
             as_root: false,
+            env: &[],
         };
         Gemini
             .args(&inv)
@@ -245,6 +258,7 @@ mod tests {
             reasoning_effort: Some("high"),
             session_id: None,
             as_root: false,
+            env: &[],
         };
         let err = Gemini.args(&inv).unwrap_err();
         assert_eq!(err.field, "reasoning_effort");
