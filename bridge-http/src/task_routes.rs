@@ -100,6 +100,7 @@ fn filter(query: Option<&str>) -> Result<TaskFilter, String> {
         state: None,
         limit: Some(DEFAULT_LIMIT),
         after: None,
+        provider: None,
     };
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));

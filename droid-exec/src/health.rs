@@ -262,6 +262,18 @@ async fn droid_check(cfg: &EngineConfig, mode: Mode) -> Check {
     }
 }
 
+/// What `ping` says of one provider (MCP `ping_<provider>`, `droid-executor ping <provider>`):
+/// for droid its program and version, and its authentication; for the others their one line
+/// (found, version, endpoint or credentials configured, or what to do). Fast: the version comes
+/// from the npm package when there is one.
+pub async fn provider_checks(cfg: &EngineConfig, env: &EnvMap, id: ProviderId) -> Vec<Check> {
+    if id == ProviderId::Droid {
+        vec![droid_check(cfg, Mode::Ping).await, auth_check(env)]
+    } else {
+        vec![agent_check(cfg, env, id, Mode::Ping).await]
+    }
+}
+
 /// The line of a provider other than droid: its program found, its version, and whether its
 /// endpoint or credentials are configured (one of its variables set, or one of its files under
 /// `$HOME`). Never a FAIL: a provider nobody asks for needs nothing; a request naming a missing

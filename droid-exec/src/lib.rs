@@ -24,6 +24,7 @@
 //!   [`Engine::settled`] (see `reap.rs`);
 //! - outcomes (timeout, cancel, droid failing) are data in the result; `Err` means "could not run".
 
+pub mod ask;
 pub mod bind_address;
 pub mod config;
 pub mod error;

@@ -28,6 +28,7 @@ mod provider_claude;
 mod provider_codex;
 mod provider_gemini;
 mod provider_opencode;
+mod providers_front_ends;
 mod result_shape;
 mod security;
 mod setup_mcp;

@@ -210,6 +210,7 @@ pub(crate) async fn tasks(args: TasksArgs, config: Option<&PathBuf>) -> ExitCode
                 state,
                 limit,
                 after: None,
+                provider: None,
             };
             let listing = match tasks.survey(&filter).await {
                 Ok(l) => l,

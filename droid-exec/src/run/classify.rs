@@ -166,6 +166,10 @@ pub struct Findings {
     pub permission_denied: bool,
     /// The most telling error message, for the summary.
     pub headline: Option<String>,
+    /// The issue [`Findings::stderr_fallback`] added: the engine drops it when the run was
+    /// stopped by us (a timeout or a cancel), whose stderr is what the agent printed while it
+    /// waited, not why it failed (its lines stay in `logs`).
+    pub from_stderr: bool,
 }
 
 impl Findings {
@@ -196,6 +200,7 @@ impl Findings {
         }
         let first = stderr.lines().next().unwrap_or(stderr);
         self.headline_once(first);
+        self.from_stderr = true;
         self.add(Issue::new(
             IssueType::AgentError,
             format!("{agent} said on stderr: {}", head_str(first, 500)),

@@ -985,7 +985,13 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
 
     let mut commands = agent_commands(&sup.events, a.excerpt_bytes, a.redact);
     let completed = sup.end == RunEnd::Completed;
-    let found = a.provider.findings(&sup.events, &stderr, completed);
+    let mut found = a.provider.findings(&sup.events, &stderr, completed);
+    if found.from_stderr && matches!(sup.end, RunEnd::TimedOut | RunEnd::Cancelled) {
+        // we stopped it: what it printed while waiting is in `logs`, not a failure of its own
+        found.issues.retain(|i| {
+            !(i.kind == IssueType::AgentError && i.description.contains(" said on stderr: "))
+        });
+    }
     issues.extend(found.issues.iter().cloned());
     issues.extend(report.issues.iter().map(|i| Issue {
         description: a.redact.apply(&i.description),

@@ -34,7 +34,9 @@ pub mod worker;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use droid_contract::{ExecutionRequest, ExecutionResult, Issue, IssueType, TaskRecord, TaskState};
+use droid_contract::{
+    ExecutionRequest, ExecutionResult, Issue, IssueType, ProviderId, TaskRecord, TaskState,
+};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt as _;
 use tokio_util::sync::CancellationToken;
@@ -72,6 +74,8 @@ pub struct TaskFilter {
     /// Only tasks after this one in the listing's order (the last of the previous page): a
     /// cursor, so the next page starts where the last ended without reading what came before.
     pub after: Option<String>,
+    /// Only tasks of this provider (told by the id alone: nothing is read for the others).
+    pub provider: Option<ProviderId>,
 }
 
 /// How far a follower has read a task's event log (see [`Tasks::events_from`]).
@@ -349,7 +353,10 @@ impl Tasks {
     /// [`EngineError::NoSuchTask`] when `filter.after` names no task (malformed, or removed
     /// since: list again from the start).
     pub async fn survey(&self, filter: &TaskFilter) -> Result<TaskListing, EngineError> {
-        let (keys, mut damaged) = self.store.newest_first()?;
+        let (mut keys, mut damaged) = self.store.newest_first()?;
+        if let Some(p) = filter.provider {
+            keys.retain(|(_, key)| key.provider() == p);
+        }
         // the cursor: its second and its submission number
         let cursor = match &filter.after {
             None => None,
@@ -492,6 +499,19 @@ impl Tasks {
     pub async fn latest(&self) -> Result<Option<TaskRecord>, EngineError> {
         let filter = TaskFilter {
             limit: Some(1),
+            ..TaskFilter::default()
+        };
+        Ok(self.survey(&filter).await?.tasks.into_iter().next())
+    }
+
+    /// The most recently submitted task of `provider` (seed 002's `pend` without a task id).
+    ///
+    /// # Errors
+    /// As [`Tasks::list`].
+    pub async fn latest_of(&self, provider: ProviderId) -> Result<Option<TaskRecord>, EngineError> {
+        let filter = TaskFilter {
+            limit: Some(1),
+            provider: Some(provider),
             ..TaskFilter::default()
         };
         Ok(self.survey(&filter).await?.tasks.into_iter().next())
@@ -982,6 +1002,7 @@ mod tests {
             state,
             limit: Some(limit),
             after: after.map(str::to_owned),
+            provider: None,
         };
         assert_eq!(st.ids(&limited(2, None, None)), all[..2]);
         assert_eq!(
