@@ -70,9 +70,13 @@ pub(crate) fn report(r: &ExecutionResult) -> String {
                 CommandSource::Agent => agent,
                 CommandSource::Verify => "verify",
             };
-            let code = c
-                .exit_code
-                .map_or_else(|| "killed".to_owned(), |c| format!("exit {c}"));
+            // no code: a verification command was killed (its deadline); an agent's command
+            // may simply not say (Gemini CLI never reports one), or was cut short
+            let code = match (c.exit_code, c.source) {
+                (Some(code), _) => format!("exit {code}"),
+                (None, CommandSource::Verify) => "killed".to_owned(),
+                (None, CommandSource::Agent) => "exit ?".to_owned(),
+            };
             let _ = writeln!(s, "  {who:<8} {code:>7}  {}", c.command);
         }
     }

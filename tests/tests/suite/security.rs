@@ -2144,9 +2144,17 @@ async fn a_queued_task_never_runs_in_a_repo_root_swapped_for_a_symlink() {
     let c = submit(&tasks, &req(&link, "Through a link", hang)).await;
     reach(&tasks, &c, TaskState::Running).await;
     let supervisor = store.supervisor(&c);
+    // "running" is the supervisor's word, before droid's first step: wait for droid's mark
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !inside.join("droid-was-here.txt").exists() {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "droid never worked in the link's target"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     tasks.cancel(&c).await.unwrap();
     assert_eq!(finish(&tasks, &c).await.state, TaskState::Cancelled);
-    assert!(inside.join("droid-was-here.txt").exists());
     assert_task_ended(&c, supervisor).await;
 }
 
