@@ -1,7 +1,8 @@
 //! The `provider` field through every front-end of the binary, with the real Codex CLI (the
 //! fastest of the four) against the scripted model: `run --provider codex` and its human report,
 //! MCP `droid_submit`/`droid_pend` (the task id names the provider, the record's result names
-//! the agent), `tasks list` (a PROVIDER column), and a provider that is not one refused by name.
+//! the agent), `tasks list` (a PROVIDER column), the bridge's `POST /execute`, and a provider
+//! that is not one refused by name.
 
 use std::ffi::OsString;
 
@@ -13,6 +14,7 @@ use tests::codex_home::{CodexHome, KEY_VAR, MODEL};
 use tests::scripted_model::ScriptedModel;
 
 use super::binary::{droid_executor, git_repo_at};
+use super::bridge_harness::ServeProc;
 use super::mcp_stdio::{Server, record_of};
 
 /// Codex's `apply_patch` adding `name` with one line, then its final message.
@@ -170,4 +172,51 @@ async fn mcp_submit_with_a_provider_gives_a_task_of_that_provider() {
             && listed.stdout.lines().next().unwrap().contains("PROVIDER"),
         "{listed:#?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bridge_runs_a_request_naming_codex() {
+    let model = ScriptedModel::start(create_then_say("d.txt"))
+        .await
+        .unwrap();
+    let (home, env) = world(&model);
+    let repo = repo(&home);
+    let serve = ServeProc::start(&[], &env, home.path()).await;
+    let body = home.path().join("request.json");
+    std::fs::write(
+        &body,
+        json!({"objective": "Create d.txt", "context": {"repo_root": repo},
+               "provider": "codex", "model": MODEL, "autonomy": "low",
+               "suggested_commands": ["test -f d.txt"]})
+        .to_string(),
+    )
+    .unwrap();
+    let out = tokio::process::Command::new("curl")
+        .args([
+            "-s",
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+        ])
+        .arg(format!("@{}", body.display()))
+        .arg(serve.url("/execute"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("curl runs (apt-get install curl)");
+    let (code, log) = serve.stop().await;
+    let res: droid_contract::ExecutionResult =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "not a result ({e}): {}\nserve exited {code:?}:\n{log}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+    assert_eq!(res.status, Status::Success, "{res:#?}");
+    assert_eq!(
+        res.agent.as_ref().map(|a| a.provider),
+        Some(ProviderId::Codex)
+    );
+    assert_eq!(res.files_changed[0].path, "d.txt");
+    assert_eq!(res.tests.passed, Some(true));
 }
