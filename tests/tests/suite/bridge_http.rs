@@ -421,7 +421,7 @@ pub(super) const JSON: (&str, &str) = ("Content-Type", "application/json");
 
 /// `curl --silent --show-error --max-time 60 ARGS`, output piped.
 #[allow(clippy::disallowed_methods)] // the suite runs a third-party client
-fn curl(args: &[&str]) -> Child {
+pub(super) fn curl(args: &[&str]) -> Child {
     tokio::process::Command::new("curl")
         .args(["--silent", "--show-error", "--max-time", "60"])
         .args(args)

@@ -191,19 +191,18 @@ async fn the_bridge_runs_a_request_naming_codex() {
         .to_string(),
     )
     .unwrap();
-    let out = tokio::process::Command::new("curl")
-        .args([
-            "-s",
-            "-H",
-            "content-type: application/json",
-            "--data-binary",
-        ])
-        .arg(format!("@{}", body.display()))
-        .arg(serve.url("/execute"))
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .expect("curl runs (apt-get install curl)");
+    let data = format!("@{}", body.display());
+    let url = serve.url("/execute");
+    let out = super::bridge_http::curl(&[
+        "-H",
+        "content-type: application/json",
+        "--data-binary",
+        &data,
+        &url,
+    ])
+    .wait_with_output()
+    .await
+    .unwrap();
     let (code, log) = serve.stop().await;
     let res: droid_contract::ExecutionResult =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
