@@ -9,6 +9,7 @@ mod bridge_real_droid;
 mod cli;
 mod common;
 mod config_show;
+mod delegation_cli;
 mod doctor;
 mod engine_fake_droid;
 mod engine_real_droid;
