@@ -193,7 +193,8 @@ async fn droid_delegates_to_codex_through_the_fallback_skill_without_mcp() {
         .unwrap_or_else(|| panic!("no tool result: {droid:#?}"));
     assert_eq!(result["isError"], json!(false), "{result:#}");
     let value = result["value"].to_string();
-    let id = codex_task_id(&value).unwrap_or_else(|| panic!("no task id in {value}"));
+    let id = codex_task_id(&value)
+        .unwrap_or_else(|| panic!("no task id in {value}; droid's stderr: {}", droid.stderr));
 
     // the reply of the real Codex
     let pend = droid_executor(&["pend", "codex", &id, "--wait", "60"], &env, &repo).await;
