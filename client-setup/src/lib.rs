@@ -1,12 +1,14 @@
 //! client-setup: what `droid-executor setup` does to the clients around the engine — registering
 //! droid-executor as an MCP server with droid, Claude Code and Codex ([`register`]), installing
-//! the Agent Skill ([`skill`]) — and `doctor`'s check of that skill ([`skill_check`]). These are
+//! the Agent Skill ([`skill`]) and the short fallback skills `ask-<provider>` ([`fallback_skills`])
+//! — and `doctor`'s check of that skill ([`skill_check`]). These are
 //! front-end concerns: the engine (`droid-exec`) runs tasks and knows nothing of them.
 //!
 //! It must not depend on a front-end crate (wrapper-cli, bridge-http, mcp-stdio), hyper or clap;
 //! every process it starts (`droid mcp add`, `claude mcp add`) is started through the engine's
 //! `droid_exec::run::spawn`.
 
+pub mod fallback_skills;
 pub mod register;
 pub mod skill;
 pub mod skill_check;

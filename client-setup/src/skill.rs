@@ -1,6 +1,7 @@
 //! Installing the Agent Skill (`droid-executor setup skill [--dir SKILLS_ROOT]`): the bundled
 //! files are written to `SKILLS_ROOT/droid-executor/`, idempotently, and local edits are never
-//! overwritten silently.
+//! overwritten silently. The fallback skills ([`crate::fallback_skills`]) are installed the same
+//! way, each in its own folder `SKILLS_ROOT/ask-<provider>/` ([`plan_skill_named`]).
 //!
 //! Beside the files, `.droid-executor-install.json` records the FNV-1a hash of what was written.
 //! For each bundled file: missing → create; identical → nothing; still as we wrote it (its hash
@@ -84,7 +85,20 @@ fn manifest(dir: &Path) -> Manifest {
 /// # Errors
 /// [`EngineError::Io`] when an existing file cannot be read.
 pub fn plan_skill(root: &Path, files: &[SkillFile]) -> Result<SkillPlan, EngineError> {
-    let dir = root.join(SKILL_NAME);
+    plan_skill_named(root, SKILL_NAME, files)
+}
+
+/// What installing `files` as the skill `name` (its folder `root/name`) would do: the same
+/// rules as [`plan_skill`] for another skill (the fallback skills `ask-<provider>`).
+///
+/// # Errors
+/// [`EngineError::Io`] when an existing file cannot be read.
+pub fn plan_skill_named(
+    root: &Path,
+    name: &str,
+    files: &[SkillFile],
+) -> Result<SkillPlan, EngineError> {
+    let dir = root.join(name);
     let recorded = manifest(&dir);
     let mut out = Vec::new();
     for f in files {

@@ -22,6 +22,13 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Run one task through droid and print the result.
     Run(Box<crate::run::RunArgs>),
+    /// Ask a provider (codex, claude, gemini, opencode, droid) in your own words; with
+    /// --background, print a task id at once (fetch the reply with `pend`).
+    Ask(Box<crate::ask::AskArgs>),
+    /// Fetch a provider's task (default: its latest): the agent's reply, then the result.
+    Pend(crate::pend::PendArgs),
+    /// Is each provider's CLI found, which version, is an endpoint or key configured?
+    Ping(crate::ping::PingArgs),
     /// Print the JSON Schema (draft 2020-12) of the request or the result.
     Schema {
         /// Which schema.
@@ -162,6 +169,9 @@ pub(crate) fn settings(config: Option<&PathBuf>, env: &EnvMap) -> anyhow::Result
 pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => crate::run::run(*args, cli.config.as_ref()).await,
+        Command::Ask(args) => crate::ask::ask(*args, cli.config.as_ref()).await,
+        Command::Pend(args) => crate::pend::pend(args, cli.config.as_ref()).await,
+        Command::Ping(args) => crate::ping::ping(args, cli.config.as_ref()).await,
         Command::Schema { which } => {
             let schema = match which {
                 SchemaKind::Request => droid_contract::request_schema(),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use client_setup::SkillsRoot;
-use droid_exec::health::{self, Level};
+use droid_exec::health::{self, Check, Level};
 use serde_json::json;
 
 use crate::cli::env_map;
@@ -31,32 +31,9 @@ pub(crate) async fn doctor(
     ));
     let failed = checks.iter().any(|c| c.level == Level::Fail);
     let out = if json_out {
-        let v: Vec<serde_json::Value> = checks
-            .iter()
-            .map(|c| {
-                json!({"check": c.name, "level": match c.level { Level::Ok => "ok", Level::Warn => "warn", Level::Fail => "fail" },
-                       "detail": c.detail, "fix": c.fix})
-            })
-            .collect();
-        serde_json::to_string_pretty(&v).unwrap_or_default()
+        checks_json(&checks)
     } else {
-        checks
-            .iter()
-            .map(|c| {
-                let tag = format!("{:<4}", c.level.tag());
-                // a detail of several lines (a TOML error quotes the line) stays under its check
-                let detail = c.detail.trim_end().replace('\n', &format!("\n{:19}", ""));
-                if c.fix.is_empty() {
-                    format!("{tag} {:<13} {detail}", c.name)
-                } else {
-                    format!(
-                        "{tag} {:<13} {detail}\n     {:<13} fix: {}",
-                        c.name, "", c.fix
-                    )
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        checks_text(&checks)
     };
     crate::cli::say(&out);
     if failed {
@@ -64,4 +41,38 @@ pub(crate) async fn doctor(
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Checks as a JSON array of `{"check", "level", "detail", "fix"}` (`doctor --json`, `ping --json`).
+pub(crate) fn checks_json(checks: &[Check]) -> String {
+    let v: Vec<serde_json::Value> = checks
+        .iter()
+        .map(|c| {
+            json!({"check": c.name, "level": match c.level { Level::Ok => "ok", Level::Warn => "warn", Level::Fail => "fail" },
+                   "detail": c.detail, "fix": c.fix})
+        })
+        .collect();
+    serde_json::to_string_pretty(&v).unwrap_or_default()
+}
+
+/// Checks as lines for people: `OK   name          detail`, the fix indented below (`doctor`,
+/// `ping`).
+pub(crate) fn checks_text(checks: &[Check]) -> String {
+    checks
+        .iter()
+        .map(|c| {
+            let tag = format!("{:<4}", c.level.tag());
+            // a detail of several lines (a TOML error quotes the line) stays under its check
+            let detail = c.detail.trim_end().replace('\n', &format!("\n{:19}", ""));
+            if c.fix.is_empty() {
+                format!("{tag} {:<13} {detail}", c.name)
+            } else {
+                format!(
+                    "{tag} {:<13} {detail}\n     {:<13} fix: {}",
+                    c.name, "", c.fix
+                )
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

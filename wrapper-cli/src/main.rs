@@ -1,19 +1,24 @@
-//! `droid-executor`: one binary carrying every front-end of the executor (`run`, `tasks`,
-//! `mcp`, `serve` and `bridge`, `setup`, `config`, `schema`, `doctor`, the hidden `worker` that
-//! supervises a background task, and the hidden `guard` that ends what a run leaves behind when
-//! the process running it dies; `acp` when its issue lands). It decodes the command line,
-//! calls the `droid-exec` engine, and encodes the answer; it spawns nothing itself.
+//! `droid-executor`: one binary carrying every front-end of the executor (`run`, `tasks`, seed
+//! 002's `ask`/`pend`/`ping` shortcuts over them, `mcp`, `serve` and `bridge`, `setup`,
+//! `config`, `schema`, `doctor`, the hidden `worker` that supervises a background task, and the
+//! hidden `guard` that ends what a run leaves behind when the process running it dies; `acp`
+//! when its issue lands). It decodes the command line, calls the `droid-exec` engine, and
+//! encodes the answer; it spawns nothing itself.
 //!
 //! Exit codes: 0 success, 1 the task ran but did not succeed (failed, partial, timeout, cancelled),
-//! 2 usage errors and `error` results (nothing ran), 3 `tasks wait` on an unfinished task, 4 the
-//! answer could not be written to stdout (a pipe whose reader has gone: the result is lost, a
-//! background task keeps it in the store).
+//! 2 usage errors and `error` results (nothing ran), 3 `tasks wait` or `pend` on an unfinished
+//! task, 4 the answer could not be written to stdout (a pipe whose reader has gone: the result is
+//! lost, a background task keeps it in the store). `ping`, like `doctor`: 0 no check failed, 1
+//! one did.
 
+mod ask;
 mod bridge;
 mod cli;
 mod config_cmd;
 mod doctor;
 mod mcp;
+mod pend;
+mod ping;
 mod render;
 mod run;
 mod serve;

@@ -10,6 +10,15 @@ use tokio::sync::mpsc;
 
 /// The result as a short report.
 pub(crate) fn report(r: &ExecutionResult) -> String {
+    report_with(r, true)
+}
+
+/// The report of a result whose summary (the agent's final reply) is shown above it (`pend`).
+pub(crate) fn report_under_reply(r: &ExecutionResult) -> String {
+    report_with(r, false)
+}
+
+fn report_with(r: &ExecutionResult, with_summary: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -35,7 +44,9 @@ pub(crate) fn report(r: &ExecutionResult) -> String {
             a.provider.display_name()
         );
     }
-    let _ = writeln!(s, "summary: {}", r.summary);
+    if with_summary {
+        let _ = writeln!(s, "summary: {}", r.summary);
+    }
     if !r.files_changed.is_empty() {
         let _ = writeln!(s, "files changed:");
         for f in &r.files_changed {

@@ -329,7 +329,7 @@ pub(crate) fn exit_code(status: Status) -> ExitCode {
 
 /// Print the result on stdout; its exit code, or [`UNDELIVERED`] when stdout is closed or its
 /// reader has gone (the result would be lost: that is not a success, whatever the run did).
-fn print_result(result: &ExecutionResult, json: bool) -> ExitCode {
+pub(crate) fn print_result(result: &ExecutionResult, json: bool) -> ExitCode {
     let text = if json {
         serde_json::to_string_pretty(result).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     } else {
@@ -374,12 +374,27 @@ pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
     if args.via == Via::Bridge {
         return via_bridge(&request, &args, &settings, &env, config).await;
     }
+    let follow = |id: &str| format!("droid-executor tasks wait {id}");
+    let background = args
+        .background
+        .then_some(&follow as &dyn Fn(&str) -> String);
+    in_process(cfg, &request, args.json, background).await
+}
+
+/// Run `request` in this process and print its result, or with `background` (which tells how to
+/// follow a task, given its id) submit it and print its id: `run` and `ask` alike.
+pub(crate) async fn in_process(
+    cfg: droid_exec::EngineConfig,
+    request: &Value,
+    json: bool,
+    background: Option<&dyn Fn(&str) -> String>,
+) -> ExitCode {
     if let Ok(tasks) = Tasks::open(&cfg) {
         clean_expired(&tasks).await;
     }
     let engine = Engine::new(cfg);
-    if args.background {
-        return submit(&engine, &request, &args).await;
+    if let Some(follow) = background {
+        return submit(&engine, request, json, follow).await;
     }
     let cancel = CancellationToken::new();
     let signals = match cancel_on_signals(cancel.clone(), "cancelling (stopping droid)…") {
@@ -393,12 +408,12 @@ pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
     let progress = std::io::stderr()
         .is_terminal()
         .then(|| tokio::spawn(render::progress(rx)));
-    let result = engine.execute(&request, cancel, Some(tx)).await;
+    let result = engine.execute(request, cancel, Some(tx)).await;
     signals.abort();
     if let Some(p) = progress {
         let _ = p.await;
     }
-    let code = print_result(&result, args.json);
+    let code = print_result(&result, json);
     // the result is out, and our caller waits for our exit: droid, stopped at its completion
     // event, is killed and its tree ended now rather than at the end of its SIGTERM grace
     engine.settle_now().await;
@@ -442,7 +457,9 @@ async fn via_bridge(
     let client = bridge_http::client::Client::new(t.addr, t.token.clone());
     if args.background {
         return match client.submit(request).await {
-            Ok(Ok(id)) => print_submitted(&id, args.json),
+            Ok(Ok(id)) => print_submitted(&id, args.json, &|id| {
+                format!("droid-executor tasks wait {id}")
+            }),
             Ok(Err(result)) => print_result(&result, args.json),
             Err(e) => {
                 eprintln!("droid-executor: {e}");
@@ -465,10 +482,10 @@ async fn via_bridge(
     }
 }
 
-/// A submitted task's id: `{"task_id": …}` with `--json`, else the id and a hint on stderr.
-/// Exit 0, or [`UNDELIVERED`] when stdout is closed (the task runs on; its result stays in the
-/// store).
-fn print_submitted(id: &str, json_out: bool) -> ExitCode {
+/// A submitted task's id: `{"task_id": …}` with `--json`, else the id and on stderr how to
+/// follow it (`follow` gives the command for an id). Exit 0, or [`UNDELIVERED`] when stdout is
+/// closed (the task runs on; its result stays in the store).
+fn print_submitted(id: &str, json_out: bool, follow: &dyn Fn(&str) -> String) -> ExitCode {
     let text = if json_out {
         json!({ "task_id": id }).to_string()
     } else {
@@ -482,14 +499,19 @@ fn print_submitted(id: &str, json_out: bool) -> ExitCode {
         return ExitCode::from(UNDELIVERED);
     }
     if !json_out {
-        eprintln!("droid-executor: follow it with: droid-executor tasks wait {id}");
+        eprintln!("droid-executor: follow it with: {}", follow(id));
     }
     ExitCode::SUCCESS
 }
 
 /// `run --background`: admit the request (an invalid one is answered like a sync run's), submit
 /// it, print the task id.
-async fn submit(engine: &Engine, request: &Value, args: &RunArgs) -> ExitCode {
+async fn submit(
+    engine: &Engine,
+    request: &Value,
+    json: bool,
+    follow: &dyn Fn(&str) -> String,
+) -> ExitCode {
     let req = match engine.admit(request) {
         Ok(r) => r,
         Err(v) => {
@@ -498,7 +520,7 @@ async fn submit(engine: &Engine, request: &Value, args: &RunArgs) -> ExitCode {
                 .and_then(Value::as_str)
                 .map(str::to_owned);
             let result = ExecutionResult::invalid_request(task_id, &v);
-            return print_result(&result, args.json);
+            return print_result(&result, json);
         }
     };
     let submitted = match Tasks::open(engine.config()) {
@@ -506,11 +528,11 @@ async fn submit(engine: &Engine, request: &Value, args: &RunArgs) -> ExitCode {
         Err(e) => Err(e),
     };
     match submitted {
-        Ok(key) => print_submitted(key.as_str(), args.json),
+        Ok(key) => print_submitted(key.as_str(), json, follow),
         Err(e) => {
             let task_id = req.task_id.as_ref().map(|t| t.as_str().to_owned());
             let result = submit_failure(task_id, &e);
-            print_result(&result, args.json)
+            print_result(&result, json)
         }
     }
 }

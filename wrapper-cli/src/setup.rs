@@ -1,15 +1,18 @@
 //! `droid-executor setup mcp --client droid|claude|codex [--allow-tools] [--dry-run]`: register
 //! this binary's MCP server (`<this executable> mcp`) with an MCP client (the engine's `setup`
-//! module does the work; the tool names and the longest call come from `mcp-stdio`). `droid-executor setup skill [--dir SKILLS_ROOT] [--force] [--dry-run]`: install the
-//! Agent Skill built into this binary into `SKILLS_ROOT/droid-executor` (default
-//! `~/.claude/skills`; the engine's `skill_install` module does the work).
+//! module does the work; the tool names and the longest call come from `mcp-stdio`).
+//! `droid-executor setup skill [--client claude|droid] [--dir SKILLS_ROOT] [--force]
+//! [--dry-run]`: install the Agent Skill built into this binary into
+//! `SKILLS_ROOT/droid-executor`, and the client's fallback skills (`ask-<provider>`, every
+//! provider but the client's own) into `SKILLS_ROOT/ask-<provider>` (default root: the client's,
+//! `~/.claude/skills` or `~/.factory/skills`; `client_setup::skill` does the work).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
 use client_setup::register::{McpClient, Plan, Registration, apply, plan};
-use client_setup::skill::{FileAction, install_skill, plan_skill};
+use client_setup::skill::{FileAction, SkillFile, SkillPlan, install_skill, plan_skill_named};
 
 use crate::cli::{engine_config, env_map, settings};
 
@@ -34,9 +37,15 @@ enum SetupCommand {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Install the Agent Skill into SKILLS_ROOT/droid-executor.
+    /// Install the Agent Skill into SKILLS_ROOT/droid-executor, and the fallback skills
+    /// (ask-codex, ask-gemini, …: delegating through the CLI when MCP is not registered) beside
+    /// it.
     Skill {
-        /// The skills root (default: ~/.claude/skills).
+        /// The client whose skills root is the default, and whose own fallback skill is left out:
+        /// claude (~/.claude/skills) or droid (~/.factory/skills).
+        #[arg(long, value_enum, default_value_t = SkillClient::Claude)]
+        client: SkillClient,
+        /// The skills root (default: the client's, ~/.claude/skills).
         #[arg(long, value_name = "SKILLS_ROOT")]
         dir: Option<PathBuf>,
         /// Replace files edited since they were installed (the edited ones are kept as .bak).
@@ -46,6 +55,15 @@ enum SetupCommand {
         #[arg(long)]
         dry_run: bool,
     },
+}
+
+/// A client that reads Agent Skills from a skills root.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum SkillClient {
+    /// Claude Code (`~/.claude/skills`).
+    Claude,
+    /// Factory's droid (`~/.factory/skills`).
+    Droid,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -60,26 +78,50 @@ enum Client {
 
 /// The default skills root: Claude Code's user skills.
 pub(crate) fn default_skills_root(env: &droid_exec::EnvMap) -> Option<PathBuf> {
-    env.get("HOME")
-        .filter(|h| !h.is_empty())
-        .map(|h| PathBuf::from(h).join(".claude/skills"))
+    skills_root_of(SkillClient::Claude, env)
 }
 
-fn skill(dir: Option<PathBuf>, force: bool, dry_run: bool) -> ExitCode {
+/// The client's user skills root: `~/.claude/skills` (Claude Code), `~/.factory/skills` (droid).
+fn skills_root_of(client: SkillClient, env: &droid_exec::EnvMap) -> Option<PathBuf> {
+    let sub = match client {
+        SkillClient::Claude => ".claude/skills",
+        SkillClient::Droid => ".factory/skills",
+    };
+    env.get("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(sub))
+}
+
+/// `setup skill`: the main skill and the client's fallback skills, each in its own folder under
+/// the root. Every skill is planned first; a local edit in any of them refuses the whole install
+/// (nothing written) unless `force`.
+fn skill(client: SkillClient, dir: Option<PathBuf>, force: bool, dry_run: bool) -> ExitCode {
     let env = env_map();
-    let Some(root) = dir.or_else(|| default_skills_root(&env)) else {
+    let Some(root) = dir.or_else(|| skills_root_of(client, &env)) else {
         eprintln!("droid-executor: HOME is not set; name the skills root with --dir");
         return ExitCode::from(2);
     };
-    let files = crate::skill_bundle::FILES;
-    let plan = match plan_skill(&root, files) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("droid-executor: {e}");
-            return ExitCode::from(2);
-        }
+    let client_name = match client {
+        SkillClient::Claude => "claude",
+        SkillClient::Droid => "droid",
     };
-    let print_plan = |done: bool| {
+    let mut skills: Vec<(&str, &[SkillFile])> =
+        vec![(client_setup::skill::SKILL_NAME, crate::skill_bundle::FILES)];
+    skills.extend(
+        client_setup::fallback_skills::for_client(client_name)
+            .map(|f| (f.name, std::slice::from_ref(&f.file))),
+    );
+    let mut plans = Vec::new();
+    for (name, files) in &skills {
+        match plan_skill_named(&root, name, files) {
+            Ok(p) => plans.push(p),
+            Err(e) => {
+                eprintln!("droid-executor: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let print_plan = |plan: &SkillPlan, done: bool| {
         for (rel, action) in &plan.files {
             let verb = match (action, done) {
                 (FileAction::Create, true) => "created",
@@ -95,25 +137,36 @@ fn skill(dir: Option<PathBuf>, force: bool, dry_run: bool) -> ExitCode {
         }
     };
     if dry_run {
-        print_plan(false);
+        for plan in &plans {
+            print_plan(plan, false);
+        }
         return ExitCode::SUCCESS;
     }
-    // what was done is printed once it is done; a refusal or failure changes nothing
-    match install_skill(&plan, files, env!("CARGO_PKG_VERSION"), force) {
-        Ok(()) => {
-            print_plan(true);
-            crate::cli::say(&format!(
-                "skill {} installed in {}",
-                client_setup::skill::SKILL_NAME,
-                plan.dir.display()
-            ));
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("droid-executor: {e}");
-            ExitCode::from(2)
+    // a refusal changes nothing, in any of the skills
+    if !force && let Some(plan) = plans.iter().find(|p| !p.conflicts().is_empty()) {
+        eprintln!(
+            "droid-executor: {}",
+            droid_exec::EngineError::LocalEdits {
+                dir: plan.dir.clone(),
+                files: plan.conflicts().iter().map(|c| (*c).to_owned()).collect(),
+            }
+        );
+        return ExitCode::from(2);
+    }
+    // what was done is printed once it is done
+    for (plan, (name, files)) in plans.iter().zip(&skills) {
+        match install_skill(plan, files, env!("CARGO_PKG_VERSION"), force) {
+            Ok(()) => {
+                print_plan(plan, true);
+                crate::cli::say(&format!("skill {name} installed in {}", plan.dir.display()));
+            }
+            Err(e) => {
+                eprintln!("droid-executor: {e}");
+                return ExitCode::from(2);
+            }
         }
     }
+    ExitCode::SUCCESS
 }
 
 pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode {
@@ -124,10 +177,11 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
             dry_run,
         } => (client, allow_tools, dry_run),
         SetupCommand::Skill {
+            client,
             dir,
             force,
             dry_run,
-        } => return skill(dir, force, dry_run),
+        } => return skill(client, dir, force, dry_run),
     };
     let env = env_map();
     let settings = match settings(config, &env) {

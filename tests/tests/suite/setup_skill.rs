@@ -1,5 +1,5 @@
 //! `droid-executor setup skill [--dir SKILLS_ROOT] [--force] [--dry-run]`: the three files in
-//! `SKILLS_ROOT/droid-executor/`, a second run that changes nothing, `~/.claude/skills` by
+//! `SKILLS_ROOT/droid-executor/` (and the fallback skills `ask-<provider>/SKILL.md` beside it), a second run that changes nothing, `~/.claude/skills` by
 //! default, a dry run that writes nothing, local edits refused (and kept) without `--force` and
 //! backed up with it, and a root that cannot be written refused with a clear message and no
 //! half-installed skill; a backup that cannot be written, or a rename that fails after others
@@ -74,8 +74,13 @@ fn bundled(rel: &str) -> Vec<u8> {
     std::fs::read(workspace_root().join("skill/droid-executor").join(rel)).unwrap()
 }
 
+/// The fallback skills `setup skill` installs for Claude Code beside the main one (every
+/// provider but Claude's own), in the order it prints them.
+const FALLBACKS: [&str; 4] = ["ask-codex", "ask-gemini", "ask-opencode", "ask-droid"];
+
 /// What `setup skill` prints: one `VERB PATH` line per file (the verb padded to 14), then the
-/// summary when it installed.
+/// summary when it installed; then the same for each fallback skill beside it, whose one file
+/// was created (or would be) with the main skill's, and is unchanged otherwise.
 fn listing(dir: &Path, verbs: [&str; 3], installed: bool) -> String {
     let mut out = String::new();
     for (verb, rel) in verbs.iter().zip(FILES) {
@@ -86,6 +91,21 @@ fn listing(dir: &Path, verbs: [&str; 3], installed: bool) -> String {
             "skill droid-executor installed in {}\n",
             dir.display()
         ));
+    }
+    let verb = match verbs[0] {
+        v @ ("created" | "would create") => v,
+        _ => "unchanged",
+    };
+    let root = dir.parent().unwrap();
+    for name in FALLBACKS {
+        let skill = root.join(name);
+        out.push_str(&format!(
+            "{verb:<14} {}\n",
+            skill.join("SKILL.md").display()
+        ));
+        if installed {
+            out.push_str(&format!("skill {name} installed in {}\n", skill.display()));
+        }
     }
     out
 }
@@ -442,4 +462,81 @@ async fn a_rename_failing_after_others_puts_everything_back() {
         )
     );
     assert_eq!(out.stdout, "", "nothing was done, nothing is claimed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_droid_client_gets_factory_skills_and_every_fallback_but_its_own() {
+    let home = Home::new();
+    let out = droid_executor(
+        &["setup", "skill", "--client", "droid"],
+        &home.env(),
+        home.path(),
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let root = home.path().join(".factory/skills");
+    let main = root.join("droid-executor");
+    let mut expected = String::new();
+    for rel in FILES {
+        expected.push_str(&format!("{:<14} {}\n", "created", main.join(rel).display()));
+    }
+    expected.push_str(&format!(
+        "skill droid-executor installed in {}\n",
+        main.display()
+    ));
+    for name in ["ask-codex", "ask-claude", "ask-gemini", "ask-opencode"] {
+        let dir = root.join(name);
+        expected.push_str(&format!(
+            "{:<14} {}\nskill {name} installed in {}\n",
+            "created",
+            dir.join("SKILL.md").display(),
+            dir.display()
+        ));
+        assert!(
+            std::fs::read(dir.join("SKILL.md")).unwrap()
+                == std::fs::read(workspace_root().join("skill").join(name).join("SKILL.md"))
+                    .unwrap(),
+            "{name} is not the repository's file"
+        );
+    }
+    assert_eq!(out.stdout, expected);
+    assert!(
+        !root.join("ask-droid").exists(),
+        "droid does not ask itself"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_fallback_skill_refuses_the_whole_install_unless_forced() {
+    let home = Home::new();
+    assert_eq!(home.setup(&[]).await.code, Some(0));
+    let edited = home.root().join("ask-codex/SKILL.md");
+    std::fs::write(&edited, "my codex notes\n").unwrap();
+    // an older main skill, unedited, would be updated: the refusal leaves it too
+    let main = home.skill().join("SKILL.md");
+    std::fs::remove_file(&main).unwrap();
+    let refused = home.setup(&[]).await;
+    assert_eq!(refused.code, Some(2), "{refused:#?}");
+    assert_eq!(
+        refused.stderr,
+        format!(
+            "droid-executor: {} has local edits in SKILL.md; nothing was changed. Re-run with \
+             --force to replace them (the edited files are kept as <file>.bak)\n",
+            home.root().join("ask-codex").display()
+        )
+    );
+    assert_eq!(refused.stdout, "");
+    assert!(!main.exists(), "nothing was written");
+    assert_eq!(
+        std::fs::read_to_string(&edited).unwrap(),
+        "my codex notes\n"
+    );
+
+    let forced = home.setup(&["--force"]).await;
+    assert_eq!(forced.code, Some(0), "{forced:#?}");
+    assert!(main.exists());
+    assert_eq!(
+        std::fs::read_to_string(home.root().join("ask-codex/SKILL.md.bak")).unwrap(),
+        "my codex notes\n"
+    );
 }

@@ -719,6 +719,53 @@ fn check(shown: &mut Shown, args: &[String], out: &Out, at: &str) {
             assert_eq!(out.code, Some(0), "{at}: {out:#?}");
         }
         ["setup", "mcp", ..] => assert_eq!(out.code, Some(0), "{at}: {out:#?}"),
+        ["setup", "skill", ..] => {
+            assert_eq!(out.code, Some(0), "{at}: {out:#?}");
+            assert!(
+                out.stdout.contains("\nskill ask-codex installed in "),
+                "{at}: {out:#?}"
+            );
+        }
+        ["ask", provider, ..] if a.contains(&"--background") => {
+            assert_eq!(out.code, Some(0), "{at}: {out:#?}");
+            let v = json_of(out, at);
+            let id = v["task_id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{at}: {v:#}"));
+            assert!(
+                id.starts_with(&format!("{provider}-")) && droid_exec::TaskKey::parse(id).is_ok(),
+                "{at}: {id} is a task id of {provider}"
+            );
+        }
+        ["pend", provider, ..] => {
+            // the fake HOME has no such agent CLI: its task ends `error` (exit 2) with the fix
+            assert!(matches!(out.code, Some(0..=3)), "{at}: {out:#?}");
+            if json {
+                let v = json_of(out, at);
+                assert!(
+                    v["task_id"]
+                        .as_str()
+                        .is_some_and(|id| id.starts_with(&format!("{provider}-"))),
+                    "{at}: {out:#?}"
+                );
+                assert!(v["state"].is_string(), "{at}: {out:#?}");
+            }
+        }
+        ["ping", ..] => {
+            assert!(matches!(out.code, Some(0 | 1)), "{at}: {out:#?}");
+            let names: Vec<&str> = out
+                .stdout
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("fix: "))
+                .map(|l| l.split_whitespace().nth(1).unwrap_or_default())
+                .collect();
+            assert_eq!(
+                names,
+                ["droid", "auth", "codex", "claude", "gemini", "opencode"],
+                "{at}:\n{}",
+                out.stdout
+            );
+        }
         ["doctor", ..] => {
             // the fake droid has no key and no custom models: WARN auth; exit 1 only on a FAIL
             assert!(matches!(out.code, Some(0 | 1)), "{at}: {out:#?}");

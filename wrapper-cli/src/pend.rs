@@ -1,0 +1,133 @@
+//! `droid-executor pend <provider> [TASK_ID] [--wait S] [--json]`: seed 002's pend from the
+//! command line (docs/architecture.md#origin), a thin shortcut over `tasks wait`. Without a task
+//! id it takes that provider's latest task ([`droid_exec::Tasks::latest_of`]); an id of another
+//! provider's task is refused, naming both. It waits up to `--wait` seconds (default 0: look
+//! once) and prints the agent's final reply first, then the verified result (status, agent, files
+//! changed, commands, tests, issues); `--json` prints the task record as `tasks show --json` does.
+//!
+//! Exit codes, as `tasks wait`: once the task has finished, as `run` (0 success, 1 failed,
+//! partial, timeout or cancelled, 2 error); 3 when it is still not finished; 2 for usage errors,
+//! an unknown task, a task of another provider or an unusable store.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use droid_contract::{ProviderId, TaskRecord};
+use droid_exec::{TaskKey, Tasks};
+
+use crate::cli::{engine_config, env_map, settings};
+
+/// Exit code of a task that is still not finished (as `tasks wait`).
+const STILL_RUNNING: u8 = 3;
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Exit codes: once the task has finished, 0 success, 1 failed, partial, \
+                        timeout or cancelled, 2 error; 3 still not finished; 2 usage error, \
+                        unknown task, a task of another provider, or an unusable task store."
+)]
+pub(crate) struct PendArgs {
+    /// The provider whose task it is: codex, claude, gemini, opencode or droid.
+    #[arg(value_parser = crate::ask::parse_provider)]
+    provider: ProviderId,
+    /// The task id `ask --background` printed (default: that provider's latest task).
+    task_id: Option<String>,
+    /// Wait up to this many seconds for the task to finish (default 0: look once).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    wait: u64,
+    /// Print the task record as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("droid-executor: {e}");
+    ExitCode::from(2)
+}
+
+/// The task `args` names: its id checked against the provider, or the provider's latest.
+async fn resolve(tasks: &Tasks, provider: ProviderId, id: Option<&str>) -> Result<String, String> {
+    match id {
+        Some(id) => {
+            let key = TaskKey::parse(id).map_err(|e| e.to_string())?;
+            let owner = key.provider();
+            if owner == provider {
+                Ok(key.as_str().to_owned())
+            } else {
+                Err(format!(
+                    "task {id} is a {owner} task, not a {provider} one; fetch it with: \
+                     droid-executor pend {owner} {id}"
+                ))
+            }
+        }
+        None => match tasks.latest_of(provider).await {
+            Ok(Some(rec)) => Ok(rec.task_id),
+            Ok(None) => Err(format!(
+                "no {provider} tasks yet; start one with: droid-executor ask {provider} \
+                 \"MESSAGE\" --background"
+            )),
+            Err(e) => Err(e.to_string()),
+        },
+    }
+}
+
+/// The record for people: the agent's reply first, then the verified result; or, while it
+/// runs, its state and how to wait for it.
+fn show(provider: ProviderId, rec: &TaskRecord) -> String {
+    match &rec.result {
+        Some(result) if rec.state.is_finished() => format!(
+            "{}\n\ntask {}: {}\n{}",
+            result.summary.trim_end(),
+            rec.task_id,
+            rec.state.as_str(),
+            crate::render::report_under_reply(result)
+        ),
+        _ => format!(
+            "task {}: {} (created {}, updated {})\nnot finished; wait for it with: \
+             droid-executor pend {provider} {} --wait 60",
+            rec.task_id,
+            rec.state.as_str(),
+            rec.created_at,
+            rec.updated_at,
+            rec.task_id
+        ),
+    }
+}
+
+pub(crate) async fn pend(args: PendArgs, config: Option<&PathBuf>) -> ExitCode {
+    let env = env_map();
+    let settings = match settings(config, &env) {
+        Ok(s) => s,
+        Err(e) => return fail(format!("{e:#}")),
+    };
+    let tasks = match Tasks::open(&engine_config(&settings, &env)) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let id = match resolve(&tasks, args.provider, args.task_id.as_deref()).await {
+        Ok(id) => id,
+        Err(e) => return fail(e),
+    };
+    let rec = match tasks.wait(&id, Duration::from_secs(args.wait)).await {
+        Ok(rec) => rec,
+        Err(e) => return fail(e),
+    };
+    let text = if args.json {
+        serde_json::to_string_pretty(&rec).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    } else {
+        show(args.provider, &rec)
+    };
+    if let Err(e) = crate::cli::emit(&text) {
+        eprintln!(
+            "droid-executor: task {id} could not be written to stdout: {e}; it stays in the task \
+             store (droid-executor tasks show {id})"
+        );
+        return ExitCode::from(crate::run::UNDELIVERED);
+    }
+    match &rec.result {
+        Some(r) if rec.state.is_finished() => crate::run::exit_code(r.status),
+        _ => ExitCode::from(STILL_RUNNING),
+    }
+}
