@@ -23,12 +23,15 @@
 //!   10 s without one during a call or a waiting `droid_pend`, 10.5 s for a polled task), all of
 //!   them before the response; `notifications/cancelled` kills the run; `droid_submit` /
 //!   `droid_pend` on the durable task store for runs longer than a client waits;
+//! - seed 002's delegation tools `ask_/pend_/ping_/cancel_<provider>` ([`delegation`]) next to
+//!   the five droid tools, one family per provider of the setting `providers`;
 //! - stdin EOF, SIGTERM (through the caller's `shutdown` token) or EPIPE: running calls are
 //!   cancelled and `serve` returns within [`SHUTDOWN_DRAIN`] + [`SHUTDOWN_FLUSH`];
 //! - start-up does nothing but wait for input (clients spawn throw-away probe instances, and a
 //!   `server/discover` probe is answered without side effects); expired tasks are cleaned after
 //!   `initialize` or the first modern `tools/call`, then hourly.
 
+pub mod delegation;
 pub mod discover;
 pub mod era;
 pub mod jsonrpc;
