@@ -182,6 +182,20 @@ fn split_list(v: &str) -> Vec<String> {
         .collect()
 }
 
+/// The verbs of a delegation tool family, in `tools/list` order: `<verb>_<provider>`.
+pub const DELEGATION_VERBS: [&str; 4] = ["ask", "pend", "ping", "cancel"];
+
+/// The MCP delegation tools of `providers` (setting `providers`): `ask_codex`, `pend_codex`, …,
+/// by provider in [`ProviderId::ALL`] order, then verb. The MCP server lists these; `setup mcp`
+/// approves them in the clients.
+pub fn delegation_tools(providers: &[ProviderId]) -> Vec<String> {
+    ProviderId::ALL
+        .into_iter()
+        .filter(|p| providers.contains(p))
+        .flat_map(|p| DELEGATION_VERBS.map(|v| format!("{v}_{}", p.as_str())))
+        .collect()
+}
+
 /// The providers a comma-separated `DROID_EXECUTOR_PROVIDERS` names, each once; an unknown
 /// name is refused by name.
 fn provider_list(v: &str) -> Result<Vec<ProviderId>, EngineError> {

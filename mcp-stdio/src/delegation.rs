@@ -49,12 +49,14 @@ pub enum Verb {
 impl Verb {
     const ALL: [Self; 4] = [Self::Ask, Self::Pend, Self::Ping, Self::Cancel];
 
+    /// The name's prefix (one of [`droid_exec::config::DELEGATION_VERBS`], in the same order).
     fn as_str(self) -> &'static str {
+        let [ask, pend, ping, cancel] = droid_exec::config::DELEGATION_VERBS;
         match self {
-            Self::Ask => "ask",
-            Self::Pend => "pend",
-            Self::Ping => "ping",
-            Self::Cancel => "cancel",
+            Self::Ask => ask,
+            Self::Pend => pend,
+            Self::Ping => ping,
+            Self::Cancel => cancel,
         }
     }
 }
@@ -73,11 +75,7 @@ pub fn parse(name: &str) -> Option<(Verb, ProviderId)> {
 
 /// The names of the families of `providers`, in `tools/list` order (by provider, then verb).
 pub fn names(providers: &[ProviderId]) -> Vec<String> {
-    ProviderId::ALL
-        .into_iter()
-        .filter(|p| providers.contains(p))
-        .flat_map(|p| Verb::ALL.into_iter().map(move |v| tool_name(v, p)))
-        .collect()
+    droid_exec::config::delegation_tools(providers)
 }
 
 /// The output schema `pend_<p>` and `cancel_<p>` share: the reply, then the task record's
