@@ -654,7 +654,10 @@ mod tests {
             panic!("codex is a TOML file")
         };
         assert!(!unchanged);
-        assert_eq!(content, format!("model = \"o3\"\n\n{}", entry_with_families()));
+        assert_eq!(
+            content,
+            format!("model = \"o3\"\n\n{}", entry_with_families())
+        );
         std::fs::write(home.join(".codex/config.toml"), &content).unwrap();
         let Plan::Toml { unchanged, .. } =
             one(plan(McpClient::Codex, &reg(false), None, &env).unwrap())

@@ -740,6 +740,9 @@ mod tests {
         let bad_file = Settings::load(Some(&file), &env(&[])).unwrap_err();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(from_file.providers, vec![ProviderId::Claude]);
-        assert!(bad_file.to_string().contains("unknown variant `gpt`"), "{bad_file}");
+        assert!(
+            bad_file.to_string().contains("unknown variant `gpt`"),
+            "{bad_file}"
+        );
     }
 }

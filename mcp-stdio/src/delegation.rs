@@ -247,11 +247,10 @@ fn argument_of(path: &str) -> &str {
 }
 
 fn invalid_ask(v: &Violations) -> Value {
-    let said: Vec<String> = v
-        .0
-        .iter()
-        .map(|v| format!("{}: {}", argument_of(&v.path), v.message))
-        .collect();
+    let said: Vec<String> =
+        v.0.iter()
+            .map(|v| format!("{}: {}", argument_of(&v.path), v.message))
+            .collect();
     bad_arguments(format!("invalid arguments: {}", said.join("; ")))
 }
 
@@ -312,10 +311,7 @@ async fn ask(
         timeout_s,
         session,
     });
-    let req = server
-        .engine()
-        .admit(&value)
-        .map_err(|v| invalid_ask(&v))?;
+    let req = server.engine().admit(&value).map_err(|v| invalid_ask(&v))?;
     let tasks = tasks_of(server)?;
     let key = match tasks.submit(&req).await {
         Ok(key) => key,
@@ -370,7 +366,11 @@ async fn waited(
 
 /// The task id a pend or cancel of `p` is about: `args.task_id` (refused when it names another
 /// provider's task), else `p`'s latest task.
-async fn task_of(server: &Server, p: ProviderId, args: &Map<String, Value>) -> Result<String, Value> {
+async fn task_of(
+    server: &Server,
+    p: ProviderId,
+    args: &Map<String, Value>,
+) -> Result<String, Value> {
     let tasks = tasks_of(server)?;
     match opt_str(args, "task_id")? {
         Some(id) => {

@@ -18,7 +18,8 @@
 //! - tool failures are results with `isError: true`, protocol problems are JSON-RPC errors;
 //! - bounded: at most 16 running and 64 queued tool calls per session (beyond: `-32000`
 //!   busy), a result's `structuredContent` at most 24 KiB (cut with a note naming the stored
-//!   task that holds all of it), tool schemas without repeated prose (`tools/list` ~22 KB);
+//!   task that holds all of it), tool schemas without repeated prose (`tools/list` ~41 KB with
+//!   the five delegation families, ~24 KB without);
 //! - long runs: progress notifications with a heartbeat counted from the last one sent (at most
 //!   10 s without one during a call or a waiting `droid_pend`, 10.5 s for a polled task), all of
 //!   them before the response; `notifications/cancelled` kills the run; `droid_submit` /

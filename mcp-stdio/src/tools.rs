@@ -411,7 +411,12 @@ fn record_answer(server: &Server, rec: &TaskRecord) -> Value {
 }
 
 /// [`record_answer`], its text starting with `head`; `pend` is the tool that follows the task.
-pub(crate) fn record_answer_with(server: &Server, rec: &TaskRecord, head: &str, pend: &str) -> Value {
+pub(crate) fn record_answer_with(
+    server: &Server,
+    rec: &TaskRecord,
+    head: &str,
+    pend: &str,
+) -> Value {
     let Some(r) = &rec.result else {
         return tool_result(
             render_record_noting(rec, None, head, pend),
@@ -760,7 +765,9 @@ mod tests {
             let tools = definitions(tasks);
             let size = Value::Array(tools.clone()).to_string().len();
             let droid_only = Value::Array(listed(tasks, &[])).to_string().len();
-            println!("tools/list (tasks: {tasks}): {size} bytes with all five families, {droid_only} without");
+            println!(
+                "tools/list (tasks: {tasks}): {size} bytes with all five families, {droid_only} without"
+            );
             for t in &tools {
                 println!(
                     "  {}: {} bytes (input schema {} bytes)",

@@ -63,7 +63,11 @@ fn record_of(answer: &Value) -> droid_contract::TaskRecord {
     let sc = whole["structuredContent"]
         .as_object_mut()
         .unwrap_or_else(|| panic!("no structuredContent: {answer:#}"));
-    assert_eq!(sc.keys().next().map(String::as_str), Some("reply"), "{answer:#}");
+    assert_eq!(
+        sc.keys().next().map(String::as_str),
+        Some("reply"),
+        "{answer:#}"
+    );
     sc.shift_remove("reply");
     super::mcp_stdio::record_of(&whole)
 }
@@ -84,6 +88,7 @@ async fn ask(server: &mut Server, id: i64, args: Value) -> (String, Duration) {
     let started = Instant::now();
     let asked = server.call(json!(id), "ask_codex", args).await;
     let took = started.elapsed();
+    eprintln!("ask_codex answered: {asked}");
     assert_eq!(asked["isError"], false, "{asked:#}");
     let sc = &asked["structuredContent"];
     let task_id = sc["task_id"].as_str().unwrap_or_default().to_owned();
@@ -107,7 +112,7 @@ async fn ask_codex_answers_at_once_and_pend_codex_gets_the_reply_and_the_changes
         json!({"message": "Create b.txt\nwith its own name in it", "autonomy": "low"}),
     )
     .await;
-    println!("ask_codex answered in {} ms", took.as_millis());
+    eprintln!("ask_codex answered in {} ms", took.as_millis());
     // Codex is still thinking (the model sleeps 3 s before its first answer)
     let now = server
         .call(json!(3), "pend_codex", json!({"task_id": id}))
@@ -124,6 +129,7 @@ async fn ask_codex_answers_at_once_and_pend_codex_gets_the_reply_and_the_changes
     let pended = server
         .call(json!(4), "pend_codex", json!({"wait_seconds": 120}))
         .await;
+    eprintln!("pend_codex answered: {pended}");
     assert_eq!(pended["isError"], false, "{pended:#}");
     let said = text(&pended);
     assert!(
@@ -133,15 +139,17 @@ async fn ask_codex_answers_at_once_and_pend_codex_gets_the_reply_and_the_changes
         "{said}"
     );
     let sc = &pended["structuredContent"];
-    let keys: Vec<&str> = sc
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys: Vec<&str> = sc.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(
         keys,
-        ["reply", "task_id", "state", "created_at", "updated_at", "result"]
+        [
+            "reply",
+            "task_id",
+            "state",
+            "created_at",
+            "updated_at",
+            "result"
+        ]
     );
     assert_eq!(sc["reply"], "Created b.txt for you.");
     let rec = record_of(&pended);
@@ -194,7 +202,10 @@ async fn killing_the_server_mid_task_loses_nothing() {
     let pended = again
         .call(json!(1), "pend_codex", json!({"wait_seconds": 120}))
         .await;
-    assert_eq!(pended["structuredContent"]["reply"], "Made c.txt.", "{pended:#}");
+    assert_eq!(
+        pended["structuredContent"]["reply"], "Made c.txt.",
+        "{pended:#}"
+    );
     let rec = record_of(&pended);
     assert_eq!(rec.task_id, id);
     let res = rec.result.unwrap();
@@ -279,18 +290,28 @@ async fn ping_codex_finds_codex_and_ping_gemini_says_what_to_do() {
     let mut server = Server::start(&env, &repo(&home));
     server.initialize().await;
     let codex = server.call(json!(2), "ping_codex", json!({})).await;
-    println!("ping_codex: {}", text(&codex));
+    eprintln!("ping_codex: {}", text(&codex));
     assert_eq!(codex["isError"], false, "{codex:#}");
     let sc = &codex["structuredContent"];
     assert_eq!(
-        (&sc["provider"], &sc["found"], &sc["version"], &sc["endpoint"]),
-        (&json!("codex"), &json!(true), &json!("0.169.0"), &json!(true)),
+        (
+            &sc["provider"],
+            &sc["found"],
+            &sc["version"],
+            &sc["endpoint"]
+        ),
+        (
+            &json!("codex"),
+            &json!(true),
+            &json!("0.169.0"),
+            &json!(true)
+        ),
         "{codex:#}"
     );
     assert!(text(&codex).starts_with("OK codex: "), "{codex:#}");
 
     let gemini = server.call(json!(3), "ping_gemini", json!({})).await;
-    println!("ping_gemini: {}", text(&gemini));
+    eprintln!("ping_gemini: {}", text(&gemini));
     let sc = &gemini["structuredContent"];
     assert_eq!(
         (&sc["provider"], &sc["found"], &sc["version"]),
@@ -298,7 +319,8 @@ async fn ping_codex_finds_codex_and_ping_gemini_says_what_to_do() {
         "{gemini:#}"
     );
     assert!(
-        text(&gemini).contains("tasks with provider gemini cannot run (fix: install it if you want it: ")
+        text(&gemini)
+            .contains("tasks with provider gemini cannot run (fix: install it if you want it: ")
             && text(&gemini).contains("DROID_EXECUTOR_GEMINI_BIN"),
         "{gemini:#}"
     );
@@ -416,7 +438,11 @@ async fn bad_arguments_are_errors_naming_the_argument() {
     }
     // a repo_root outside allowed_roots (the HOME) is refused naming repo_root
     let outside = server
-        .call(json!(40), "ask_codex", json!({"message": "hi", "repo_root": "/"}))
+        .call(
+            json!(40),
+            "ask_codex",
+            json!({"message": "hi", "repo_root": "/"}),
+        )
         .await;
     assert_eq!(outside["isError"], true, "{outside:#}");
     assert!(

@@ -98,12 +98,7 @@ async fn droid_lists_the_registered_tools() {
     ours.sort();
     let mut every = super::mcp_stdio::TOOLS.to_vec();
     every.sort_unstable();
-    assert_eq!(
-        ours,
-        every,
-        "{}",
-        String::from_utf8_lossy(&listed.stdout)
-    );
+    assert_eq!(ours, every, "{}", String::from_utf8_lossy(&listed.stdout));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
