@@ -2,8 +2,9 @@
 //! by a scripted model: `ask_codex` answers with a task id while Codex still runs (the call's
 //! latency is printed, never asserted), `pend_codex` gets Codex's reply and the verified result,
 //! the task survives a SIGKILLed server, `cancel_codex` leaves no process of the run, `ping_codex`
-//! and `ping_gemini` say what is there and what to do, the setting `providers` chooses the
-//! families listed, and bad arguments are errors naming the argument.
+//! and `ping_gemini` say what is there and what to do, `wait_seconds` waits with progress
+//! heartbeats (and an autonomy above the server's cap is capped), the setting `providers`
+//! chooses the families listed, and bad arguments are errors naming the argument.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -450,4 +451,66 @@ async fn bad_arguments_are_errors_naming_the_argument() {
         "{outside:#}"
     );
     assert!(model.requests().is_empty(), "nothing may run");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_codex_with_wait_seconds_sends_progress_and_answers_with_the_reply() {
+    // Codex thinks for 12 s: longer than the 10 s heartbeat
+    let model = ScriptedModel::start(create_then_say("d.txt", 12, "d.txt is there."))
+        .await
+        .unwrap();
+    // an autonomy above the server's cap is capped, as for every request
+    let (home, env) = world(&model, "max_autonomy = \"low\"\n");
+    let mut server = Server::start(&env, &repo(&home));
+    server.initialize().await;
+    let resp = server
+        .request(
+            json!(2),
+            "tools/call",
+            json!({"name": "ask_codex",
+                   "arguments": {"message": "Create d.txt", "autonomy": "high", "wait_seconds": 120},
+                   "_meta": {"progressToken": "w1"}}),
+        )
+        .await;
+    let answer = &resp["result"];
+    assert_eq!(
+        answer["structuredContent"]["reply"], "d.txt is there.",
+        "{resp:#}"
+    );
+    let rec = record_of(answer);
+    assert!(is_codex_task_id(&rec.task_id), "{resp:#}");
+    assert_eq!(rec.result.map(|r| r.status), Some(Status::Success));
+    let events = std::fs::read_to_string(
+        home.path()
+            .join(".local/state/droid-executor/tasks")
+            .join(&rec.task_id)
+            .join("events.ndjson"),
+    )
+    .unwrap();
+    let started: Vec<Value> = events
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "started")
+        .collect();
+    assert_eq!(started.len(), 1, "{events}");
+    assert_eq!(started[0]["autonomy"], "low", "{events}");
+    let progress = server.take_notifications("notifications/progress");
+    let first = progress
+        .first()
+        .unwrap_or_else(|| panic!("no progress while waiting: {resp:#}"));
+    // the seconds counted depend on when the heartbeat clock started (the call, not the wait)
+    let message = first["params"]["message"].as_str().unwrap_or_default();
+    assert_eq!(
+        (
+            &first["params"]["progressToken"],
+            &first["params"]["progress"]
+        ),
+        (&json!("w1"), &json!(1)),
+        "{first:#}"
+    );
+    assert!(
+        message.starts_with(&format!("waiting for codex task {} (", rec.task_id))
+            && message.ends_with(" s)"),
+        "{first:#}"
+    );
 }
