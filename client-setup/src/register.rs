@@ -192,11 +192,26 @@ fn object_at<'m>(
         })
 }
 
+/// The tools a client is told about: the front-end's (`reg.tools`), then the delegation tools of
+/// every provider (`ask_codex`, `pend_codex`, …). All five families, whatever the setting
+/// `providers` says today: an approval of a tool the server does not list is inert, and enabling
+/// a provider later needs no new registration.
+fn every_tool(reg: &Registration<'_>) -> Vec<String> {
+    let mut all: Vec<String> = reg.tools.iter().map(|t| (*t).to_owned()).collect();
+    let every_provider = droid_exec::Settings::default().providers;
+    for t in droid_exec::config::delegation_tools(&every_provider) {
+        if !all.contains(&t) {
+            all.push(t);
+        }
+    }
+    all
+}
+
 /// The Claude Code permission rules that allow our tools.
-pub fn claude_allow_rules(tools: &[&str]) -> Vec<String> {
+pub fn claude_allow_rules<T: AsRef<str>>(tools: &[T]) -> Vec<String> {
     tools
         .iter()
-        .map(|t| format!("mcp__{SERVER_NAME}__{t}"))
+        .map(|t| format!("mcp__{SERVER_NAME}__{}", t.as_ref()))
         .collect()
 }
 
@@ -244,7 +259,7 @@ pub fn plan(
                 what: format!("mcpServers.{SERVER_NAME} = {entry}"),
                 unchanged,
             }];
-            let rules = claude_allow_rules(reg.tools);
+            let rules = claude_allow_rules(&every_tool(reg));
             let settings = home.join(".claude/settings.json");
             if reg.allow_tools {
                 steps.push(claude_allow(&settings, &rules)?);
@@ -322,7 +337,7 @@ fn codex_entry(reg: &Registration<'_>) -> String {
         names.join(", "),
         reg.tool_timeout_secs,
     );
-    for tool in reg.tools {
+    for tool in every_tool(reg) {
         // `codex exec` never asks: a tool that needs approval is refused
         text.push_str(&format!(
             "\n[mcp_servers.{SERVER_NAME}.tools.{tool}]\napproval_mode = \"approve\"\n"
@@ -582,6 +597,19 @@ mod tests {
         [mcp_servers.droid-executor.tools.droid_ping]\n\
         approval_mode = \"approve\"\n";
 
+    /// [`ENTRY`] and the approvals of the twenty delegation tools after it.
+    fn entry_with_families() -> String {
+        let mut text = ENTRY.to_owned();
+        for p in ["droid", "codex", "claude", "gemini", "opencode"] {
+            for v in ["ask", "pend", "ping", "cancel"] {
+                text.push_str(&format!(
+                    "\n[mcp_servers.droid-executor.tools.{v}_{p}]\napproval_mode = \"approve\"\n"
+                ));
+            }
+        }
+        text
+    }
+
     #[test]
     fn plans_keep_what_is_there() {
         let home = std::env::temp_dir().join(format!("dx-setup-{}", std::process::id()));
@@ -612,7 +640,11 @@ mod tests {
             json!({"type": "stdio", "command": "/opt/bin/droid-executor", "args": ["mcp"], "env": {}})
         );
         assert!(
-            note.contains("--allowedTools mcp__droid-executor__execute_droid_task,mcp__droid-executor__droid_ping"),
+            note.contains("--allowedTools mcp__droid-executor__execute_droid_task,mcp__droid-executor__droid_ping,mcp__droid-executor__ask_droid,"),
+            "{note}"
+        );
+        assert!(
+            note.contains(",mcp__droid-executor__ask_codex,mcp__droid-executor__pend_codex,mcp__droid-executor__ping_codex,mcp__droid-executor__cancel_codex,"),
             "{note}"
         );
         let Plan::Toml {
@@ -622,7 +654,10 @@ mod tests {
             panic!("codex is a TOML file")
         };
         assert!(!unchanged);
-        assert_eq!(content, format!("model = \"o3\"\n\n{ENTRY}"));
+        assert_eq!(
+            content,
+            format!("model = \"o3\"\n\n{}", entry_with_families())
+        );
         std::fs::write(home.join(".codex/config.toml"), &content).unwrap();
         let Plan::Toml { unchanged, .. } =
             one(plan(McpClient::Codex, &reg(false), None, &env).unwrap())

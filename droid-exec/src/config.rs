@@ -69,6 +69,9 @@ pub struct Settings {
     /// The task store (default `$XDG_STATE_HOME/droid-executor`, else
     /// `$HOME/.local/state/droid-executor`).
     pub store_dir: Option<PathBuf>,
+    /// The providers whose MCP tools (`ask_<p>`, `pend_<p>`, `ping_<p>`, `cancel_<p>`) the MCP
+    /// server lists and answers (default all five; `[]` leaves only the five droid tools).
+    pub providers: Vec<ProviderId>,
 }
 
 impl Default for Settings {
@@ -97,6 +100,7 @@ impl Default for Settings {
             model: None,
             env_passthrough: Vec::new(),
             store_dir: None,
+            providers: ProviderId::ALL.to_vec(),
         }
     }
 }
@@ -176,6 +180,41 @@ fn split_list(v: &str) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .collect()
+}
+
+/// The verbs of a delegation tool family, in `tools/list` order: `<verb>_<provider>`.
+pub const DELEGATION_VERBS: [&str; 4] = ["ask", "pend", "ping", "cancel"];
+
+/// The MCP delegation tools of `providers` (setting `providers`): `ask_codex`, `pend_codex`, …,
+/// by provider in [`ProviderId::ALL`] order, then verb. The MCP server lists these; `setup mcp`
+/// approves them in the clients.
+pub fn delegation_tools(providers: &[ProviderId]) -> Vec<String> {
+    ProviderId::ALL
+        .into_iter()
+        .filter(|p| providers.contains(p))
+        .flat_map(|p| DELEGATION_VERBS.map(|v| format!("{v}_{}", p.as_str())))
+        .collect()
+}
+
+/// The providers a comma-separated `DROID_EXECUTOR_PROVIDERS` names, each once; an unknown
+/// name is refused by name.
+fn provider_list(v: &str) -> Result<Vec<ProviderId>, EngineError> {
+    let mut out = Vec::new();
+    for name in split_list(v) {
+        let Some(id) = ProviderId::parse(&name) else {
+            return Err(EngineError::Setting {
+                name: "DROID_EXECUTOR_PROVIDERS".into(),
+                message: format!(
+                    "{name:?} is not a provider; expected a comma-separated list of {}",
+                    ProviderId::choices()
+                ),
+            });
+        };
+        if !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    Ok(out)
 }
 
 impl Settings {
@@ -299,6 +338,9 @@ impl Settings {
         }
         if let Some(v) = var(env, "DROID_EXECUTOR_STORE_DIR") {
             self.store_dir = Some(PathBuf::from(v));
+        }
+        if let Some(v) = var(env, "DROID_EXECUTOR_PROVIDERS") {
+            self.providers = provider_list(v)?;
         }
         if self.max_concurrent == 0 {
             return Err(EngineError::Setting {
@@ -674,5 +716,33 @@ mod tests {
             .map(|(k, _)| k.to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["FACTORY_API_KEY", "KEEP", "PATH"]);
+    }
+
+    #[test]
+    fn providers_come_from_the_file_or_the_variable_and_unknown_names_are_refused() {
+        let all = Settings::load(None, &env(&[])).unwrap();
+        assert_eq!(all.providers, ProviderId::ALL.to_vec());
+        let e = env(&[("DROID_EXECUTOR_PROVIDERS", " codex, gemini ,codex")]);
+        let two = Settings::load(None, &e).unwrap();
+        assert_eq!(two.providers, vec![ProviderId::Codex, ProviderId::Gemini]);
+        let err =
+            Settings::load(None, &env(&[("DROID_EXECUTOR_PROVIDERS", "codex,gpt")])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid value for DROID_EXECUTOR_PROVIDERS: \"gpt\" is not a provider; expected a comma-separated list of \"droid\", \"codex\", \"claude\", \"gemini\", \"opencode\""
+        );
+        let dir = std::env::temp_dir().join(format!("de-providers-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config.toml");
+        std::fs::write(&file, "providers = [\"claude\"]\n").unwrap();
+        let from_file = Settings::load(Some(&file), &env(&[])).unwrap();
+        std::fs::write(&file, "providers = [\"claude\", \"gpt\"]\n").unwrap();
+        let bad_file = Settings::load(Some(&file), &env(&[])).unwrap_err();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(from_file.providers, vec![ProviderId::Claude]);
+        assert!(
+            bad_file.to_string().contains("unknown variant `gpt`"),
+            "{bad_file}"
+        );
     }
 }

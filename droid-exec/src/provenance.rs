@@ -39,6 +39,7 @@ pub const ENV_NAMES: &[(&str, &[&str])] = &[
     ("model", &["DROID_EXECUTOR_MODEL"]),
     ("env_passthrough", &[]),
     ("store_dir", &["DROID_EXECUTOR_STORE_DIR"]),
+    ("providers", &["DROID_EXECUTOR_PROVIDERS"]),
 ];
 
 /// One setting as `config show` prints it.

@@ -34,9 +34,9 @@ pub fn discover(modern: &Modern, instructions: &str) -> Value {
 
 /// The modern `tools/list` result: the tools in their fixed order (without the 2025-11-25
 /// `execution` field, which left the core protocol) and the caching hints.
-pub fn tools_list(modern: &Modern) -> Value {
+pub fn tools_list(modern: &Modern, providers: &[droid_contract::ProviderId]) -> Value {
     modern.finish(json!({
-        "tools": tools::definitions(false),
+        "tools": tools::listed(false, providers),
         "ttlMs": TTL_MS,
         "cacheScope": CACHE_SCOPE,
     }))

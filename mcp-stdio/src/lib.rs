@@ -18,17 +18,21 @@
 //! - tool failures are results with `isError: true`, protocol problems are JSON-RPC errors;
 //! - bounded: at most 16 running and 64 queued tool calls per session (beyond: `-32000`
 //!   busy), a result's `structuredContent` at most 24 KiB (cut with a note naming the stored
-//!   task that holds all of it), tool schemas without repeated prose (`tools/list` ~22 KB);
+//!   task that holds all of it), tool schemas without repeated prose (`tools/list` ~41 KB with
+//!   the five delegation families, ~24 KB without);
 //! - long runs: progress notifications with a heartbeat counted from the last one sent (at most
 //!   10 s without one during a call or a waiting `droid_pend`, 10.5 s for a polled task), all of
 //!   them before the response; `notifications/cancelled` kills the run; `droid_submit` /
 //!   `droid_pend` on the durable task store for runs longer than a client waits;
+//! - seed 002's delegation tools `ask_/pend_/ping_/cancel_<provider>` ([`delegation`]) next to
+//!   the five droid tools, one family per provider of the setting `providers`;
 //! - stdin EOF, SIGTERM (through the caller's `shutdown` token) or EPIPE: running calls are
 //!   cancelled and `serve` returns within [`SHUTDOWN_DRAIN`] + [`SHUTDOWN_FLUSH`];
 //! - start-up does nothing but wait for input (clients spawn throw-away probe instances, and a
 //!   `server/discover` probe is answered without side effects); expired tasks are cleaned after
 //!   `initialize` or the first modern `tools/call`, then hourly.
 
+pub mod delegation;
 pub mod discover;
 pub mod era;
 pub mod jsonrpc;

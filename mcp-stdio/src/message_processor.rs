@@ -538,7 +538,7 @@ fn legacy(
         "tools/list" => now(match check_cursor(&params) {
             Ok(()) => result(
                 &id,
-                json!({"tools": tools::definitions(state.tasks_enabled())}),
+                json!({"tools": tools::listed(state.tasks_enabled(), state.server.providers())}),
             ),
             Err(e) => e.to_response(&id),
         }),
@@ -596,7 +596,7 @@ fn modern(
     let answer = match method {
         "server/discover" => result(&id, discover::discover(&m, INSTRUCTIONS)),
         "tools/list" => match check_cursor(&params) {
-            Ok(()) => result(&id, discover::tools_list(&m)),
+            Ok(()) => result(&id, discover::tools_list(&m, state.server.providers())),
             Err(e) => e.to_response(&id),
         },
         "tools/call" => {
@@ -716,10 +716,13 @@ fn start_call(
     let Some(name) = p.get("name").and_then(Value::as_str) else {
         return refuse(INVALID_PARAMS, "tools/call needs a string \"name\"".into());
     };
-    if !tools::NAMES.contains(&name) {
+    if !tools::known(name, state.server.providers()) {
         return refuse(
             INVALID_PARAMS,
-            format!("unknown tool {name:?}; tools: {}", tools::NAMES.join(", ")),
+            format!(
+                "unknown tool {name:?}; tools: {}",
+                tools::names(state.server.providers()).join(", ")
+            ),
         );
     }
     let args: Map<String, Value> = match p.get("arguments") {

@@ -12,7 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use droid_exec::{Engine, EnvMap, Tasks};
+use droid_contract::ProviderId;
+use droid_exec::{Engine, EnvMap, Settings, Tasks};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -110,6 +111,7 @@ pub struct Server {
     tasks: Option<Tasks>,
     env: EnvMap,
     config_path: Option<PathBuf>,
+    providers: Vec<ProviderId>,
 }
 
 impl Server {
@@ -130,11 +132,16 @@ impl Server {
         config_path: Option<PathBuf>,
     ) -> Arc<Self> {
         let tasks = Tasks::open(task_config).ok();
+        // the delegation families listed: the setting `providers` of the same file and
+        // environment the front-end loaded (it refused them already if they were invalid)
+        let providers = Settings::load(config_path.as_deref(), &env)
+            .map_or_else(|_| ProviderId::ALL.to_vec(), |s| s.providers);
         Arc::new(Self {
             engine,
             tasks,
             env,
             config_path,
+            providers,
         })
     }
 
@@ -151,6 +158,11 @@ impl Server {
     /// The environment the server was started with.
     pub fn env(&self) -> &EnvMap {
         &self.env
+    }
+
+    /// The providers whose delegation tools are listed and answered (setting `providers`).
+    pub fn providers(&self) -> &[ProviderId] {
+        &self.providers
     }
 
     /// The config file.

@@ -19,6 +19,7 @@ mod faults_droid;
 mod faults_model;
 mod faults_store;
 mod mcp_agents;
+mod mcp_delegation;
 mod mcp_node;
 mod mcp_python;
 mod mcp_real_world;

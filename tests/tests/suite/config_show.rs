@@ -155,6 +155,8 @@ async fn lists_every_key_with_its_value_and_source() {
                 {"key": "env_passthrough", "value": [], "source": "default"},
                 {"key": "store_dir", "value": format!("{h}/.local/state/droid-executor"),
                  "source": "default (XDG_STATE_HOME or HOME)"},
+                {"key": "providers", "value": ["droid", "codex", "claude", "gemini", "opencode"],
+                 "source": "default"},
             ],
             "droid": {"path": fake, "source": "DROID_CLI_CMD"},
         })

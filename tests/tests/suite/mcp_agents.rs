@@ -313,13 +313,10 @@ async fn claude_print_runs_a_task_once_the_tools_are_allowed() {
             .unwrap();
     assert_eq!(
         settings,
-        json!({"permissions": {"allow": [
-            "mcp__droid-executor__execute_droid_task",
-            "mcp__droid-executor__droid_submit",
-            "mcp__droid-executor__droid_pend",
-            "mcp__droid-executor__droid_cancel",
-            "mcp__droid-executor__droid_ping",
-        ]}})
+        json!({"permissions": {"allow": super::mcp_stdio::TOOLS
+            .iter()
+            .map(|t| format!("mcp__droid-executor__{t}"))
+            .collect::<Vec<_>>()}})
     );
     let after = run_agent(&claude, &args, &env, &home.repo()).await;
     let result = claude_result(&after);

@@ -132,8 +132,10 @@ async fn flows(sdk: Sdk) {
         results[2],
         json!({"rejected": {
             "code": -32602,
-            "message": "unknown tool \"no_such_tool\"; tools: execute_droid_task, droid_submit, \
-                        droid_pend, droid_cancel, droid_ping",
+            "message": format!(
+                "unknown tool \"no_such_tool\"; tools: {}",
+                super::mcp_stdio::TOOLS.join(", ")
+            ),
         }}),
         "{out:#}"
     );

@@ -36,14 +36,7 @@ const EXIT_LIMIT: Duration = Duration::from_secs(10);
 /// Passed through to droid (config `env_passthrough`), so every process of a session carries it:
 /// the client, the server, task supervisors and droid.
 pub(super) const SESSION_VAR: &str = "MCP_INTEROP_SESSION";
-/// The tools, in the order `tools/list` gives them.
-const TOOLS: [&str; 5] = [
-    "execute_droid_task",
-    "droid_submit",
-    "droid_pend",
-    "droid_cancel",
-    "droid_ping",
-];
+use super::mcp_stdio::TOOLS;
 
 /// A scripted model, a droid HOME pointing at it (also the binary's HOME, holding the
 /// repositories and the task store, with a config passing [`SESSION_VAR`] through to droid).

@@ -38,13 +38,34 @@ pub(super) const GONE: Duration = Duration::from_secs(5);
 const PROMPT: Duration = Duration::from_secs(2);
 /// The protocol versions the server speaks, newest first.
 pub(super) const VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-/// The tools, in the order `tools/list` gives them.
-pub(super) const TOOLS: [&str; 5] = [
+/// The tools, in the order `tools/list` gives them: the five droid tools, then the delegation
+/// family of each provider (setting `providers`, default all five).
+pub(super) const TOOLS: [&str; 25] = [
     "execute_droid_task",
     "droid_submit",
     "droid_pend",
     "droid_cancel",
     "droid_ping",
+    "ask_droid",
+    "pend_droid",
+    "ping_droid",
+    "cancel_droid",
+    "ask_codex",
+    "pend_codex",
+    "ping_codex",
+    "cancel_codex",
+    "ask_claude",
+    "pend_claude",
+    "ping_claude",
+    "cancel_claude",
+    "ask_gemini",
+    "pend_gemini",
+    "ping_gemini",
+    "cancel_gemini",
+    "ask_opencode",
+    "pend_opencode",
+    "ping_opencode",
+    "cancel_opencode",
 ];
 
 /// The fake droid's HOME, with a server to start in it; pid files go beside the repository.
