@@ -3,7 +3,7 @@
 //! per agent: droid and OpenCode both speak chat completions but call different tools), and the
 //! sample repository committed in git.
 //!
-//! What each CLI is given (the offline set-ups of `shared/reference/agent-clis.md` §4.1–§7.1):
+//! What each CLI is given (the offline set-ups the provider suites use, `tests/src/<p>_home.rs`):
 //!
 //! | agent | configuration in HOME | environment |
 //! |---|---|---|
