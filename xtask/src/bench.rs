@@ -329,6 +329,17 @@ impl McpWorld {
         Self::time_exit(cmd)
     }
 
+    /// `droid-executor run --json` on the fake droid with `DROID_EXECUTOR_SANDBOX=<sandbox>`
+    /// (`off` or `landlock`: `bench sandbox`).
+    pub(crate) fn executor_run(&self, sandbox: &str) -> Result<Duration> {
+        let mut cmd = self.command(&self.bins.join("droid-executor"));
+        cmd.env("DROID_EXECUTOR_SANDBOX", sandbox)
+            .args(["run", "--json", "--mode", "code", "--repo"])
+            .arg(&self.repo)
+            .arg("Look around");
+        Self::time_exit(cmd)
+    }
+
     fn bare_version(&self) -> Result<Duration> {
         let mut cmd = self.command(&self.fake_droid());
         cmd.arg("--version");

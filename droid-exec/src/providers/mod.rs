@@ -20,6 +20,7 @@ use crate::run::classify::Findings;
 
 pub mod claude;
 pub mod codex;
+mod denied_write;
 pub mod droid;
 pub mod gemini;
 pub mod npm;

@@ -15,12 +15,17 @@
 //!   and is an ordinary failed item in others; one that went on after the refusal is an
 //!   ordinary `command_execution` item. Either way its output says `Read-only file system`
 //!   (case `readonly-command-blocked`, exit 0): permission denied too.
+//! - A write the run's confinement refused (its sandbox off at high autonomy): a command's
+//!   output says `Permission denied` with the path (read by `denied_write`); `apply_patch` drops
+//!   the errno and prints on stderr only `Failed to write file <path>` (or `Failed to create
+//!   parent directories for <path>`, `Failed to delete file <path>`): permission denied, naming
+//!   the path.
 //! - stderr's two notes on every run (`WARNING: proceeding, even though we could not create PATH
 //!   aliases…`, `Reading additional input from stdin...`) are not failures.
 
 use droid_contract::{Issue, IssueType};
 
-use crate::providers::AgentEvent;
+use crate::providers::{AgentEvent, denied_write};
 use crate::run::classify::Findings;
 use crate::run::excerpt::head_str;
 
@@ -35,6 +40,14 @@ const REFUSALS: [&str; 3] = [
     "blocked by read-only sandbox",
     "rejected by user approval settings",
     "sandbox denied",
+];
+
+/// `apply_patch`'s stderr texts for a write that failed, each followed by the path (the errno is
+/// dropped; with Codex's own sandbox off, only the run's confinement refuses a write).
+const PATCH_FAILURES: [&str; 3] = [
+    "Failed to write file ",
+    "Failed to create parent directories for ",
+    "Failed to delete file ",
 ];
 
 /// What a command blocked by Codex's sandbox prints.
@@ -82,6 +95,8 @@ fn noise(line: &str) -> bool {
 /// Classify what Codex said went wrong. `completed`: a completion event arrived.
 pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> Findings {
     let mut f = Findings::default();
+    // a write the run's confinement refused (EACCES), named by path
+    denied_write::add_issues(&mut f, "codex", events);
     let mut turn_failed = false;
     let mut last_stream_error = None;
     for ev in events {
@@ -152,6 +167,13 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
 
     let lines: Vec<&str> = stderr.lines().filter(|l| !noise(l)).collect();
     for line in &lines {
+        if let Some(path) = PATCH_FAILURES
+            .iter()
+            .find_map(|m| line.split_once(m).map(|(_, path)| path.trim()))
+            .filter(|path| !path.is_empty())
+        {
+            denied_write::add(&mut f, "codex", path);
+        }
         if REFUSALS.iter().any(|r| line.contains(r)) {
             f.permission_denied = true;
             let what = line.split("error=").nth(1).unwrap_or(line).trim();
@@ -298,5 +320,50 @@ mod tests {
         assert!(f.issues[0].description.contains("session_id"));
         let f = findings(&[], "thread 'main' panicked at src/x.rs", false);
         assert_eq!(f.issues[0].kind, IssueType::AgentError);
+    }
+
+    /// A write the run's confinement refused, in codex's own words (recorded under Landlock).
+    #[test]
+    fn a_confined_write_is_permission_denied_naming_the_path() {
+        let denied = AgentEvent::ToolResult {
+            id: "t1".into(),
+            tool: "command_execution".into(),
+            is_error: true,
+            text: "sh: 1: cannot create /h/escaped: Permission denied".into(),
+            exit_code: None,
+            diffstat: None,
+            timestamp_ms: None,
+        };
+        let f = findings(&[denied], "", true);
+        assert!(f.permission_denied);
+        assert_eq!(
+            f.issues
+                .iter()
+                .map(|i| (i.kind, i.description.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(
+                IssueType::PermissionDenied,
+                "codex was denied a write to /h/escaped (EACCES: outside the run's writable paths)"
+            )]
+        );
+        // apply_patch drops the errno and says it on stderr only
+        let f = findings(
+            &[],
+            "2026-11-24T06:41:53.264777Z ERROR codex_core::tools::router: error=Exit code: 1\n\
+             Wall time: 0 seconds\nOutput:\nFailed to write file /h/.bashrc-planted\n",
+            true,
+        );
+        assert!(f.permission_denied);
+        assert_eq!(
+            f.issues
+                .iter()
+                .map(|i| (i.kind, i.description.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(
+                IssueType::PermissionDenied,
+                "codex was denied a write to /h/.bashrc-planted (EACCES: outside the run's \
+                 writable paths)"
+            )]
+        );
     }
 }

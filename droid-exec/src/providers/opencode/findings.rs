@@ -5,7 +5,7 @@
 use droid_contract::{Issue, IssueType};
 
 use super::events::{DENIED_BY_RULE, GOVERNED_TOOLS, REJECTED, UNAVAILABLE_TOOL};
-use crate::providers::AgentEvent;
+use crate::providers::{AgentEvent, denied_write};
 use crate::run::classify::Findings;
 use crate::run::excerpt::head_str;
 
@@ -88,6 +88,8 @@ fn error_issue(f: &mut Findings, source: &str, message: &str) {
 /// Classify what OpenCode said went wrong. `completed`: its turn ended with `stop`.
 pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> Findings {
     let mut f = Findings::default();
+    // a write the run's confinement refused (EACCES), named by path
+    denied_write::add_issues(&mut f, "opencode", events);
     let stderr = plain(stderr);
     // `! permission requested: bash (touch x); auto-rejecting`: names the permission, which the
     // tool result does not
@@ -290,5 +292,31 @@ mod tests {
         let f = findings(&[], "some crash\nstack", false);
         assert_eq!(kinds(&f), vec![IssueType::AgentError]);
         assert_eq!(plain("\u{1b}[93m\u{1b}[1m! \u{1b}[0mhi"), "! hi");
+    }
+
+    /// A write the run's confinement refused, in opencode's own words (recorded under Landlock).
+    #[test]
+    fn a_confined_write_is_permission_denied_naming_the_path() {
+        let denied = AgentEvent::ToolResult {
+            id: "t1".into(),
+            tool: "write".into(),
+            is_error: true,
+            text: "PermissionDenied: FileSystem.writeFile (/h/.bashrc-planted)".into(),
+            exit_code: None,
+            diffstat: None,
+            timestamp_ms: None,
+        };
+        let f = findings(&[denied], "", true);
+        assert!(f.permission_denied);
+        assert_eq!(
+            f.issues
+                .iter()
+                .map(|i| (i.kind, i.description.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(
+                IssueType::PermissionDenied,
+                "opencode was denied a write to /h/.bashrc-planted (EACCES: outside the run's writable paths)"
+            )]
+        );
     }
 }
