@@ -854,7 +854,7 @@ fn sandbox_refused(why: &str) -> ExecutionResult {
 /// The `permission_denied` issue for writes the sandbox refused: the paths named by denials in
 /// the agent's tool output, its stderr and the verification commands' output that lie outside
 /// every writable path.
-fn sandbox_denials(a: &Assembly<'_>, stderr: &str) -> Option<Issue> {
+fn sandbox_denials(a: &Assembly<'_>, stderr: &str) -> Option<(Issue, Vec<String>)> {
     const MAX_PATHS: usize = 10;
     let confinement = a.sandbox.confinement.as_ref()?;
     let mut texts: Vec<&str> = vec![stderr];
@@ -882,7 +882,7 @@ fn sandbox_denials(a: &Assembly<'_>, stderr: &str) -> Option<Issue> {
         }
     }
     (!paths.is_empty()).then(|| {
-        Issue::new(
+        let issue = Issue::new(
             IssueType::PermissionDenied,
             format!(
                 "the sandbox (Landlock) denied writes outside the run's writable paths: {}",
@@ -890,7 +890,8 @@ fn sandbox_denials(a: &Assembly<'_>, stderr: &str) -> Option<Issue> {
             ),
             "if the task needs one of them, add it to sandbox_writable \
              (DROID_EXECUTOR_SANDBOX_WRITABLE); otherwise nothing was written there",
-        )
+        );
+        (issue, paths)
     })
 }
 
@@ -1067,10 +1068,18 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
             f.highlights.extend(h.iter().cloned());
         }
     }
-    if !tools.outside.is_empty() {
+    // a write the sandbox refused did not happen: it is a `permission_denied`, not a conflict
+    let denied = sandbox_denials(a, &stderr);
+    let outside: Vec<&String> = tools
+        .outside
+        .iter()
+        .filter(|p| !denied.as_ref().is_some_and(|(_, paths)| paths.contains(p)))
+        .collect();
+    if !outside.is_empty() {
+        let outside: Vec<&str> = outside.iter().map(|p| p.as_str()).collect();
         issues.push(Issue::new(
             IssueType::Conflict,
-            format!("{n} wrote outside repo_root: {}", tools.outside.join(", ")),
+            format!("{n} wrote outside repo_root: {}", outside.join(", ")),
             "inspect and revert those paths; they are not listed in files_changed",
         ));
     }
@@ -1090,9 +1099,9 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
         ..i.clone()
     }));
 
-    let denied = sandbox_denials(a, &stderr);
     let sandbox_denied = denied.is_some();
-    issues.extend(denied);
+    let wrote_outside = !outside.is_empty();
+    issues.extend(denied.map(|(issue, _)| issue));
     if let Some(r) = a.restored.filter(|r| !r.changed.is_empty()) {
         let failed = if r.failed.is_empty() {
             String::new()
@@ -1200,7 +1209,7 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
         files_changed: files.len(),
         permission_denied: found.permission_denied || sandbox_denied,
         suspect_truncated,
-        wrote_outside: !tools.outside.is_empty(),
+        wrote_outside,
     });
     for r in verdict.reasons {
         push_issue(&mut issues, r);

@@ -352,22 +352,41 @@ pub(crate) fn denied_paths(text: &str, limit: usize) -> Vec<String> {
     out
 }
 
-/// The first absolute path in `line`, quoted or not, without trailing punctuation.
+/// The path a denial in `line` names: a quoted absolute path (node's `open '/p'`, coreutils'
+/// `'/p'`), else the last unquoted one (`/bin/sh: 1: cannot create /p: Permission denied` names
+/// the shell first), without trailing punctuation, and with an atomic writer's temporary name
+/// (`/d/.name.1a2b3c.tmp`) turned back into the file it stood for (`/d/name`).
 fn path_in(line: &str) -> Option<String> {
-    // a quoted path first (`'/p'`, `"/p"`, `` `/p' ``)
-    for q in ['\'', '"', '`'] {
-        let mut parts = line.split(q);
-        parts.next();
-        for candidate in parts.step_by(2) {
-            if candidate.starts_with('/') && candidate.len() > 1 {
-                return Some(candidate.trim_end_matches(['\'', '"']).to_owned());
-            }
-        }
+    let quoted = ['\'', '"', '`'].into_iter().find_map(|q| {
+        line.split(q)
+            .skip(1)
+            .step_by(2)
+            .find(|c| c.starts_with('/') && c.len() > 1)
+            .map(str::to_owned)
+    });
+    let path = quoted.or_else(|| {
+        line.split(char::is_whitespace)
+            .map(|w| w.trim_end_matches([':', ',', ';', ')', '.', '\'', '"']))
+            .filter(|w| w.starts_with('/') && w.len() > 1)
+            .last()
+            .map(str::to_owned)
+    })?;
+    Some(untemp(&path))
+}
+
+/// `/d/.name.<hex>.tmp` → `/d/name` (droid's file tools write a hidden temporary beside the
+/// target, then rename it); anything else unchanged.
+fn untemp(path: &str) -> String {
+    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+    let inner = name
+        .strip_prefix('.')
+        .and_then(|n| n.strip_suffix(".tmp"))
+        .and_then(|n| n.rsplit_once('.'))
+        .filter(|(_, hex)| !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit()));
+    match inner {
+        Some((orig, _)) if !orig.is_empty() => format!("{dir}/{orig}"),
+        _ => path.to_owned(),
     }
-    line.split(|c: char| c.is_whitespace())
-        .map(|w| w.trim_end_matches([':', ',', ';', ')', '.', '\'', '"']))
-        .find(|w| w.starts_with('/') && w.len() > 1)
-        .map(str::to_owned)
 }
 
 /// Where a provider keeps state under `home` or in variables of `env`.
@@ -392,8 +411,8 @@ mod tests {
 
     #[test]
     fn denied_paths_are_read_from_the_usual_messages() {
-        let text = "Error: EACCES: permission denied, open '/home/u/.bashrc-planted'\n\
-                    sh: 1: cannot create /home/u/escaped: Permission denied\n\
+        let text = "Error: EACCES: permission denied, open '/home/u/..bashrc-planted.2c58a66773a5.tmp'\n\
+                    /bin/sh: 1: cannot create /home/u/escaped: Permission denied\n\
                     touch: cannot touch '/srv/other/x': Permission denied\n\
                     /home/u/escaped: Permission denied\n\
                     all fine: /not/a/denial\n";
