@@ -249,6 +249,13 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     }
     /// The variables it documents for its endpoint, keys and config directories.
     fn env_names(&self) -> EnvNames;
+    /// Where it keeps its own state (sessions, settings, logs, caches), which a confined run may
+    /// write ([`crate::run::sandbox`]): directories and single files under `home`, or named by
+    /// its variables in `env` (the run's environment). None by default (a CLI without state).
+    fn state_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<PathBuf> {
+        let _ = (home, env);
+        Vec::new()
+    }
     /// Arguments that make the program print its version.
     fn version_args(&self) -> Vec<OsString> {
         vec!["--version".into()]

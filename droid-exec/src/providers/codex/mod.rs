@@ -37,6 +37,9 @@
 //! - **Success** is `turn.completed` only; its final text is the last `agent_message`.
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::run::sandbox::env_path;
 
 use droid_contract::{Autonomy, ProviderId};
 
@@ -144,6 +147,11 @@ impl Provider for Codex {
 
     fn env_names(&self) -> EnvNames {
         ENV
+    }
+
+    /// `$CODEX_HOME`, else `~/.codex` (sessions, logs, its sqlite state).
+    fn state_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<PathBuf> {
+        vec![env_path(env, "CODEX_HOME").unwrap_or_else(|| home.join(".codex"))]
     }
 
     /// `codex-cli 0.169.0` → `0.169.0`.
