@@ -20,7 +20,6 @@ use crate::run::classify::Findings;
 
 pub mod claude;
 pub mod codex;
-mod denied_write;
 pub mod droid;
 pub mod gemini;
 pub mod npm;

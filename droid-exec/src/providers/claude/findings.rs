@@ -4,7 +4,7 @@
 
 use droid_contract::{Issue, IssueType};
 
-use crate::providers::{AgentEvent, denied_write};
+use crate::providers::AgentEvent;
 use crate::run::classify::Findings;
 use crate::run::excerpt::head_str;
 
@@ -29,8 +29,6 @@ fn session_text(message: &str) -> bool {
 /// Classify what Claude Code said went wrong. `completed`: a successful `result` arrived.
 pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> Findings {
     let mut f = Findings::default();
-    // a write the run's confinement refused (EACCES), named by path
-    denied_write::add_issues(&mut f, "claude", events);
     let mut denials = 0usize;
     for ev in events {
         let AgentEvent::Error { source, message } = ev else {
@@ -224,31 +222,5 @@ mod tests {
             [IssueType::EnvIssue]
         );
         assert!(f.issues[0].suggested_action.contains("IS_SANDBOX=1"));
-    }
-
-    /// A write the run's confinement refused, in claude's own words (recorded under Landlock).
-    #[test]
-    fn a_confined_write_is_permission_denied_naming_the_path() {
-        let denied = AgentEvent::ToolResult {
-            id: "t1".into(),
-            tool: "Write".into(),
-            is_error: true,
-            text: "EACCES: permission denied, open '/h/.bashrc-planted'".into(),
-            exit_code: None,
-            diffstat: None,
-            timestamp_ms: None,
-        };
-        let f = findings(&[denied], "", true);
-        assert!(f.permission_denied);
-        assert_eq!(
-            f.issues
-                .iter()
-                .map(|i| (i.kind, i.description.as_str()))
-                .collect::<Vec<_>>(),
-            vec![(
-                IssueType::PermissionDenied,
-                "claude was denied a write to /h/.bashrc-planted (EACCES: outside the run's writable paths)"
-            )]
-        );
     }
 }

@@ -15,17 +15,17 @@
 //!   and is an ordinary failed item in others; one that went on after the refusal is an
 //!   ordinary `command_execution` item. Either way its output says `Read-only file system`
 //!   (case `readonly-command-blocked`, exit 0): permission denied too.
-//! - A write the run's confinement refused (its sandbox off at high autonomy): a command's
-//!   output says `Permission denied` with the path (read by `denied_write`); `apply_patch` drops
-//!   the errno and prints on stderr only `Failed to write file <path>` (or `Failed to create
-//!   parent directories for <path>`, `Failed to delete file <path>`): permission denied, naming
-//!   the path.
+//! - A write the run's Landlock sandbox refused (Codex's own sandbox is off at high autonomy):
+//!   a command's `Permission denied` is read by the engine for every provider; `apply_patch`
+//!   drops the errno and prints on stderr only `Failed to write file <path>` (or `Failed to
+//!   create parent directories for <path>`, `Failed to delete file <path>`; recorded under
+//!   Landlock): permission denied, naming the path.
 //! - stderr's two notes on every run (`WARNING: proceeding, even though we could not create PATH
 //!   aliases…`, `Reading additional input from stdin...`) are not failures.
 
 use droid_contract::{Issue, IssueType};
 
-use crate::providers::{AgentEvent, denied_write};
+use crate::providers::AgentEvent;
 use crate::run::classify::Findings;
 use crate::run::excerpt::head_str;
 
@@ -95,8 +95,6 @@ fn noise(line: &str) -> bool {
 /// Classify what Codex said went wrong. `completed`: a completion event arrived.
 pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> Findings {
     let mut f = Findings::default();
-    // a write the run's confinement refused (EACCES), named by path
-    denied_write::add_issues(&mut f, "codex", events);
     let mut turn_failed = false;
     let mut last_stream_error = None;
     for ev in events {
@@ -172,7 +170,16 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
             .find_map(|m| line.split_once(m).map(|(_, path)| path.trim()))
             .filter(|path| !path.is_empty())
         {
-            denied_write::add(&mut f, "codex", path);
+            f.permission_denied = true;
+            f.add(Issue::new(
+                IssueType::PermissionDenied,
+                format!(
+                    "codex's apply_patch could not write {path}: the sandbox (Landlock) refuses \
+                     writes outside the run's writable paths (Codex prints no errno)"
+                ),
+                "if the task needs that path, add it to sandbox_writable \
+                 (DROID_EXECUTOR_SANDBOX_WRITABLE); otherwise nothing was written there",
+            ));
         }
         if REFUSALS.iter().any(|r| line.contains(r)) {
             f.permission_denied = true;
@@ -322,31 +329,10 @@ mod tests {
         assert_eq!(f.issues[0].kind, IssueType::AgentError);
     }
 
-    /// A write the run's confinement refused, in codex's own words (recorded under Landlock).
+    /// A write the sandbox refused, in apply_patch's words (stderr only; recorded under
+    /// Landlock).
     #[test]
-    fn a_confined_write_is_permission_denied_naming_the_path() {
-        let denied = AgentEvent::ToolResult {
-            id: "t1".into(),
-            tool: "command_execution".into(),
-            is_error: true,
-            text: "sh: 1: cannot create /h/escaped: Permission denied".into(),
-            exit_code: None,
-            diffstat: None,
-            timestamp_ms: None,
-        };
-        let f = findings(&[denied], "", true);
-        assert!(f.permission_denied);
-        assert_eq!(
-            f.issues
-                .iter()
-                .map(|i| (i.kind, i.description.as_str()))
-                .collect::<Vec<_>>(),
-            vec![(
-                IssueType::PermissionDenied,
-                "codex was denied a write to /h/escaped (EACCES: outside the run's writable paths)"
-            )]
-        );
-        // apply_patch drops the errno and says it on stderr only
+    fn a_sandbox_denied_patch_names_its_path() {
         let f = findings(
             &[],
             "2026-11-24T06:41:53.264777Z ERROR codex_core::tools::router: error=Exit code: 1\n\
@@ -361,8 +347,8 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![(
                 IssueType::PermissionDenied,
-                "codex was denied a write to /h/.bashrc-planted (EACCES: outside the run's \
-                 writable paths)"
+                "codex's apply_patch could not write /h/.bashrc-planted: the sandbox (Landlock) \
+                 refuses writes outside the run's writable paths (Codex prints no errno)"
             )]
         );
     }

@@ -16,7 +16,7 @@
 
 use droid_contract::{Issue, IssueType};
 
-use crate::providers::{AgentEvent, denied_write};
+use crate::providers::AgentEvent;
 use crate::run::classify::Findings;
 use crate::run::excerpt::head_str;
 
@@ -53,8 +53,6 @@ fn auth_text(m: &str) -> bool {
 /// Classify what Gemini said went wrong. `completed`: a completion event arrived.
 pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> Findings {
     let mut f = Findings::default();
-    // a write the run's confinement refused (EACCES), named by path
-    denied_write::add_issues(&mut f, "gemini", events);
     for ev in events {
         match ev {
             AgentEvent::ToolResult {
@@ -224,31 +222,5 @@ mod tests {
         let f = findings(&[], &format!("{stderr}something broke\n"), false);
         assert_eq!(kinds(&f), vec![IssueType::AgentError]);
         assert_eq!(f.headline.as_deref(), Some("something broke"));
-    }
-
-    /// A write the run's confinement refused, in gemini's own words (recorded under Landlock).
-    #[test]
-    fn a_confined_write_is_permission_denied_naming_the_path() {
-        let denied = AgentEvent::ToolResult {
-            id: "t1".into(),
-            tool: "write_file".into(),
-            is_error: true,
-            text: "Permission denied writing to file: /h/.bashrc-planted (EACCES)".into(),
-            exit_code: None,
-            diffstat: None,
-            timestamp_ms: None,
-        };
-        let f = findings(&[denied], "", true);
-        assert!(f.permission_denied);
-        assert_eq!(
-            f.issues
-                .iter()
-                .map(|i| (i.kind, i.description.as_str()))
-                .collect::<Vec<_>>(),
-            vec![(
-                IssueType::PermissionDenied,
-                "gemini was denied a write to /h/.bashrc-planted (EACCES: outside the run's writable paths)"
-            )]
-        );
     }
 }
