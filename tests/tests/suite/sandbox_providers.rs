@@ -248,10 +248,10 @@ impl World {
             .map(|f| (f.path.as_str(), f.change_type))
             .collect();
         assert_eq!(changed, vec![("inside.txt", ChangeType::Added)], "{res:#?}");
-        let named = res.issues.iter().any(|i| {
-            i.kind.as_str() == "permission_denied"
-                && i.description.contains(&planted.display().to_string())
-        });
+        let named = res
+            .issues
+            .iter()
+            .any(|i| i.kind.as_str() == "permission_denied" && names(&i.description, &planted));
         assert!(
             named,
             "no permission_denied issue names {}: {:#?}",
@@ -271,6 +271,15 @@ fn model_of(provider: ProviderId) -> Option<&'static str> {
         ProviderId::Opencode => Some(opencode_home::MODEL),
         _ => None,
     }
+}
+
+/// `text` names `path` itself (not a longer name that starts with it, such as a temporary
+/// `<path>.tmp.<pid>.<hex>` beside it).
+fn names(text: &str, path: &Path) -> bool {
+    let path = path.display().to_string();
+    text.match_indices(&path).any(|(at, _)| {
+        !text[at + path.len()..].starts_with(|c: char| c.is_alphanumeric() || "._-/".contains(c))
+    })
 }
 
 fn dump(ran: &Ran) -> String {
