@@ -3,7 +3,9 @@
 //!
 //! The same `droid-executor run --json` on the fake droid (one message, one completion; the
 //! world of `bench processes`) with `DROID_EXECUTOR_SANDBOX=off` and with `landlock`,
-//! alternating which goes first so drift hits both alike, after three warm-up runs of each. The
+//! alternating which goes first so drift hits both alike, after three warm-up runs of each (default 100 runs each: on two shared cores 30 runs leave
+//! about a millisecond of noise). It first checks from one result of each that `off` ran
+//! unconfined and `landlock` under Landlock. The
 //! report gives both medians, the difference of the medians and the median of the paired
 //! differences (each `landlock` run minus the `off` run beside it): the cost per run. Measured
 //! and reported, never asserted. `--bins DIR` measures other release binaries the same way.
@@ -18,7 +20,7 @@ use crate::sh::build_bins;
 const USAGE: &str = "usage: cargo xtask bench sandbox [--runs N] [--bins DIR]";
 
 pub(crate) fn sandbox(args: &[&str]) -> Result<()> {
-    let (mut runs, mut bins) = (30_usize, None);
+    let (mut runs, mut bins) = (100_usize, None);
     let mut rest = args;
     while let [flag, value, tail @ ..] = rest {
         match *flag {
@@ -47,6 +49,19 @@ pub(crate) fn sandbox(args: &[&str]) -> Result<()> {
         "bench sandbox: {} run --json on the fake droid ({runs} runs each, alternating)",
         bins.join("droid-executor").display()
     );
+    // what is measured: `off` runs unconfined, `landlock` under Landlock
+    for (mode, kind) in [("off", "none"), ("landlock", "landlock")] {
+        let sandbox = world.executor_sandbox(mode)?;
+        if sandbox["kind"] != kind {
+            bail!("DROID_EXECUTOR_SANDBOX={mode}: the result's sandbox is {sandbox}, not {kind}");
+        }
+        if mode == "landlock" {
+            println!(
+                "  landlock: ABI {}, writable {}",
+                sandbox["abi"], sandbox["writable"]
+            );
+        }
+    }
     // warm-up: page cache, the fake droid's version lookup
     for _ in 0..3 {
         world.executor_run("off")?;
