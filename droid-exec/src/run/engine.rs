@@ -531,10 +531,24 @@ impl Engine {
             state,
             extra: cfg.sandbox_writable.clone(),
         };
-        let confinement = match sandbox::plan(cfg.sandbox, sandbox::kernel_abi(), &writable) {
+        let mut confinement = match sandbox::plan(cfg.sandbox, sandbox::kernel_abi(), &writable) {
             Ok(p) => p,
             Err(why) => return sandbox_refused(&why),
         };
+        // the verification commands are confined whatever the agent's own sandbox
+        let verify_confine = confinement.confinement.clone();
+        let own_sandbox = provider
+            .own_sandbox(autonomy)
+            .filter(|_| confinement.confinement.is_some());
+        if let Some(why) = own_sandbox {
+            confinement.confinement = None;
+            confinement.info = droid_contract::SandboxInfo {
+                kind: droid_contract::SandboxKind::None,
+                abi: confinement.info.abi,
+                writable: confinement.info.writable.clone(),
+                reason: Some(why.to_owned()),
+            };
+        }
         let confine = confinement.confinement.as_ref();
         let git_guard = GitGuard::record(root);
 
@@ -662,7 +676,7 @@ impl Engine {
                         keep: cfg.excerpt_bytes,
                         marker: &marker,
                         redact: &redact,
-                        confine,
+                        confine: verify_confine.as_ref(),
                     },
                     cancel,
                 )

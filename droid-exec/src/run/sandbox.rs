@@ -367,8 +367,7 @@ fn path_in(line: &str) -> Option<String> {
     let path = quoted.or_else(|| {
         line.split(char::is_whitespace)
             .map(|w| w.trim_end_matches([':', ',', ';', ')', '.', '\'', '"']))
-            .filter(|w| w.starts_with('/') && w.len() > 1)
-            .last()
+            .rfind(|w| w.starts_with('/') && w.len() > 1)
             .map(str::to_owned)
     })?;
     Some(untemp(&path))

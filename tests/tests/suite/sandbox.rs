@@ -136,7 +136,7 @@ async fn exists_after_detached(path: &Path) -> bool {
     path.exists()
 }
 
-fn issue<'a>(res: &'a droid_contract::ExecutionResult, kind: IssueType) -> &'a str {
+fn issue(res: &droid_contract::ExecutionResult, kind: IssueType) -> &str {
     res.issues
         .iter()
         .find(|i| i.kind == kind)
