@@ -35,7 +35,7 @@ pub use provider::ProviderId;
 pub use request::{Autonomy, Context, ExecutionMode, ExecutionRequest, HostCheck};
 pub use result::{
     AgentInfo, ChangeType, CommandRun, CommandSource, DroidInfo, ExecutionResult, FileChange,
-    Tests, Usage,
+    SandboxInfo, SandboxKind, Tests, Usage,
 };
 pub use schema::{request_schema, result_schema, task_record_schema};
 pub use status::{ReportedStatus, RunEnd, Status, StatusFacts, Verdict, decide};

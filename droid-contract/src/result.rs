@@ -142,6 +142,33 @@ impl AgentInfo {
     }
 }
 
+/// What confined a run's writes: the agent, everything it started, and the verification
+/// commands.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SandboxInfo {
+    /// `landlock` (the kernel refused every write outside `writable`) or `none`.
+    pub kind: SandboxKind,
+    /// The Landlock ABI the kernel offered, when Landlock confined the run.
+    pub abi: Option<u32>,
+    /// The paths the run could write under (`repo_root` first); empty when nothing confined it.
+    pub writable: Vec<String>,
+    /// Why nothing confined the run (`off by config`, a kernel without Landlock).
+    pub reason: Option<String>,
+}
+
+/// What confined a run.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxKind {
+    /// Landlock: writes allowed only under the listed paths.
+    Landlock,
+    /// Nothing: the agent could write wherever the user can.
+    #[default]
+    None,
+}
+
 /// The answer to an [`crate::ExecutionRequest`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[schemars(title = "ExecutionResult")]
@@ -165,6 +192,10 @@ pub struct ExecutionResult {
     /// The agent that ran (every provider); `null` when none started.
     #[serde(default)]
     pub agent: Option<AgentInfo>,
+    /// What confined the agent's writes (and the verification commands'); `null` when nothing
+    /// started.
+    #[serde(default)]
+    pub sandbox: Option<SandboxInfo>,
     /// The droid process: the same facts as `agent`, set only when the provider is droid (kept
     /// for the clients that read it before there were other providers).
     pub droid: Option<DroidInfo>,
@@ -191,6 +222,7 @@ impl ExecutionResult {
             session_id: None,
             duration_ms: 0,
             agent: None,
+            sandbox: None,
             droid: None,
             notes_for_human: None,
         }

@@ -18,8 +18,8 @@ use crate::text::{COMMAND_MAX, INSTRUCTIONS_MAX, LIST_ITEM_MAX, OBJECTIVE_MAX, T
 use crate::{
     AgentInfo, Autonomy, ChangeType, CommandRun, CommandSource, Context, DroidInfo, ExecutionMode,
     ExecutionRequest, ExecutionResult, FileChange, Instructions, Issue, IssueType, ListItem,
-    Objective, ProviderId, RelPath, RepoRoot, Runtime, ShellCommand, Status, TaskId, TaskRecord,
-    TaskState, Tests, Usage,
+    Objective, ProviderId, RelPath, RepoRoot, Runtime, SandboxInfo, SandboxKind, ShellCommand,
+    Status, TaskId, TaskRecord, TaskState, Tests, Usage,
 };
 
 /// Cases per property: enough to hit every variant many times, few enough for a debug build.
@@ -472,6 +472,21 @@ fn agent_info() -> impl Strategy<Value = AgentInfo> {
         .prop_map(|(provider, d)| AgentInfo { provider, ..d })
 }
 
+fn sandbox_info() -> impl Strategy<Value = SandboxInfo> {
+    (
+        select(vec![SandboxKind::Landlock, SandboxKind::None]),
+        proptest::option::of(1u32..10),
+        vec(short(), 0..4),
+        proptest::option::of(short()),
+    )
+        .prop_map(|(kind, abi, writable, reason)| SandboxInfo {
+            kind,
+            abi,
+            writable,
+            reason,
+        })
+}
+
 fn result_with(status: impl Strategy<Value = Status>) -> impl Strategy<Value = ExecutionResult> {
     let what = (
         status,
@@ -498,11 +513,12 @@ fn result_with(status: impl Strategy<Value = Status>) -> impl Strategy<Value = E
         proptest::option::of(droid_info()),
         proptest::option::of(text(NOTES_MAX)),
         proptest::option::of(agent_info()),
+        proptest::option::of(sandbox_info()),
     );
     (what, who).prop_map(
         |(
             (status, summary, files_changed, commands_run, tests, logs),
-            (issues, task_id, session_id, duration_ms, droid, notes_for_human, agent),
+            (issues, task_id, session_id, duration_ms, droid, notes_for_human, agent, sandbox),
         )| ExecutionResult {
             status,
             summary,
@@ -515,6 +531,7 @@ fn result_with(status: impl Strategy<Value = Status>) -> impl Strategy<Value = E
             session_id,
             duration_ms,
             agent,
+            sandbox,
             droid,
             notes_for_human,
         },
@@ -603,7 +620,7 @@ proptest! {
         let keys: Vec<&str> = wire.as_object().unwrap().keys().map(String::as_str).collect();
         let want = vec![
             "status", "summary", "issues", "files_changed", "tests", "task_id", "session_id",
-            "duration_ms", "agent", "droid", "notes_for_human", "commands_run", "logs",
+            "duration_ms", "agent", "sandbox", "droid", "notes_for_human", "commands_run", "logs",
         ];
         prop_assert_eq!(keys, want);
     }

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
 use crate::locate::{Located, locate_agent, locate_droid};
+pub use crate::run::sandbox::SandboxMode;
 
 /// A snapshot of environment variables (name → value).
 pub type EnvMap = BTreeMap<String, String>;
@@ -45,6 +46,12 @@ pub struct Settings {
     pub max_concurrent: usize,
     /// Re-run `suggested_commands` after droid finishes.
     pub verify: bool,
+    /// Write confinement of the agent and the verification commands: `auto` (Landlock where
+    /// the kernel offers it), `landlock` (refuse to run without it), `off`.
+    pub sandbox: SandboxMode,
+    /// Extra paths a confined run may write under (besides repo_root, scratch, temp, the
+    /// agent's state and the package caches: docs/operations.md#security-model).
+    pub sandbox_writable: Vec<PathBuf>,
     /// Default `max_runtime_seconds`.
     pub default_timeout: u32,
     /// Seconds a finished task's result is kept.
@@ -89,6 +96,8 @@ impl Default for Settings {
             allow_unsafe: false,
             max_concurrent: 4,
             verify: true,
+            sandbox: SandboxMode::Auto,
+            sandbox_writable: Vec::new(),
             default_timeout: 600,
             task_ttl: 24 * 3600,
             excerpt_bytes: 4096,
@@ -306,6 +315,21 @@ impl Settings {
         if let Some(v) = parse_env::<bool>(env, "DROID_EXECUTOR_VERIFY")? {
             self.verify = v;
         }
+        if let Some(v) = var(env, "DROID_EXECUTOR_SANDBOX") {
+            self.sandbox = SandboxMode::parse(v).map_err(|message| EngineError::Setting {
+                name: "DROID_EXECUTOR_SANDBOX".into(),
+                message,
+            })?;
+        }
+        if let Some(v) = var(env, "DROID_EXECUTOR_SANDBOX_WRITABLE") {
+            self.sandbox_writable = root_list(v);
+        }
+        if let Some(p) = self.sandbox_writable.iter().find(|p| !p.is_absolute()) {
+            return Err(EngineError::Setting {
+                name: "sandbox_writable".into(),
+                message: format!("{} is not an absolute path", p.display()),
+            });
+        }
         if let Some(v) = parse_env::<u32>(env, "DROID_TIMEOUT")? {
             self.default_timeout = v;
         }
@@ -410,6 +434,8 @@ impl Settings {
             default_timeout: Duration::from_secs(u64::from(self.default_timeout)),
             default_model: self.model.clone(),
             verify: self.verify,
+            sandbox: self.sandbox,
+            sandbox_writable: self.sandbox_writable.clone(),
             excerpt_bytes: self.excerpt_bytes,
             kill_grace: Duration::from_secs(5),
             scratch_root: env
@@ -540,6 +566,12 @@ pub struct EngineConfig {
     pub default_model: Option<String>,
     /// Re-run suggested commands.
     pub verify: bool,
+    /// Write confinement ([`crate::run::sandbox`]).
+    #[serde(default)]
+    pub sandbox: SandboxMode,
+    /// Extra writable paths of a confined run.
+    #[serde(default)]
+    pub sandbox_writable: Vec<PathBuf>,
     /// Bytes kept per output excerpt.
     pub excerpt_bytes: usize,
     /// Time between SIGTERM and SIGKILL. droid gets SIGTERM as soon as its completion event

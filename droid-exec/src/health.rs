@@ -16,6 +16,7 @@ use crate::config::{EngineConfig, EnvMap, Settings, default_config_path};
 use crate::error::EngineError;
 use crate::provenance::ENV_NAMES;
 use crate::run::engine::Engine;
+use crate::run::sandbox::SandboxMode;
 use crate::run::scratch::unique_id;
 use crate::tasks::daemon::{Daemon, DaemonState};
 
@@ -402,8 +403,53 @@ pub async fn doctor_checks(config: Option<&Path>, env: &EnvMap) -> Vec<Check> {
         .clone()
         .or_else(|| crate::config::default_store_dir(env));
     out.push(git_check(&settings.engine_config(env).env).await);
+    out.push(sandbox_check(
+        settings.sandbox,
+        crate::run::sandbox::kernel_abi(),
+    ));
     out.push(bridge_check(&settings.host, settings.port, store.as_deref()).await);
     out
+}
+
+/// What the kernel offers for write confinement (`crate::run::sandbox`) under the `sandbox`
+/// setting `mode`, with the kernel's Landlock ABI `abi` (`None`: no Landlock).
+pub fn sandbox_check(mode: SandboxMode, abi: Option<u32>) -> Check {
+    let offered = abi.map_or_else(
+        || "this kernel offers no Landlock".to_owned(),
+        |n| format!("Landlock ABI {n}"),
+    );
+    let (level, detail, fix) = match (mode, abi) {
+        (SandboxMode::Auto | SandboxMode::Landlock, Some(_)) => (
+            Level::Ok,
+            format!(
+                "{offered}; runs are confined (sandbox = \"{}\")",
+                mode.as_str()
+            ),
+            String::new(),
+        ),
+        (SandboxMode::Off, _) => (
+            Level::Warn,
+            format!("{offered}; sandbox = \"off\": agents write wherever the user can"),
+            "set sandbox = \"auto\" (DROID_EXECUTOR_SANDBOX=auto)".to_owned(),
+        ),
+        (SandboxMode::Auto, None) => (
+            Level::Warn,
+            format!("{offered}; runs go unconfined (sandbox = \"auto\")"),
+            "use a kernel with Landlock (Linux 5.13 or later, landlock in the lsm= boot list)"
+                .to_owned(),
+        ),
+        (SandboxMode::Landlock, None) => (
+            Level::Fail,
+            format!("{offered}; sandbox = \"landlock\" refuses every run"),
+            "use a kernel with Landlock, or set sandbox = \"auto\" to run unconfined".to_owned(),
+        ),
+    };
+    Check {
+        name: "sandbox",
+        level,
+        detail,
+        fix,
+    }
 }
 
 /// Is git there, and new enough for the snapshot ([`crate::run::snapshot::GIT_MIN`])? Without it

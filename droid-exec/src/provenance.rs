@@ -25,6 +25,8 @@ pub const ENV_NAMES: &[(&str, &[&str])] = &[
     ("allow_unsafe", &["DROID_EXECUTOR_ALLOW_UNSAFE"]),
     ("max_concurrent", &["DROID_EXECUTOR_MAX_CONCURRENT"]),
     ("verify", &["DROID_EXECUTOR_VERIFY"]),
+    ("sandbox", &["DROID_EXECUTOR_SANDBOX"]),
+    ("sandbox_writable", &["DROID_EXECUTOR_SANDBOX_WRITABLE"]),
     (
         "default_timeout",
         &["DROID_TIMEOUT", "DROID_EXECUTOR_DEFAULT_TIMEOUT"],

@@ -64,6 +64,8 @@ pub fn engine(dir: &WorkDir) -> Engine {
         default_timeout: Duration::from_secs(10),
         default_model: None,
         verify: false,
+        sandbox: Default::default(),
+        sandbox_writable: Vec::new(),
         excerpt_bytes: 4096,
         kill_grace: Duration::from_secs(1),
         scratch_root: dir.scratch.clone(),

@@ -206,6 +206,8 @@ mod tests {
             default_timeout: Duration::from_secs(60),
             default_model: None,
             verify: false,
+            sandbox: Default::default(),
+            sandbox_writable: Vec::new(),
             excerpt_bytes: 4096,
             kill_grace: Duration::from_secs(1),
             scratch_root: PathBuf::from("."),

@@ -33,6 +33,8 @@ mod provider_gemini;
 mod provider_opencode;
 mod providers_front_ends;
 mod result_shape;
+mod sandbox;
+mod sandbox_providers;
 mod security;
 mod setup_mcp;
 mod setup_skill;

@@ -4,9 +4,27 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use droid_contract::{ChangeType, CommandSource, ExecutionResult};
+use droid_contract::{ChangeType, CommandSource, ExecutionResult, SandboxInfo, SandboxKind};
 use droid_exec::RunEvent;
 use tokio::sync::mpsc;
+
+/// The report's one line on confinement: `sandbox: landlock (ABI 7), writes confined to
+/// repo_root and 12 other paths`, or `sandbox: none (off by config)`.
+fn sandbox_line(sb: &SandboxInfo) -> String {
+    match sb.kind {
+        SandboxKind::Landlock => {
+            let abi = sb.abi.map(|n| format!(" (ABI {n})")).unwrap_or_default();
+            format!(
+                "sandbox: landlock{abi}, writes confined to repo_root and {} other paths",
+                sb.writable.len().saturating_sub(1)
+            )
+        }
+        SandboxKind::None => format!(
+            "sandbox: none ({})",
+            sb.reason.as_deref().unwrap_or("not confined")
+        ),
+    }
+}
 
 /// The result as a short report.
 pub(crate) fn report(r: &ExecutionResult) -> String {
@@ -43,6 +61,9 @@ fn report_with(r: &ExecutionResult, with_summary: bool) -> String {
             a.provider,
             a.provider.display_name()
         );
+    }
+    if let Some(sb) = &r.sandbox {
+        let _ = writeln!(s, "{}", sandbox_line(sb));
     }
     if with_summary {
         let _ = writeln!(s, "summary: {}", r.summary);

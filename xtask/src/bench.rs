@@ -329,6 +329,34 @@ impl McpWorld {
         Self::time_exit(cmd)
     }
 
+    /// `droid-executor run --json` on the fake droid with `DROID_EXECUTOR_SANDBOX=<sandbox>`
+    /// (`off` or `landlock`: `bench sandbox`).
+    pub(crate) fn executor_run(&self, sandbox: &str) -> Result<Duration> {
+        let mut cmd = self.command(&self.bins.join("droid-executor"));
+        cmd.env("DROID_EXECUTOR_SANDBOX", sandbox)
+            .args(["run", "--json", "--mode", "code", "--repo"])
+            .arg(&self.repo)
+            .arg("Look around");
+        Self::time_exit(cmd)
+    }
+
+    /// The `sandbox` field of a `droid-executor run --json` result with
+    /// `DROID_EXECUTOR_SANDBOX=<sandbox>` (`bench sandbox` checks what it measures).
+    pub(crate) fn executor_sandbox(&self, sandbox: &str) -> Result<Value> {
+        let mut cmd = self.command(&self.bins.join("droid-executor"));
+        cmd.env("DROID_EXECUTOR_SANDBOX", sandbox)
+            .args(["run", "--json", "--mode", "code", "--repo"])
+            .arg(&self.repo)
+            .arg("Look around")
+            .stdout(Stdio::piped());
+        let out = cmd
+            .output()
+            .with_context(|| format!("could not start {cmd:?}"))?;
+        let result: Value = serde_json::from_slice(&out.stdout)
+            .with_context(|| format!("{cmd:?} printed no result ({})", out.status))?;
+        Ok(result["sandbox"].clone())
+    }
+
     fn bare_version(&self) -> Result<Duration> {
         let mut cmd = self.command(&self.fake_droid());
         cmd.arg("--version");

@@ -34,6 +34,8 @@
 //!   a store of N tasks (10 000), as ratios to the same commands against a store of one.
 //! - `bench processes`: a run's overhead over a bare fake-droid `exec` with 0, 100 and 2,000
 //!   extra idle processes on the machine (`--bins DIR` measures another build the same way).
+//! - `bench sandbox [--runs N] [--bins DIR]`: a run with `DROID_EXECUTOR_SANDBOX=landlock` against
+//!   the same run with `off` (the cost of write confinement per run).
 //! - `soak [--time SECS] [--check]`: the bridge and the MCP server under mixed traffic against
 //!   the fake droid for a bounded time; throughput, p50/p99, errors, and RSS and open
 //!   descriptors after the warm-up and at the end (`--check`: no errors, no process left, no
@@ -50,6 +52,7 @@ mod bench;
 mod bench_bridge;
 mod bench_completion;
 mod bench_processes;
+mod bench_sandbox;
 mod bench_snapshot;
 mod bench_store;
 mod bridge_process;
@@ -89,7 +92,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme | --providers] | bench engine [--runs N] [--provider P|all] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--requests N] [--repos R] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
+const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme | --providers] | bench engine [--runs N] [--provider P|all] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--requests N] [--repos R] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | bench sandbox [--runs N] [--bins DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
@@ -112,6 +115,7 @@ fn dispatch(args: &[&str]) -> Result<()> {
         ["bench", "snapshot", rest @ ..] => bench_snapshot::snapshot(rest),
         ["bench", "store", rest @ ..] => bench_store::store(rest),
         ["bench", "processes", rest @ ..] => bench_processes::processes(rest),
+        ["bench", "sandbox", rest @ ..] => bench_sandbox::sandbox(rest),
         ["soak", rest @ ..] => soak::soak(rest),
         ["fuzz", rest @ ..] => fuzz::fuzz(rest),
         ["reliability", rest @ ..] => reliability::reliability(rest),

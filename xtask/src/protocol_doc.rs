@@ -23,6 +23,7 @@ const OBJECTS: &[&str] = &[
     "Issue",
     "AgentInfo",
     "Usage",
+    "SandboxInfo",
     "TaskRecord",
 ];
 const ENUMS: &[&str] = &[
@@ -33,6 +34,7 @@ const ENUMS: &[&str] = &[
     "IssueType",
     "ChangeType",
     "CommandSource",
+    "SandboxKind",
     "TaskState",
 ];
 

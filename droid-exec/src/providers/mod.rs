@@ -248,6 +248,20 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     }
     /// The variables it documents for its endpoint, keys and config directories.
     fn env_names(&self) -> EnvNames;
+    /// Why the agent must not run under our Landlock ruleset at `autonomy`: its own sandbox
+    /// confines it and cannot work inside ours (`None` by default: it runs confined). The
+    /// verification commands stay confined either way.
+    fn own_sandbox(&self, autonomy: Autonomy) -> Option<&'static str> {
+        let _ = autonomy;
+        None
+    }
+    /// Where it keeps its own state (sessions, settings, logs, caches), which a confined run may
+    /// write ([`crate::run::sandbox`]): directories and single files under `home`, or named by
+    /// its variables in `env` (the run's environment). None by default (a CLI without state).
+    fn state_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<PathBuf> {
+        let _ = (home, env);
+        Vec::new()
+    }
     /// Arguments that make the program print its version.
     fn version_args(&self) -> Vec<OsString> {
         vec!["--version".into()]

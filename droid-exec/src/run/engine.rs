@@ -23,14 +23,16 @@ use crate::providers::{self, AgentEvent, Invocation, PromptInput, Provider};
 use crate::run::classify::{agent_commands, inside_repo, tool_files};
 use crate::run::event::{Phase, RunEvent};
 use crate::run::excerpt::head_str;
+use crate::run::git_guard::{GitGuard, Restored};
 use crate::run::guard;
 use crate::run::prompt;
 use crate::run::reap::{Reapers, Reaping};
 use crate::run::redact::Redactor;
 use crate::run::report;
+use crate::run::sandbox::{self, Writable};
 use crate::run::scratch::{Scratch, unique_id};
 use crate::run::snapshot::{Changes, Snapshot, SnapshotLimits};
-use crate::run::spawn::{SpawnSpec, capture, spawn};
+use crate::run::spawn::{SpawnSpec, capture, spawn_confined};
 use crate::run::supervise::{Limits, Publisher, Supervised, supervise};
 use crate::run::sweep::MARKER_VAR;
 use crate::run::verify::{Verified, VerifyPlan, verify};
@@ -515,6 +517,41 @@ impl Engine {
             agent_env.push((k, v));
         }
 
+        // the write confinement of the agent and the verification commands
+        // (`crate::run::sandbox`), decided now that the run's paths are known
+        let home = sandbox::env_path(&agent_env, "HOME");
+        let state = home
+            .as_deref()
+            .map(|h| provider.state_paths(h, &agent_env))
+            .unwrap_or_default();
+        let writable = Writable {
+            repo_root: root.to_path_buf(),
+            scratch: scratch.path().to_path_buf(),
+            home,
+            state,
+            extra: cfg.sandbox_writable.clone(),
+        };
+        let mut confinement = match sandbox::plan(cfg.sandbox, sandbox::kernel_abi(), &writable) {
+            Ok(p) => p,
+            Err(why) => return sandbox_refused(&why),
+        };
+        // the verification commands are confined whatever the agent's own sandbox
+        let verify_confine = confinement.confinement.clone();
+        let own_sandbox = provider
+            .own_sandbox(autonomy)
+            .filter(|_| confinement.confinement.is_some());
+        if let Some(why) = own_sandbox {
+            confinement.confinement = None;
+            confinement.info = droid_contract::SandboxInfo {
+                kind: droid_contract::SandboxKind::None,
+                abi: confinement.info.abi,
+                writable: confinement.info.writable.clone(),
+                reason: Some(why.to_owned()),
+            };
+        }
+        let confine = confinement.confinement.as_ref();
+        let git_guard = GitGuard::record(root);
+
         if cancel.is_cancelled() {
             return cancelled_before_start();
         }
@@ -550,7 +587,7 @@ impl Engine {
             .as_deref()
             .filter(|_| crate::run::spawn::resolve_program(&program, None).is_some())
             .and_then(|supervisor| {
-                guard::start_supervised(supervisor, &marker, &spec)
+                guard::start_supervised(supervisor, &marker, &spec, confine)
                     .inspect_err(|e| tracing::warn!("the agent runs without a supervisor: {e}"))
                     .ok()
             });
@@ -558,7 +595,7 @@ impl Engine {
             Some((child, tree)) => Ok((child, Some(tree))),
             None => {
                 held_guardian = guardian();
-                spawn(&spec).map(|child| (child, None))
+                spawn_confined(&spec, confine).map(|child| (child, None))
             }
         };
         let (child, tree) = match spawned {
@@ -639,6 +676,7 @@ impl Engine {
                         keep: cfg.excerpt_bytes,
                         marker: &marker,
                         redact: &redact,
+                        confine: verify_confine.as_ref(),
                     },
                     cancel,
                 )
@@ -662,6 +700,9 @@ impl Engine {
             }
         }
         drop(held_guardian);
+        // droid's tree may still be ending (see above): what it writes from now on is inside
+        // the confinement; hooks and config are checked once the run's own work is done
+        let restored = git_guard.as_ref().map(GitGuard::restore);
         assemble(&Assembly {
             provider,
             req,
@@ -677,6 +718,8 @@ impl Engine {
             excerpt_bytes: cfg.excerpt_bytes,
             warnings: &cfg.droid_warnings,
             git_fallback: git_fallback.as_deref(),
+            sandbox: &confinement,
+            restored: restored.as_ref(),
         })
     }
 }
@@ -807,6 +850,65 @@ fn refused_by_provider(provider: &dyn Provider, u: &providers::Unsupported) -> E
     )
 }
 
+/// The `error` result of a run refused because `sandbox = "landlock"` cannot be honoured.
+fn sandbox_refused(why: &str) -> ExecutionResult {
+    ExecutionResult::error(
+        None,
+        format!("{why}; nothing ran"),
+        vec![Issue::new(
+            IssueType::EnvIssue,
+            format!("sandbox: {why}"),
+            "run on a kernel with Landlock (Linux 5.13 or later, `landlock` in the lsm= boot \
+             list), or set sandbox = \"auto\" (DROID_EXECUTOR_SANDBOX=auto) to run unconfined \
+             with a warning; droid-executor doctor shows what the kernel offers",
+        )],
+    )
+}
+
+/// The `permission_denied` issue for writes the sandbox refused: the paths named by denials in
+/// the agent's tool output, its stderr and the verification commands' output that lie outside
+/// every writable path.
+fn sandbox_denials(a: &Assembly<'_>, stderr: &str) -> Option<(Issue, Vec<String>)> {
+    const MAX_PATHS: usize = 10;
+    let confinement = a.sandbox.confinement.as_ref()?;
+    let mut texts: Vec<&str> = vec![stderr];
+    for ev in &a.sup.events {
+        if let AgentEvent::ToolResult { text, .. } = ev {
+            texts.push(text);
+        }
+    }
+    if let Some(v) = &a.verified {
+        for r in &v.runs {
+            texts.push(&r.stdout_excerpt);
+            texts.push(&r.stderr_excerpt);
+        }
+    }
+    let mut paths: Vec<String> = Vec::new();
+    for t in texts {
+        for p in sandbox::denied_paths(t, MAX_PATHS) {
+            let inside = confinement
+                .paths()
+                .iter()
+                .any(|w| Path::new(&p).starts_with(w));
+            if !inside && !paths.contains(&p) && paths.len() < MAX_PATHS {
+                paths.push(p);
+            }
+        }
+    }
+    (!paths.is_empty()).then(|| {
+        let issue = Issue::new(
+            IssueType::PermissionDenied,
+            format!(
+                "the sandbox (Landlock) denied writes outside the run's writable paths: {}",
+                paths.join(", ")
+            ),
+            "if the task needs one of them, add it to sandbox_writable \
+             (DROID_EXECUTOR_SANDBOX_WRITABLE); otherwise nothing was written there",
+        );
+        (issue, paths)
+    })
+}
+
 fn internal_error(e: &EngineError, kind: IssueType, action: &str) -> ExecutionResult {
     ExecutionResult::error(
         None,
@@ -845,6 +947,10 @@ struct Assembly<'a> {
     warnings: &'a [String],
     /// Why git could not measure files_changed in a git work tree (the walk did).
     git_fallback: Option<&'a str>,
+    /// How the run was confined.
+    sandbox: &'a sandbox::Plan,
+    /// What the run changed in `.git/hooks` and `.git/config`, undone.
+    restored: Option<&'a Restored>,
 }
 
 fn push_issue(issues: &mut Vec<Issue>, issue: Issue) {
@@ -858,6 +964,7 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     let n = a.provider.name();
     let mut logs: Vec<String> = a.warnings.to_vec();
     let mut issues: Vec<Issue> = Vec::new();
+    logs.extend(a.sandbox.warning.iter().cloned());
 
     let mut session_id = None;
     let mut init_model = None;
@@ -975,10 +1082,18 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
             f.highlights.extend(h.iter().cloned());
         }
     }
-    if !tools.outside.is_empty() {
+    // a write the sandbox refused did not happen: it is a `permission_denied`, not a conflict
+    let denied = sandbox_denials(a, &stderr);
+    let outside: Vec<&String> = tools
+        .outside
+        .iter()
+        .filter(|p| !denied.as_ref().is_some_and(|(_, paths)| paths.contains(p)))
+        .collect();
+    if !outside.is_empty() {
+        let outside: Vec<&str> = outside.iter().map(|p| p.as_str()).collect();
         issues.push(Issue::new(
             IssueType::Conflict,
-            format!("{n} wrote outside repo_root: {}", tools.outside.join(", ")),
+            format!("{n} wrote outside repo_root: {}", outside.join(", ")),
             "inspect and revert those paths; they are not listed in files_changed",
         ));
     }
@@ -997,6 +1112,33 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
         description: a.redact.apply(&i.description),
         ..i.clone()
     }));
+
+    let sandbox_denied = denied.is_some();
+    let wrote_outside = !outside.is_empty();
+    issues.extend(denied.map(|(issue, _)| issue));
+    if let Some(r) = a.restored.filter(|r| !r.changed.is_empty()) {
+        let failed = if r.failed.is_empty() {
+            String::new()
+        } else {
+            format!("; could not restore {}", r.failed.join(", "))
+        };
+        issues.push(Issue::new(
+            IssueType::Conflict,
+            format!(
+                "the run changed {} (git runs them later on the user's behalf); they were \
+                 restored to what they were before the run{failed}",
+                r.changed.join(", ")
+            ),
+            "inspect the agent's transcript for why it touched them; if a hook or setting is \
+             wanted, add it yourself",
+        ));
+    }
+    if let Some(why) = a.restored.and_then(|r| r.incomplete.as_deref()) {
+        logs.push(format!(
+            ".git/hooks could not be recorded whole ({why}); files the run added there were not \
+             looked for"
+        ));
+    }
 
     let exit_code = sup.exit.and_then(|s| s.code());
     let exit_ok = (sup.stopped_by_us && completed) || exit_code == Some(0);
@@ -1079,9 +1221,9 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
         reported: report.status,
         verify_exit_codes: verify_codes,
         files_changed: files.len(),
-        permission_denied: found.permission_denied,
+        permission_denied: found.permission_denied || sandbox_denied,
         suspect_truncated,
-        wrote_outside: !tools.outside.is_empty(),
+        wrote_outside,
     });
     for r in verdict.reasons {
         push_issue(&mut issues, r);
@@ -1136,6 +1278,7 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
         duration_ms: 0,
         droid: (a.provider.id() == ProviderId::Droid).then(|| agent.as_droid()),
         agent: Some(agent),
+        sandbox: Some(a.sandbox.info.clone()),
         notes_for_human: None,
     }
 }

@@ -52,6 +52,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, ChildStdin};
 
 use crate::error::EngineError;
+use crate::run::sandbox::Confinement;
 use crate::run::spawn::{SpawnSpec, signal_group, spawn, spawn_inheriting, spawn_supervisor};
 use crate::run::sweep;
 
@@ -151,7 +152,8 @@ impl TreeControl {
 
 /// Start `program args` (droid) under a supervisor run by `supervisor`
 /// (`<supervisor> guard <marker> -- <program> <args…>`), in `cwd`, with `env` (the marker is
-/// added by the supervisor, and kept out of its own environment). The child returned is the
+/// added by the supervisor, and kept out of its own environment), the supervisor and so droid's
+/// whole tree confined by `confine` ([`crate::run::sandbox`]). The child returned is the
 /// supervisor: droid's output on its stdout and stderr, droid's status as its own.
 ///
 /// # Errors
@@ -160,6 +162,7 @@ pub(crate) fn start_supervised(
     supervisor: &Path,
     marker: &str,
     droid: &SpawnSpec,
+    confine: Option<&Confinement>,
 ) -> Result<(Child, TreeControl), EngineError> {
     let mut args: Vec<OsString> = vec![GUARD_COMMAND.into(), marker.into()];
     if let Some(file) = &droid.stdin_file {
@@ -182,7 +185,7 @@ pub(crate) fn start_supervised(
         stdin_file: None,
         detach_log: None,
     };
-    let mut child = spawn_supervisor(&spec)?;
+    let mut child = spawn_supervisor(&spec, confine)?;
     let failed = |source| EngineError::Spawn {
         program: supervisor.display().to_string(),
         source,

@@ -32,6 +32,7 @@ use tokio::process::{Child, Command};
 
 use crate::error::EngineError;
 use crate::run::excerpt::Tail;
+use crate::run::sandbox::Confinement;
 use crate::run::sweep;
 
 /// What to start.
@@ -81,7 +82,25 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, EngineError> {
     } else {
         Tie::Owned
     };
-    spawn_tied(spec, tie)
+    spawn_tied(spec, tie, None)
+}
+
+/// [`spawn`] confined by `confine` ([`crate::run::sandbox`]): the ruleset is built here and
+/// enforced in the child before it executes the program.
+///
+/// # Errors
+/// [`EngineError::Spawn`] when the ruleset cannot be built or enforced, or the program cannot
+/// be started.
+pub(crate) fn spawn_confined(
+    spec: &SpawnSpec,
+    confine: Option<&Confinement>,
+) -> Result<Child, EngineError> {
+    let tie = if spec.detach_log.is_some() {
+        Tie::Detached
+    } else {
+        Tie::Owned
+    };
+    spawn_tied(spec, tie, confine)
 }
 
 /// Start a run's supervisor ([`crate::run::guard::supervise_tree`]): its own process group, its stdin,
@@ -89,8 +108,14 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, EngineError> {
 ///
 /// # Errors
 /// [`EngineError::Spawn`] when the program cannot be started.
-pub(crate) fn spawn_supervisor(spec: &SpawnSpec) -> Result<Child, EngineError> {
-    spawn_tied(spec, Tie::Supervisor)
+///
+/// With `confine`, the supervisor itself is confined before it executes, and so is everything
+/// it starts (see [`crate::run::sandbox`]).
+pub(crate) fn spawn_supervisor(
+    spec: &SpawnSpec,
+    confine: Option<&Confinement>,
+) -> Result<Child, EngineError> {
+    spawn_tied(spec, Tie::Supervisor, confine)
 }
 
 /// Start the agent from its supervisor: [`spawn`], but writing to this process's own stdout and
@@ -99,15 +124,24 @@ pub(crate) fn spawn_supervisor(spec: &SpawnSpec) -> Result<Child, EngineError> {
 /// # Errors
 /// [`EngineError::Spawn`] when the program cannot be started.
 pub(crate) fn spawn_inheriting(spec: &SpawnSpec) -> Result<Child, EngineError> {
-    spawn_tied(spec, Tie::Inherit)
+    spawn_tied(spec, Tie::Inherit, None)
 }
 
 #[allow(clippy::disallowed_methods)] // the one spawn site
-fn spawn_tied(spec: &SpawnSpec, tie: Tie) -> Result<Child, EngineError> {
+fn spawn_tied(
+    spec: &SpawnSpec,
+    tie: Tie,
+    confine: Option<&Confinement>,
+) -> Result<Child, EngineError> {
     let failed = |source| EngineError::Spawn {
         program: spec.program.display().to_string(),
         source,
     };
+    // built here, in the parent: the child only enforces it
+    let mut ruleset = confine
+        .map(Confinement::ruleset)
+        .transpose()
+        .map_err(failed)?;
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .current_dir(&spec.cwd)
@@ -159,10 +193,17 @@ fn spawn_tied(spec: &SpawnSpec, tie: Tie) -> Result<Child, EngineError> {
     let parent = nix::unistd::getpid();
     #[allow(unsafe_code)]
     // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
-    // calls are allowed; setsid, prctl and getppid are plain system calls, and the closure
-    // allocates nothing (errors are raw errno values).
+    // calls are allowed; setsid, prctl, getppid and landlock_restrict_self are plain system
+    // calls (the ruleset was built before the fork), and the closure allocates nothing (errors
+    // are raw errno values).
     unsafe {
-        cmd.pre_exec(move || in_child(tie, parent));
+        cmd.pre_exec(move || {
+            in_child(tie, parent)?;
+            match ruleset.take() {
+                Some(rules) => confine_self(rules),
+                None => Ok(()),
+            }
+        });
     }
     cmd.spawn().map_err(failed)
 }
@@ -183,6 +224,17 @@ fn in_child(tie: Tie, parent: Pid) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Enforce `rules` on this (child) process: `no_new_privs`, then `landlock_restrict_self`. A
+/// ruleset the kernel did not enforce fails the spawn (ENOSYS): a run that was to be confined
+/// never runs unconfined.
+fn confine_self(rules: landlock::RulesetCreated) -> std::io::Result<()> {
+    match rules.restrict_self() {
+        Ok(status) if status.ruleset != landlock::RulesetStatus::NotEnforced => Ok(()),
+        Ok(_) => Err(std::io::Error::from_raw_os_error(nix::libc::ENOSYS)),
+        Err(_) => Err(std::io::Error::last_os_error()),
+    }
 }
 
 /// Send `signal` to the process group led by `pid`; a group that is already gone is not an error.
@@ -256,10 +308,25 @@ pub async fn capture(
     keep: usize,
     marker: &str,
 ) -> Result<Captured, EngineError> {
+    capture_confined(spec, input, timeout, keep, marker, None).await
+}
+
+/// [`capture`], the command confined by `confine` ([`spawn_confined`]).
+///
+/// # Errors
+/// [`EngineError::Spawn`] when the program cannot be started or confined.
+pub(crate) async fn capture_confined(
+    spec: &SpawnSpec,
+    input: Option<&[u8]>,
+    timeout: Duration,
+    keep: usize,
+    marker: &str,
+    confine: Option<&Confinement>,
+) -> Result<Captured, EngineError> {
     let started = Instant::now();
     let mut spec = spec.clone();
     spec.stdin_piped = input.is_some();
-    let mut child = spawn(&spec)?;
+    let mut child = spawn_confined(&spec, confine)?;
     let mut stdin = child.stdin.take();
     let input = input.map(<[u8]>::to_vec);
     let feed = async move {

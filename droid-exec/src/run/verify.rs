@@ -16,7 +16,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::run::redact::Redactor;
-use crate::run::spawn::{SpawnSpec, capture};
+use crate::run::sandbox::Confinement;
+use crate::run::spawn::{SpawnSpec, capture_confined};
 use crate::run::sweep::MARKER_VAR;
 
 /// Outcome of verification.
@@ -37,6 +38,8 @@ pub(crate) struct VerifyPlan<'a> {
     pub keep: usize,
     pub marker: &'a str,
     pub redact: &'a Redactor,
+    /// The run's confinement: the commands write where the agent could, nowhere else.
+    pub confine: Option<&'a Confinement>,
 }
 
 pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) -> Verified {
@@ -71,7 +74,7 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
             detach_log: None,
         };
         let outcome = tokio::select! {
-            r = capture(&spec, None, left, plan.keep, &marker) => Some(r),
+            r = capture_confined(&spec, None, left, plan.keep, &marker, plan.confine) => Some(r),
             () = cancel.cancelled() => None,
         };
         // whatever the outcome, nothing the command started outlives it: its group was killed

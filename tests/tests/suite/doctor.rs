@@ -252,17 +252,18 @@ async fn the_skill_line_follows_the_installed_skill() {
             "allowed_roots",
             "store",
             "git",
+            "sandbox",
             "bridge",
             "skill"
         ]
     );
     assert_eq!(
-        checks[11],
+        checks[12],
         json!({"check": "skill", "level": "ok",
                "detail": format!("installed in {} (up to date)", dir.display()), "fix": ""})
     );
-    assert_eq!(checks[10]["check"], "bridge");
-    assert_eq!(checks[10]["level"], "ok");
+    assert_eq!(checks[11]["check"], "bridge");
+    assert_eq!(checks[11]["level"], "ok");
 
     std::fs::write(dir.join("SKILL.md"), "my edits\n").unwrap();
     let out = home.doctor(&[]).await;

@@ -56,6 +56,8 @@ fn config(env: Vec<(OsString, OsString)>, scratch: &Path, max_autonomy: Autonomy
         default_timeout: Duration::from_secs(60),
         default_model: None,
         verify: true,
+        sandbox: Default::default(),
+        sandbox_writable: Vec::new(),
         excerpt_bytes: 4096,
         kill_grace: Duration::from_secs(5),
         scratch_root: scratch.to_path_buf(),

@@ -46,6 +46,7 @@ const DOCTOR_CHECKS: &[&str] = &[
     "allowed_roots",
     "store",
     "git",
+    "sandbox",
     "bridge",
     "skill",
 ];

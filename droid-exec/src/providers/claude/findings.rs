@@ -1,6 +1,12 @@
 //! What Claude Code's failure texts mean (Claude Code 2.1.330): its permission refusals, its
 //! authentication and API errors (which arrive as a synthetic assistant message and an
 //! `is_error` result), its other result errors and its stderr, each mapped to an issue.
+//!
+//! A write the run's Landlock sandbox refused is read by the engine for every provider; Claude
+//! Code's Write, though, writes `<file>.tmp.<pid>.<hex>` beside the file and renames it, so its
+//! refusal names the temporary (`EACCES: permission denied, open
+//! '/h/.bashrc-planted.tmp.27598.a158e5e54f2d'`, recorded under Landlock): the findings name the
+//! file it stood for.
 
 use droid_contract::{Issue, IssueType};
 
@@ -26,11 +32,43 @@ fn session_text(message: &str) -> bool {
     message.contains("No conversation found with session ID") || message.contains("--resume ")
 }
 
+/// The file a Claude Code temporary (`<file>.tmp.<pid>.<hex>`) stands for; `None` for any other
+/// name.
+fn untemp(path: &str) -> Option<&str> {
+    let (rest, hex) = path.rsplit_once('.')?;
+    let (file, pid) = rest.rsplit_once(".tmp.")?;
+    let is = |s: &str, f: fn(&char) -> bool| !s.is_empty() && s.chars().all(|c| f(&c));
+    (is(hex, char::is_ascii_hexdigit) && is(pid, char::is_ascii_digit) && !file.is_empty())
+        .then_some(file)
+}
+
+/// The file a refused write of Claude Code's file tools names, when the refusal names its
+/// temporary: `EACCES: permission denied, open '<file>.tmp.<pid>.<hex>'`.
+fn denied_file(text: &str) -> Option<&str> {
+    let line = text.lines().find(|l| l.contains("EACCES"))?;
+    let quoted = line.split('\'').nth(1)?;
+    untemp(quoted)
+}
+
 /// Classify what Claude Code said went wrong. `completed`: a successful `result` arrived.
 pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> Findings {
     let mut f = Findings::default();
     let mut denials = 0usize;
     for ev in events {
+        if let AgentEvent::ToolResult { tool, text, .. } = ev
+            && let Some(file) = denied_file(text)
+        {
+            f.permission_denied = true;
+            f.add(Issue::new(
+                IssueType::PermissionDenied,
+                format!(
+                    "the sandbox (Landlock) denied claude's {tool} tool a write to {file} \
+                     (outside the run's writable paths)"
+                ),
+                "if the task needs that path, add it to sandbox_writable \
+                 (DROID_EXECUTOR_SANDBOX_WRITABLE); otherwise nothing was written there",
+            ));
+        }
         let AgentEvent::Error { source, message } = ev else {
             continue;
         };
@@ -222,5 +260,39 @@ mod tests {
             [IssueType::EnvIssue]
         );
         assert!(f.issues[0].suggested_action.contains("IS_SANDBOX=1"));
+    }
+
+    /// A write the sandbox refused names Claude Code's temporary; the issue names the file.
+    #[test]
+    fn a_sandbox_denied_write_names_the_file_not_its_temporary() {
+        let denied = AgentEvent::ToolResult {
+            id: "toolu_1".into(),
+            tool: "Write".into(),
+            is_error: true,
+            text: "EACCES: permission denied, open '/h/.bashrc-planted.tmp.27598.a158e5e54f2d'"
+                .into(),
+            exit_code: None,
+            diffstat: None,
+            timestamp_ms: None,
+        };
+        let f = findings(&[denied], "", true);
+        assert!(f.permission_denied);
+        assert_eq!(
+            f.issues
+                .iter()
+                .map(|i| (i.kind, i.description.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(
+                IssueType::PermissionDenied,
+                "the sandbox (Landlock) denied claude's Write tool a write to /h/.bashrc-planted \
+                 (outside the run's writable paths)"
+            )]
+        );
+        // a path that is no temporary of Claude Code's is the engine's to name
+        assert_eq!(
+            denied_file("EACCES: permission denied, open '/h/x.tmp'"),
+            None
+        );
+        assert_eq!(untemp("/h/a.tmp.12.zz"), None);
     }
 }

@@ -46,6 +46,9 @@
 //!   deadline bounds the rest), `DISABLE_AUTOUPDATER=1` and `DISABLE_TELEMETRY=1`.
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::run::sandbox::{env_path, under};
 
 use droid_contract::{Autonomy, ProviderId};
 
@@ -155,6 +158,14 @@ impl Provider for Claude {
 
     fn env_names(&self) -> EnvNames {
         ENV
+    }
+
+    /// `~/.claude` (sessions, todos, shell snapshots), the single file `~/.claude.json`, and
+    /// `$CLAUDE_CONFIG_DIR`.
+    fn state_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<PathBuf> {
+        let mut out = under(home, &[".claude", ".claude.json"]);
+        out.extend(env_path(env, "CLAUDE_CONFIG_DIR"));
+        out
     }
 
     fn parse_version(&self, stdout: &str) -> Option<String> {

@@ -15,6 +15,11 @@
 //!   and is an ordinary failed item in others; one that went on after the refusal is an
 //!   ordinary `command_execution` item. Either way its output says `Read-only file system`
 //!   (case `readonly-command-blocked`, exit 0): permission denied too.
+//! - A write the run's Landlock sandbox refused (Codex's own sandbox is off at high autonomy):
+//!   a command's `Permission denied` is read by the engine for every provider; `apply_patch`
+//!   drops the errno and prints on stderr only `Failed to write file <path>` (or `Failed to
+//!   create parent directories for <path>`, `Failed to delete file <path>`; recorded under
+//!   Landlock): permission denied, naming the path.
 //! - stderr's two notes on every run (`WARNING: proceeding, even though we could not create PATH
 //!   aliases…`, `Reading additional input from stdin...`) are not failures.
 
@@ -35,6 +40,14 @@ const REFUSALS: [&str; 3] = [
     "blocked by read-only sandbox",
     "rejected by user approval settings",
     "sandbox denied",
+];
+
+/// `apply_patch`'s stderr texts for a write that failed, each followed by the path (the errno is
+/// dropped; with Codex's own sandbox off, only the run's confinement refuses a write).
+const PATCH_FAILURES: [&str; 3] = [
+    "Failed to write file ",
+    "Failed to create parent directories for ",
+    "Failed to delete file ",
 ];
 
 /// What a command blocked by Codex's sandbox prints.
@@ -152,6 +165,22 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
 
     let lines: Vec<&str> = stderr.lines().filter(|l| !noise(l)).collect();
     for line in &lines {
+        if let Some(path) = PATCH_FAILURES
+            .iter()
+            .find_map(|m| line.split_once(m).map(|(_, path)| path.trim()))
+            .filter(|path| !path.is_empty())
+        {
+            f.permission_denied = true;
+            f.add(Issue::new(
+                IssueType::PermissionDenied,
+                format!(
+                    "codex's apply_patch could not write {path}: the sandbox (Landlock) refuses \
+                     writes outside the run's writable paths (Codex prints no errno)"
+                ),
+                "if the task needs that path, add it to sandbox_writable \
+                 (DROID_EXECUTOR_SANDBOX_WRITABLE); otherwise nothing was written there",
+            ));
+        }
         if REFUSALS.iter().any(|r| line.contains(r)) {
             f.permission_denied = true;
             let what = line.split("error=").nth(1).unwrap_or(line).trim();
@@ -298,5 +327,29 @@ mod tests {
         assert!(f.issues[0].description.contains("session_id"));
         let f = findings(&[], "thread 'main' panicked at src/x.rs", false);
         assert_eq!(f.issues[0].kind, IssueType::AgentError);
+    }
+
+    /// A write the sandbox refused, in apply_patch's words (stderr only; recorded under
+    /// Landlock).
+    #[test]
+    fn a_sandbox_denied_patch_names_its_path() {
+        let f = findings(
+            &[],
+            "2026-11-24T06:41:53.264777Z ERROR codex_core::tools::router: error=Exit code: 1\n\
+             Wall time: 0 seconds\nOutput:\nFailed to write file /h/.bashrc-planted\n",
+            true,
+        );
+        assert!(f.permission_denied);
+        assert_eq!(
+            f.issues
+                .iter()
+                .map(|i| (i.kind, i.description.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(
+                IssueType::PermissionDenied,
+                "codex's apply_patch could not write /h/.bashrc-planted: the sandbox (Landlock) \
+                 refuses writes outside the run's writable paths (Codex prints no errno)"
+            )]
+        );
     }
 }

@@ -37,6 +37,9 @@
 //! - **Success** is `turn.completed` only; its final text is the last `agent_message`.
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::run::sandbox::env_path;
 
 use droid_contract::{Autonomy, ProviderId};
 
@@ -144,6 +147,21 @@ impl Provider for Codex {
 
     fn env_names(&self) -> EnvNames {
         ENV
+    }
+
+    /// Below `high`, Codex runs its commands and edits in its own bubblewrap sandbox
+    /// (`-s read-only` / `workspace-write`), which mounts: Landlock denies every mount to a
+    /// process it confines, so Codex's sandbox would fail on every tool call.
+    fn own_sandbox(&self, autonomy: Autonomy) -> Option<&'static str> {
+        (autonomy != Autonomy::High).then_some(
+            "codex confines itself (its bubblewrap sandbox, -s read-only or workspace-write), \
+             which cannot mount inside a Landlock domain; the verification commands were confined",
+        )
+    }
+
+    /// `$CODEX_HOME`, else `~/.codex` (sessions, logs, its sqlite state).
+    fn state_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<PathBuf> {
+        vec![env_path(env, "CODEX_HOME").unwrap_or_else(|| home.join(".codex"))]
     }
 
     /// `codex-cli 0.169.0` → `0.169.0`.

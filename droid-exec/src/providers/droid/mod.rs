@@ -6,6 +6,9 @@
 //! `Create`/`Edit`/`MultiEdit`/`ApplyPatch` write files.
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::run::sandbox::{env_path, under};
 
 use droid_contract::{Autonomy, ProviderId, Usage};
 use serde::Deserialize;
@@ -225,6 +228,13 @@ impl Provider for Droid {
 
     fn env_names(&self) -> EnvNames {
         ENV
+    }
+
+    /// `~/.factory` (settings, sessions, logs), or `$FACTORY_HOME`.
+    fn state_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<PathBuf> {
+        let mut out = under(home, &[".factory"]);
+        out.extend(env_path(env, "FACTORY_HOME"));
+        out
     }
 
     fn parser(&self) -> Box<dyn EventParser> {

@@ -40,6 +40,9 @@
 //!   run's deadline does).
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::run::sandbox::{env_path, under};
 
 use droid_contract::{Autonomy, ProviderId};
 
@@ -139,6 +142,13 @@ impl Provider for Gemini {
 
     fn env_names(&self) -> EnvNames {
         ENV
+    }
+
+    /// `~/.gemini` and `$GEMINI_CLI_HOME`.
+    fn state_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<PathBuf> {
+        let mut out = under(home, &[".gemini"]);
+        out.extend(env_path(env, "GEMINI_CLI_HOME"));
+        out
     }
 
     fn parser(&self) -> Box<dyn EventParser> {

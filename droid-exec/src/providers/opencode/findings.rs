@@ -85,6 +85,23 @@ fn error_issue(f: &mut Findings, source: &str, message: &str) {
     f.add(Issue::new(kind, description, action));
 }
 
+/// What OpenCode's file tools say when the file system refused a write (the run's Landlock
+/// sandbox: `EACCES`), before the path in parentheses: `PermissionDenied: FileSystem.writeFile
+/// (/home/u/.bashrc-planted)`. The engine's reading of denied writes knows the shells' and
+/// Node's `Permission denied` texts, not this one.
+const FS_DENIED: &str = "PermissionDenied: FileSystem.";
+
+const SANDBOX_ACTION: &str = "if the task needs that path, add it to sandbox_writable \
+     (DROID_EXECUTOR_SANDBOX_WRITABLE); otherwise nothing was written there";
+
+/// The path of a write the file system refused, from a tool result's text.
+fn fs_denied_path(text: &str) -> Option<&str> {
+    let line = text.lines().find(|l| l.contains(FS_DENIED))?;
+    let (_, rest) = line.split_once(" (")?;
+    let path = rest.strip_suffix(')').unwrap_or(rest).trim();
+    (!path.is_empty()).then_some(path)
+}
+
 /// Classify what OpenCode said went wrong. `completed`: its turn ended with `stop`.
 pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> Findings {
     let mut f = Findings::default();
@@ -104,7 +121,17 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
                 tool,
                 ..
             } => {
-                if text.contains(REJECTED) {
+                if let Some(path) = fs_denied_path(text) {
+                    f.permission_denied = true;
+                    f.add(Issue::new(
+                        IssueType::PermissionDenied,
+                        format!(
+                            "the sandbox (Landlock) denied opencode's {tool} tool a write to \
+                             {path} (outside the run's writable paths)"
+                        ),
+                        SANDBOX_ACTION,
+                    ));
+                } else if text.contains(REJECTED) {
                     rejected = true;
                     f.permission_denied = true;
                     let why = stderr_note.as_deref().unwrap_or(text);
@@ -290,5 +317,32 @@ mod tests {
         let f = findings(&[], "some crash\nstack", false);
         assert_eq!(kinds(&f), vec![IssueType::AgentError]);
         assert_eq!(plain("\u{1b}[93m\u{1b}[1m! \u{1b}[0mhi"), "! hi");
+    }
+
+    /// A write the sandbox refused, in OpenCode's own words (recorded under Landlock).
+    #[test]
+    fn a_sandbox_denied_write_names_its_path() {
+        let denied = AgentEvent::ToolResult {
+            id: "t1".into(),
+            tool: "write".into(),
+            is_error: true,
+            text: "PermissionDenied: FileSystem.writeFile (/h/.bashrc-planted)".into(),
+            exit_code: None,
+            diffstat: None,
+            timestamp_ms: None,
+        };
+        let f = findings(&[denied], "", true);
+        assert!(f.permission_denied);
+        assert_eq!(
+            f.issues
+                .iter()
+                .map(|i| (i.kind, i.description.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(
+                IssueType::PermissionDenied,
+                "the sandbox (Landlock) denied opencode's write tool a write to /h/.bashrc-planted \
+                 (outside the run's writable paths)"
+            )]
+        );
     }
 }

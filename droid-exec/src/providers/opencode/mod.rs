@@ -52,6 +52,9 @@
 //!   supervisor owns the whole tree and ends it.
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::run::sandbox::env_path;
 
 use droid_contract::{Autonomy, ProviderId};
 
@@ -182,6 +185,25 @@ impl Provider for Opencode {
 
     fn env_names(&self) -> EnvNames {
         ENV
+    }
+
+    /// Its XDG directories: data, config, cache and state (`~/.local/share/opencode`,
+    /// `~/.config/opencode`, `~/.cache/opencode`, `~/.local/state/opencode`, or under the
+    /// `XDG_*_HOME` variables when set).
+    fn state_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<PathBuf> {
+        [
+            ("XDG_DATA_HOME", ".local/share"),
+            ("XDG_CONFIG_HOME", ".config"),
+            ("XDG_CACHE_HOME", ".cache"),
+            ("XDG_STATE_HOME", ".local/state"),
+        ]
+        .into_iter()
+        .map(|(var, default)| {
+            env_path(env, var)
+                .unwrap_or_else(|| home.join(default))
+                .join("opencode")
+        })
+        .collect()
     }
 
     fn parser(&self) -> Box<dyn EventParser> {

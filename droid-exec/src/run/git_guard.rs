@@ -1,0 +1,266 @@
+//! The repository's `.git/hooks` and `.git/config`: code and settings git runs later, on the
+//! user's behalf (a planted `pre-commit`, a `core.fsmonitor` or `core.hooksPath`). They lie
+//! inside `repo_root`, which a confined run may write, and Landlock only grants whole subtrees;
+//! so they are recorded before the run, compared after it (verification included), and every
+//! change is undone: a new file removed, a changed or deleted one written back with its mode.
+//! The engine reports what was restored as a `conflict` issue.
+//!
+//! Only a `.git` directory directly in `repo_root` is guarded: a work tree whose `.git` is a file
+//! (a linked work tree, a submodule) keeps its hooks and config in a directory outside
+//! `repo_root`, which a confined run cannot write at all.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+/// Most files recorded under `.git/hooks` (a fresh clone has 14 samples).
+const MAX_FILES: usize = 512;
+/// Most bytes recorded in all (a fresh clone's samples take about 25 KiB).
+const MAX_BYTES: u64 = 16 * 1024 * 1024;
+
+/// One recorded file: its content and permission bits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    bytes: Vec<u8>,
+    mode: u32,
+}
+
+/// `.git/config` and every file under `.git/hooks`, as they were before the run.
+#[derive(Debug)]
+pub(crate) struct GitGuard {
+    git_dir: PathBuf,
+    /// Relative to `git_dir` (`config`, `hooks/pre-commit.sample`, …).
+    files: BTreeMap<PathBuf, Entry>,
+    /// Whether `hooks/` existed (a run that creates it has it removed).
+    had_hooks: bool,
+    /// Why the record is incomplete (too many or too large files): nothing is removed then.
+    incomplete: Option<String>,
+}
+
+impl GitGuard {
+    /// Record `repo_root/.git`'s hooks and config; `None` when `repo_root/.git` is not a
+    /// directory.
+    pub(crate) fn record(repo_root: &Path) -> Option<Self> {
+        let git_dir = repo_root.join(".git");
+        let meta = std::fs::symlink_metadata(&git_dir).ok()?;
+        if !meta.is_dir() {
+            return None;
+        }
+        let mut files = BTreeMap::new();
+        let mut incomplete = None;
+        let mut total = 0u64;
+        let hooks = git_dir.join("hooks");
+        let had_hooks = hooks.is_dir();
+        let mut listed = vec![git_dir.join("config")];
+        listed.extend(walk(&hooks));
+        for path in listed {
+            if files.len() >= MAX_FILES {
+                incomplete = Some(format!("more than {MAX_FILES} files under .git/hooks"));
+                break;
+            }
+            let Some(entry) = read(&path) else { continue };
+            total += entry.bytes.len() as u64;
+            if total > MAX_BYTES {
+                incomplete = Some(format!(
+                    "more than {} MiB under .git/hooks",
+                    MAX_BYTES / 1024 / 1024
+                ));
+                break;
+            }
+            if let Ok(rel) = path.strip_prefix(&git_dir) {
+                files.insert(rel.to_path_buf(), entry);
+            }
+        }
+        Some(Self {
+            git_dir,
+            files,
+            had_hooks,
+            incomplete,
+        })
+    }
+
+    /// Compare with now and undo every change. Returns what was changed (relative to the
+    /// repository: `.git/hooks/pre-commit`), and what could not be restored, with why.
+    pub(crate) fn restore(&self) -> Restored {
+        let mut out = Restored::default();
+        let shown = |rel: &Path| format!(".git/{}", rel.display());
+        let hooks = self.git_dir.join("hooks");
+        // added files (and anything not a regular file: a symlink, a FIFO)
+        if self.incomplete.is_none() {
+            for path in walk(&hooks) {
+                let Ok(rel) = path.strip_prefix(&self.git_dir) else {
+                    continue;
+                };
+                if self.files.contains_key(rel) {
+                    continue;
+                }
+                out.changed.push(shown(rel));
+                if let Err(e) = std::fs::remove_file(&path) {
+                    out.failed.push(format!("{}: {e}", shown(rel)));
+                }
+            }
+            // directories the run added under hooks/ (now empty), deepest first
+            let mut dirs = dirs_under(&hooks);
+            dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+            for d in dirs {
+                let known = self
+                    .files
+                    .keys()
+                    .any(|k| self.git_dir.join(k).starts_with(&d));
+                if !known {
+                    let _ = std::fs::remove_dir(&d);
+                }
+            }
+            if !self.had_hooks && hooks.is_dir() && std::fs::remove_dir(&hooks).is_ok() {
+                out.changed.push(".git/hooks".to_owned());
+            }
+        }
+        // changed, deleted or replaced files
+        for (rel, before) in &self.files {
+            let path = self.git_dir.join(rel);
+            if read(&path).as_ref() == Some(before) {
+                continue;
+            }
+            out.changed.push(shown(rel));
+            if let Err(e) = write_back(&path, before) {
+                out.failed.push(format!("{}: {e}", shown(rel)));
+            }
+        }
+        out.changed.sort();
+        out.changed.dedup();
+        out.incomplete.clone_from(&self.incomplete);
+        out
+    }
+}
+
+/// What [`GitGuard::restore`] found and did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Restored {
+    /// Paths the run changed (added, modified, deleted), relative to the repository.
+    pub(crate) changed: Vec<String>,
+    /// Paths that could not be put back, with why.
+    pub(crate) failed: Vec<String>,
+    /// Why new files were not looked for.
+    pub(crate) incomplete: Option<String>,
+}
+
+/// A regular file's content and mode; `None` for anything else (missing, a symlink, a
+/// directory) or unreadable.
+fn read(path: &Path) -> Option<Entry> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let bytes = std::fs::read(path).ok()?;
+    Some(Entry {
+        bytes,
+        mode: meta.permissions().mode() & 0o7777,
+    })
+}
+
+/// Put `entry` back at `path`: whatever is there (a symlink, a directory, another file) goes.
+fn write_back(path: &Path, entry: &Entry) -> std::io::Result<()> {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if meta.is_dir() {
+            std::fs::remove_dir_all(path)?;
+        } else {
+            std::fs::remove_file(path)?;
+        }
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, &entry.bytes)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(entry.mode))
+}
+
+/// Every non-directory under `dir` (symlinks not followed), bounded by [`MAX_FILES`] × 2.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(kind) = e.file_type() else { continue };
+            if kind.is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push(e.path());
+            }
+            if out.len() > MAX_FILES * 2 {
+                return out;
+            }
+        }
+    }
+    out
+}
+
+/// Every directory under `dir` (not `dir` itself).
+fn dirs_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|k| k.is_dir()) {
+                out.push(e.path());
+                stack.push(e.path());
+            }
+            if out.len() > MAX_FILES {
+                return out;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn planted_changed_and_deleted_files_are_put_back() {
+        let dir = std::env::temp_dir().join(format!("git-guard-{}", std::process::id()));
+        let hooks = dir.join(".git/hooks");
+        std::fs::create_dir_all(&hooks).unwrap();
+        std::fs::write(dir.join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(hooks.join("pre-push.sample"), "#!/bin/sh\n").unwrap();
+        std::fs::write(hooks.join("keep"), "x").unwrap();
+        let guard = GitGuard::record(&dir).unwrap();
+
+        std::fs::write(hooks.join("pre-commit"), "#!/bin/sh\ncurl evil\n").unwrap();
+        std::fs::write(dir.join(".git/config"), "[core]\nfsmonitor = evil\n").unwrap();
+        std::fs::remove_file(hooks.join("keep")).unwrap();
+        std::fs::create_dir_all(hooks.join("sub")).unwrap();
+        std::fs::write(hooks.join("sub/x"), "y").unwrap();
+
+        let restored = guard.restore();
+        assert_eq!(
+            restored,
+            Restored {
+                changed: vec![
+                    ".git/config".to_owned(),
+                    ".git/hooks/keep".to_owned(),
+                    ".git/hooks/pre-commit".to_owned(),
+                    ".git/hooks/sub/x".to_owned(),
+                ],
+                failed: Vec::new(),
+                incomplete: None,
+            }
+        );
+        assert!(!hooks.join("pre-commit").exists());
+        assert!(!hooks.join("sub").exists());
+        assert_eq!(std::fs::read_to_string(hooks.join("keep")).unwrap(), "x");
+        assert_eq!(
+            std::fs::read_to_string(dir.join(".git/config")).unwrap(),
+            "[core]\n"
+        );
+        assert_eq!(guard.restore(), Restored::default());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,447 @@
+//! Write confinement of a run by Landlock (docs/operations.md#security-model): the agent, every
+//! process it starts (`setsid` and double-forked ones included: a Landlock domain is inherited
+//! across `fork` and `exec` and cannot be left), and the verification commands may write only
+//! under the paths of a [`Confinement`]; reads stay open (an agent must read toolchains and
+//! libraries).
+//!
+//! The ruleset is built in the engine, once per spawn ([`Confinement::ruleset`]: a handful of
+//! `open(O_PATH)` calls and one `landlock_add_rule` each), and enforced in the child between
+//! `fork` and `exec` ([`crate::run::spawn`]), where only `prctl(PR_SET_NO_NEW_PRIVS)` and
+//! `landlock_restrict_self` run: no allocation, no path resolution. A run with a supervisor has
+//! the ruleset enforced on the supervisor itself, before it executes: the supervisor writes
+//! nothing (it reads `/proc`, signals and reaps), and everything it starts inherits the domain,
+//! so no rule has to cross a process boundary.
+//!
+//! What a run may write ([`Writable`]): `repo_root`, the run's scratch directory (its `TMPDIR`),
+//! the system temp directory, the provider's own state ([`crate::providers::Provider::state_paths`]),
+//! the package caches builds and tests fill ([`CACHE_DIRS`], [`CACHE_FILES`]), the configured
+//! `sandbox_writable`, and the terminal-like devices ([`DEVICE_FILES`], [`DEVICE_DIRS`]).
+//! Shell rc files, `~/.ssh`, `~/.config` outside the agents' own, `~/.local/bin`, `~/.cargo/bin`
+//! and every other repository are not among them. Paths that do not exist when the run starts are
+//! left out (Landlock rules hold open files, not names), except the provider's state directories,
+//! which are created first (the agent would create them itself).
+//!
+//! Compatibility is best effort: on a kernel whose Landlock ABI predates a write right
+//! (`REFER` in ABI 2, `TRUNCATE` in ABI 3, `IOCTL_DEV` in ABI 5), that right is left unhandled, so
+//! the rest is still enforced. Without Landlock at all, `auto` runs unconfined with a warning and
+//! `landlock` refuses the run. In debug builds, `DROID_EXECUTOR_TEST_NO_LANDLOCK=1` in the
+//! process's environment makes this process behave as on a kernel without Landlock (the tests
+//! of that path; release builds ignore the variable).
+
+use std::path::{Path, PathBuf};
+
+use droid_contract::{SandboxInfo, SandboxKind};
+use landlock::{
+    ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, RestrictSelf,
+    RestrictSelfAttr, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
+};
+use serde::{Deserialize, Serialize};
+
+/// The `sandbox` setting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// Landlock where the kernel offers it; otherwise unconfined, with a warning in the result.
+    #[default]
+    Auto,
+    /// Landlock or nothing: a run on a kernel without Landlock is refused (`error`).
+    Landlock,
+    /// Unconfined: the agent writes wherever the user can.
+    Off,
+}
+
+impl SandboxMode {
+    /// The setting's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Landlock => "landlock",
+            Self::Off => "off",
+        }
+    }
+
+    /// Parse the setting's spelling.
+    ///
+    /// # Errors
+    /// What was expected, for anything else.
+    pub fn parse(v: &str) -> Result<Self, String> {
+        match v.trim() {
+            "auto" => Ok(Self::Auto),
+            "landlock" => Ok(Self::Landlock),
+            "off" => Ok(Self::Off),
+            other => Err(format!("{other:?}: expected auto, landlock or off")),
+        }
+    }
+}
+
+/// The variable that, in debug builds only, makes this process act as on a kernel without
+/// Landlock (tests of `auto`'s warning and `landlock`'s refusal).
+pub const TEST_NO_LANDLOCK_VAR: &str = "DROID_EXECUTOR_TEST_NO_LANDLOCK";
+
+/// Package caches under the home directory that builds and tests write (relative to `$HOME`):
+/// `~/.cache` (pip, go-build, node-gyp, sccache, the agents' own caches, every XDG-cache user),
+/// `~/.cargo/registry` and `~/.cargo/git` (crates being downloaded and unpacked), `~/.npm` (npm
+/// and npx), `~/.rustup` (a toolchain named by `rust-toolchain.toml` is installed on first use;
+/// rustup also keeps its lock and download files there). Not `~/.cargo/bin`, `~/.local/bin`,
+/// `~/.local/share` or `~/.config`: programs and settings that run later live there.
+pub const CACHE_DIRS: &[&str] = &[".cache", ".cargo/registry", ".cargo/git", ".npm", ".rustup"];
+
+/// Single files cargo locks or updates in `$CARGO_HOME` itself (granted one by one, so the rest
+/// of `~/.cargo`, `bin/` included, stays read-only).
+pub const CACHE_FILES: &[&str] = &[
+    ".cargo/.package-cache",
+    ".cargo/.package-cache-mutate",
+    ".cargo/.global-cache",
+];
+
+/// Devices any program may write: the bit buckets, randomness, the controlling terminal.
+pub const DEVICE_FILES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+];
+
+/// Device directories: pseudo-terminals and POSIX shared memory.
+pub const DEVICE_DIRS: &[&str] = &["/dev/pts", "/dev/shm"];
+
+/// The newest ABI whose file-system rights this code asks for (`IOCTL_DEV`); newer ABIs add no
+/// write right.
+const FS_ABI: ABI = ABI::V5;
+
+/// The Landlock ABI the running kernel offers, `None` without Landlock (not built in, or not
+/// enabled at boot). A few version queries (`landlock_create_ruleset` with the version flag), no
+/// ruleset is created.
+pub fn kernel_abi() -> Option<u32> {
+    if simulated_absent() {
+        return None;
+    }
+    // the crate keeps the kernel's number to itself (it wants callers to ask for rights, not
+    // versions): each probe asks for the first feature of an ABI as a hard requirement
+    let fs = |rights| {
+        Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(rights)
+            .is_ok()
+    };
+    let net = || {
+        Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(landlock::AccessNet::from_all(ABI::V4))
+            .is_ok()
+    };
+    let scope = || {
+        Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .scope(Scope::from_all(ABI::V6))
+            .is_ok()
+    };
+    let flag = |abi: ABI| {
+        let r = RestrictSelf::default().set_compatibility(CompatLevel::HardRequirement);
+        match abi {
+            ABI::V7 => r.log_subdomains(false).is_ok(),
+            _ => r.all_threads(true).is_ok(),
+        }
+    };
+    let probes: [(u32, &dyn Fn() -> bool); 8] = [
+        (1, &|| fs(AccessFs::from_all(ABI::V1))),
+        (2, &|| fs(AccessFs::Refer.into())),
+        (3, &|| fs(AccessFs::Truncate.into())),
+        (4, &net),
+        (5, &|| fs(AccessFs::IoctlDev.into())),
+        (6, &scope),
+        (7, &|| flag(ABI::V7)),
+        (8, &|| flag(ABI::V8)),
+    ];
+    let mut abi = None;
+    for (n, probe) in probes {
+        if !probe() {
+            break;
+        }
+        abi = Some(n);
+    }
+    abi
+}
+
+#[cfg(debug_assertions)]
+fn simulated_absent() -> bool {
+    std::env::var_os(TEST_NO_LANDLOCK_VAR).is_some_and(|v| v == "1")
+}
+
+#[cfg(not(debug_assertions))]
+fn simulated_absent() -> bool {
+    false
+}
+
+/// What a run may write, before it is resolved against the file system.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Writable {
+    /// The repository (listed first).
+    pub(crate) repo_root: PathBuf,
+    /// The run's scratch directory.
+    pub(crate) scratch: PathBuf,
+    /// The home directory the agent runs with (caches are under it), if any.
+    pub(crate) home: Option<PathBuf>,
+    /// The provider's own state directories and files.
+    pub(crate) state: Vec<PathBuf>,
+    /// `sandbox_writable`.
+    pub(crate) extra: Vec<PathBuf>,
+}
+
+/// The resolved write rules of one run: existing paths, canonical, each once.
+#[derive(Debug, Clone)]
+pub struct Confinement {
+    abi: u32,
+    paths: Vec<PathBuf>,
+}
+
+impl Confinement {
+    /// Resolve `w` on a kernel offering Landlock `abi`: the provider's state directories are
+    /// created when missing; every other path that does not exist is left out.
+    pub(crate) fn resolve(abi: u32, w: &Writable) -> Self {
+        let mut wanted: Vec<PathBuf> = vec![w.repo_root.clone(), w.scratch.clone()];
+        wanted.push(std::env::temp_dir());
+        wanted.push(PathBuf::from("/tmp"));
+        wanted.push(PathBuf::from("/var/tmp"));
+        for p in &w.state {
+            // a state file (`~/.claude.json`) is never created here: the agent writes it whole
+            if p.extension().is_none() && !p.exists() {
+                let _ = std::fs::create_dir_all(p);
+            }
+            wanted.push(p.clone());
+        }
+        if let Some(home) = &w.home {
+            wanted.extend(CACHE_DIRS.iter().map(|c| home.join(c)));
+            wanted.extend(CACHE_FILES.iter().map(|c| home.join(c)));
+        }
+        wanted.extend(w.extra.iter().cloned());
+        wanted.extend(DEVICE_FILES.iter().map(PathBuf::from));
+        wanted.extend(DEVICE_DIRS.iter().map(PathBuf::from));
+        let mut paths: Vec<PathBuf> = Vec::new();
+        for p in wanted {
+            let Ok(real) = std::fs::canonicalize(&p) else {
+                continue;
+            };
+            if !paths.contains(&real) {
+                paths.push(real);
+            }
+        }
+        Self { abi, paths }
+    }
+
+    /// The Landlock ABI the kernel offered.
+    pub fn abi(&self) -> u32 {
+        self.abi
+    }
+
+    /// The writable paths, `repo_root` first.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+
+    /// The ruleset for one child, ready to be enforced between `fork` and `exec`
+    /// ([`RulesetCreated::restrict_self`]).
+    ///
+    /// # Errors
+    /// When the kernel refuses to create the ruleset or a rule (a path that vanished since
+    /// [`Confinement::resolve`] is skipped).
+    pub fn ruleset(&self) -> std::io::Result<RulesetCreated> {
+        let failed = |e: landlock::RulesetError| std::io::Error::other(e.to_string());
+        let write = AccessFs::from_write(FS_ABI);
+        let file_write = write & AccessFs::from_file(FS_ABI);
+        let mut rules = Ruleset::default()
+            .handle_access(write)
+            .map_err(failed)?
+            .create()
+            .map_err(failed)?;
+        for p in &self.paths {
+            let Ok(fd) = PathFd::new(p) else { continue };
+            let access = if p.is_dir() { write } else { file_write };
+            rules = rules
+                .add_rule(PathBeneath::new(fd, access))
+                .map_err(failed)?;
+        }
+        Ok(rules.no_new_privs(true))
+    }
+}
+
+/// How one run is confined, decided when it starts.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// The rules, when Landlock confines the run.
+    pub(crate) confinement: Option<Confinement>,
+    /// What the result says.
+    pub(crate) info: SandboxInfo,
+    /// A warning for the result's logs (`auto` on a kernel without Landlock).
+    pub(crate) warning: Option<String>,
+}
+
+/// Decide how a run is confined under `mode` with Landlock ABI `abi` (`None`: not offered).
+///
+/// # Errors
+/// The refusal, for `landlock` on a kernel without Landlock: the run must not start.
+pub(crate) fn plan(mode: SandboxMode, abi: Option<u32>, w: &Writable) -> Result<Plan, String> {
+    let none = |reason: &str| SandboxInfo {
+        kind: SandboxKind::None,
+        abi: None,
+        writable: Vec::new(),
+        reason: Some(reason.to_owned()),
+    };
+    match (mode, abi) {
+        (SandboxMode::Off, _) => Ok(Plan {
+            confinement: None,
+            info: none("off by config"),
+            warning: None,
+        }),
+        (SandboxMode::Landlock, None) => Err(
+            "sandbox = \"landlock\" but this kernel offers no Landlock (not built in, or not \
+             enabled at boot: see /sys/kernel/security/lsm)"
+                .to_owned(),
+        ),
+        (SandboxMode::Auto, None) => Ok(Plan {
+            confinement: None,
+            info: none("kernel without Landlock"),
+            warning: Some(
+                "sandbox: this kernel offers no Landlock; the agent ran unconfined (sandbox = \
+                 \"auto\"; set sandbox = \"landlock\" to refuse such runs)"
+                    .to_owned(),
+            ),
+        }),
+        (SandboxMode::Auto | SandboxMode::Landlock, Some(abi)) => {
+            let c = Confinement::resolve(abi, w);
+            Ok(Plan {
+                info: SandboxInfo {
+                    kind: SandboxKind::Landlock,
+                    abi: Some(abi),
+                    writable: c.paths().iter().map(|p| p.display().to_string()).collect(),
+                    reason: None,
+                },
+                confinement: Some(c),
+                warning: None,
+            })
+        }
+    }
+}
+
+/// The paths a denied write names in an agent's tool output or a command's stderr: node's
+/// `EACCES: permission denied, open '/p'`, the shells' `cannot create /p: Permission denied`
+/// and `/p: Permission denied`, coreutils' `cannot touch '/p': Permission denied`. Each once,
+/// in order, at most `limit`.
+pub(crate) fn denied_paths(text: &str, limit: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        if out.len() >= limit {
+            break;
+        }
+        let lower = line.to_ascii_lowercase();
+        if !lower.contains("permission denied")
+            && !lower.contains("eacces")
+            && !lower.contains("operation not permitted")
+        {
+            continue;
+        }
+        if let Some(p) = path_in(line)
+            && !out.contains(&p)
+        {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The path a denial in `line` names: a quoted absolute path (node's `open '/p'`, coreutils'
+/// `'/p'`), else the last unquoted one (`/bin/sh: 1: cannot create /p: Permission denied` names
+/// the shell first), without trailing punctuation, and with an atomic writer's temporary name
+/// (`/d/.name.1a2b3c.tmp`) turned back into the file it stood for (`/d/name`).
+fn path_in(line: &str) -> Option<String> {
+    let quoted = ['\'', '"', '`'].into_iter().find_map(|q| {
+        line.split(q)
+            .skip(1)
+            .step_by(2)
+            .find(|c| c.starts_with('/') && c.len() > 1)
+            .map(str::to_owned)
+    });
+    let path = quoted.or_else(|| {
+        line.split(char::is_whitespace)
+            .map(|w| w.trim_end_matches([':', ',', ';', ')', '.', '\'', '"']))
+            .rfind(|w| w.starts_with('/') && w.len() > 1)
+            .map(str::to_owned)
+    })?;
+    Some(untemp(&path))
+}
+
+/// `/d/.name.<hex>.tmp` → `/d/name` (droid's file tools write a hidden temporary beside the
+/// target, then rename it); anything else unchanged.
+fn untemp(path: &str) -> String {
+    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+    let inner = name
+        .strip_prefix('.')
+        .and_then(|n| n.strip_suffix(".tmp"))
+        .and_then(|n| n.rsplit_once('.'))
+        .filter(|(_, hex)| !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit()));
+    match inner {
+        Some((orig, _)) if !orig.is_empty() => format!("{dir}/{orig}"),
+        _ => path.to_owned(),
+    }
+}
+
+/// Where a provider keeps state under `home` or in variables of `env`.
+pub(crate) fn env_path(
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+    name: &str,
+) -> Option<PathBuf> {
+    env.iter()
+        .find(|(k, v)| k == name && !v.is_empty())
+        .map(|(_, v)| PathBuf::from(v))
+}
+
+/// `home` joined with each of `rel`.
+pub(crate) fn under(home: &Path, rel: &[&str]) -> Vec<PathBuf> {
+    rel.iter().map(|r| home.join(r)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn denied_paths_are_read_from_the_usual_messages() {
+        let text = "Error: EACCES: permission denied, open '/home/u/..bashrc-planted.2c58a66773a5.tmp'\n\
+                    /bin/sh: 1: cannot create /home/u/escaped: Permission denied\n\
+                    touch: cannot touch '/srv/other/x': Permission denied\n\
+                    /home/u/escaped: Permission denied\n\
+                    all fine: /not/a/denial\n";
+        assert_eq!(
+            denied_paths(text, 10),
+            vec![
+                "/home/u/.bashrc-planted".to_owned(),
+                "/home/u/escaped".to_owned(),
+                "/srv/other/x".to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_setting_parses_its_three_spellings() {
+        for m in [SandboxMode::Auto, SandboxMode::Landlock, SandboxMode::Off] {
+            assert_eq!(SandboxMode::parse(m.as_str()), Ok(m));
+        }
+        assert!(SandboxMode::parse("on").is_err());
+    }
+
+    #[test]
+    fn off_and_a_missing_kernel_feature_say_why() {
+        let w = Writable::default();
+        let off = plan(SandboxMode::Off, Some(7), &w).unwrap();
+        assert_eq!(off.info.reason.as_deref(), Some("off by config"));
+        assert!(off.confinement.is_none());
+        let auto = plan(SandboxMode::Auto, None, &w).unwrap();
+        assert_eq!(auto.info.kind, SandboxKind::None);
+        assert!(auto.warning.is_some());
+        assert!(plan(SandboxMode::Landlock, None, &w).is_err());
+    }
+}
