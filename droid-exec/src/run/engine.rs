@@ -1084,10 +1084,20 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     }
     // a write the sandbox refused did not happen: it is a `permission_denied`, not a conflict
     let denied = sandbox_denials(a, &stderr);
+    // under Landlock a path outside every writable path cannot have been written, whatever the
+    // agent's tool call says (its CLI's own words for the refusal may not be recognised)
+    let confined = a.sandbox.confinement.as_ref();
     let outside: Vec<&String> = tools
         .outside
         .iter()
         .filter(|p| !denied.as_ref().is_some_and(|(_, paths)| paths.contains(p)))
+        .filter(|p| {
+            confined.is_none_or(|c| {
+                c.paths()
+                    .iter()
+                    .any(|w| Path::new(p.as_str()).starts_with(w))
+            })
+        })
         .collect();
     if !outside.is_empty() {
         let outside: Vec<&str> = outside.iter().map(|p| p.as_str()).collect();

@@ -261,6 +261,12 @@ impl World {
             );
         }
         assert_eq!(res.status, Status::Partial, "{}", dump(&ran));
+        // a write Landlock refused did not happen: no `conflict` claims it did
+        assert!(
+            !res.issues.iter().any(|i| i.kind.as_str() == "conflict"),
+            "{}",
+            dump(&ran)
+        );
         let sandbox = serde_json::to_value(&res.sandbox).unwrap();
         assert_eq!(sandbox["kind"], "landlock", "{sandbox}");
     }
