@@ -21,6 +21,8 @@ pub const MAX_COMMANDS: usize = 50;
 pub const MAX_FILES: usize = 1_000;
 /// Longest `notes_for_human`, in characters.
 pub const NOTES_MAX: usize = 100_000;
+/// Most extra writable directories in one request.
+pub const MAX_WRITABLE: usize = 20;
 /// Longest `model` / `session_id` value, in characters.
 pub const NAME_MAX: usize = 256;
 /// Reasoning efforts droid 0.225.2 accepts (`droid exec -r`).
@@ -158,6 +160,12 @@ pub struct ExecutionRequest {
     /// and autonomy map onto its own flags, and a value it cannot honour is an `error`.
     #[serde(default)]
     pub provider: ProviderId,
+    /// Directories the agent may write besides repo_root when the run is confined (the
+    /// server's `sandbox` setting); each must exist and lie under the allowed roots, as
+    /// repo_root must.
+    #[serde(default)]
+    #[schemars(length(max = 20))]
+    pub sandbox_writable: Vec<RepoRoot>,
 }
 
 /// Host facts plus policy for the checks that need the file system: `repo_root` must exist, be a
@@ -195,6 +203,7 @@ const FIELDS: &[&str] = &[
     "reasoning_effort",
     "session_id",
     "provider",
+    "sandbox_writable",
 ];
 const CONTEXT_FIELDS: &[&str] = &["repo_root", "files_of_interest"];
 
@@ -512,6 +521,14 @@ impl Parser {
         let provider = self
             .enumeration::<ProviderId>(obj, "provider", &ProviderId::choices())
             .unwrap_or_default();
+        let sandbox_writable = self.list::<RepoRoot>(obj, "sandbox_writable", MAX_WRITABLE);
+        if let Some(host) = host {
+            for (i, dir) in sandbox_writable.iter().enumerate() {
+                if let Some(problem) = host.repo_root_problem(dir.as_path()) {
+                    self.bad(format!("$.sandbox_writable[{i}]"), problem);
+                }
+            }
+        }
 
         Some(ExecutionRequest {
             task_id,
@@ -529,6 +546,7 @@ impl Parser {
             reasoning_effort,
             session_id,
             provider,
+            sandbox_writable,
         })
     }
 

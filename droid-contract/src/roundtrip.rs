@@ -254,6 +254,7 @@ fn request() -> impl Strategy<Value = ExecutionRequest> {
             reasoning_effort,
             session_id,
             provider,
+            sandbox_writable: Vec::new(),
         },
     )
 }

@@ -60,7 +60,7 @@ fn a_minimal_request_parses_with_defaults() {
             "constraints": [], "acceptance_criteria": [], "execution_mode": "mixed",
             "suggested_commands": [], "max_runtime_seconds": null, "notes_for_human": null,
             "autonomy": null, "model": null, "reasoning_effort": null, "session_id": null,
-            "provider": "droid"
+            "provider": "droid", "sandbox_writable": []
         })
     );
 }
@@ -112,7 +112,7 @@ fn messages_name_the_problem() {
         vec![
             (
                 "$.bogus".to_string(),
-                "unknown field \"bogus\"; allowed fields: task_id, objective, instructions, context, constraints, acceptance_criteria, execution_mode, suggested_commands, max_runtime_seconds, notes_for_human, autonomy, model, reasoning_effort, session_id, provider".to_string()
+                "unknown field \"bogus\"; allowed fields: task_id, objective, instructions, context, constraints, acceptance_criteria, execution_mode, suggested_commands, max_runtime_seconds, notes_for_human, autonomy, model, reasoning_effort, session_id, provider, sandbox_writable".to_string()
             ),
             (
                 "$.objective".to_string(),

@@ -524,12 +524,27 @@ impl Engine {
             .as_deref()
             .map(|h| provider.state_paths(h, &agent_env))
             .unwrap_or_default();
+        // the request's own extra directories, resolved and checked again now (as repo_root is:
+        // a directory may have been swapped for a symlink out of the allowed roots meanwhile)
+        let mut extra = cfg.sandbox_writable.clone();
+        for (i, dir) in req.sandbox_writable.iter().enumerate() {
+            match self.resolve_writable(dir.as_path()) {
+                Ok(p) => extra.push(p),
+                Err(why) => {
+                    let v = Violations(vec![droid_contract::Violation::new(
+                        format!("$.sandbox_writable[{i}]"),
+                        why,
+                    )]);
+                    return ExecutionResult::invalid_request(None, &v);
+                }
+            }
+        }
         let writable = Writable {
             repo_root: root.to_path_buf(),
             scratch: scratch.path().to_path_buf(),
             home,
             state,
-            extra: cfg.sandbox_writable.clone(),
+            extra,
         };
         let mut confinement = match sandbox::plan(cfg.sandbox, sandbox::kernel_abi(), &writable) {
             Ok(p) => p,
@@ -761,6 +776,24 @@ fn root_refused(message: String) -> ExecutionResult {
 }
 
 impl Engine {
+    /// A request's extra writable directory, resolved (symlinks followed) and checked against
+    /// `allowed_roots` when its run starts.
+    fn resolve_writable(&self, asked: &Path) -> Result<PathBuf, String> {
+        let path = std::fs::canonicalize(asked)
+            .map_err(|e| format!("{asked:?} cannot be resolved when the run starts ({e})"))?;
+        let check = HostCheck {
+            facts: &FsFacts,
+            allowed_roots: &self.cfg.allowed_roots,
+        };
+        match check.repo_root_problem(&path) {
+            None => Ok(path),
+            Some(problem) if path == asked => Err(format!("when the run started: {problem}")),
+            Some(problem) => Err(format!(
+                "when the run started, {asked:?} resolved to {problem}"
+            )),
+        }
+    }
+
     /// `asked` resolved (symlinks followed) and checked again against `allowed_roots` now that
     /// its run starts: admission checked it when the request came in, and a queued task may
     /// wait long enough for the directory to be swapped for a symlink to somewhere else.

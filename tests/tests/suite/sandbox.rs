@@ -358,3 +358,63 @@ async fn a_kernel_without_landlock_warns_under_auto_and_is_refused_under_landloc
     // nothing ran: the model was never asked by the refused run
     assert_eq!(model.requests().len(), asked);
 }
+
+/// A request's `sandbox_writable` opens one more directory to a confined run (a sibling
+/// repository here), and only one that lies under the allowed roots: a directory outside them is
+/// refused at admission, naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_may_open_a_directory_under_the_allowed_roots_and_no_other() {
+    let model = ScriptedModel::start(json!([])).await.unwrap();
+    let o = Outside::new(&model);
+    let scratch = TempDir::new("sb-scratch").unwrap();
+    let shared = o.other().join("shared.txt");
+    let planted = o.home().join(".bashrc-planted");
+    model.set_script(json!([
+        {"tool": [create(&shared, "from the task\n")]},
+        {"tool": [create(&planted, "x\n")]},
+        {"text": "Done."}
+    ]));
+    let engine = engine(&o, scratch.path(), SandboxMode::Landlock, true);
+    let ran = run(
+        &engine,
+        &request(
+            &o.repo(),
+            "Write the shared file",
+            json!({"model": MODEL, "sandbox_writable": [o.other()]}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(&shared).ok().as_deref(),
+        Some("from the task\n"),
+        "{:#?}",
+        ran.result
+    );
+    assert!(!planted.exists(), "{:#?}", ran.result);
+    let sandbox = ran.result.sandbox.as_ref().unwrap();
+    assert_eq!(sandbox.kind, SandboxKind::Landlock);
+    let other = std::fs::canonicalize(o.other()).unwrap();
+    assert!(
+        sandbox.writable.iter().any(|w| Path::new(w) == other),
+        "{sandbox:#?}"
+    );
+
+    // with allowed roots, a directory outside them is refused before anything runs
+    let mut cfg = engine.config().clone();
+    cfg.allowed_roots = vec![o.dir.clone()];
+    let strict = Engine::new(cfg);
+    let refused = strict
+        .admit(
+            &json!({"objective": "x", "context": {"repo_root": o.repo()},
+                        "sandbox_writable": ["/usr"]}),
+        )
+        .unwrap_err();
+    assert_eq!(refused.0.len(), 1, "{refused:?}");
+    assert_eq!(refused.0[0].path, "$.sandbox_writable[0]");
+    assert!(
+        refused.0[0]
+            .message
+            .contains("is outside the allowed roots"),
+        "{refused:?}"
+    );
+}
