@@ -1,4 +1,4 @@
-//! Installing the real MCP clients the interop suites drive, pinned, under `target/interop/`:
+//! Installing the real MCP and ACP clients the interop suites drive, pinned, under `target/interop/`:
 //!
 //! - the Python SDK (`mcp` on PyPI) in one venv per version. Both versions, because they differ
 //!   on the wire (2.x sends `notifications/cancelled` when a call is abandoned, 1.x sends nothing);
@@ -6,6 +6,11 @@
 //!   (`@modelcontextprotocol/sdk`) and v2 (`@modelcontextprotocol/client`), and the Inspector CLI
 //!   v2 and v1 (v1 under the alias `inspector1`, since both are `@modelcontextprotocol/inspector`).
 //!   The suite `mcp_node` drives them with `tests/interop/ts_client_v{1,2}.mjs`;
+//! - the ACP clients: the TypeScript SDK `@agentclientprotocol/sdk` in its own npm project
+//!   `target/interop/node-acp` (it also ships the v1 JSON schema the transcripts are validated
+//!   against), and the Python SDK `agent-client-protocol` with `jsonschema` in the venv
+//!   `target/interop/py-acp`. The suites `acp_node` and `acp_python` drive them with
+//!   `tests/interop/acp_{node,py}_client.*`;
 //! - the agent CLIs whose MCP clients `setup mcp` writes entries for, in their own npm project
 //!   `target/agents/node` (outside `target/interop`, which a checkout may share): Codex
 //!   (`@openai/codex`) and Claude Code (`@anthropic-ai/claude-code`). Their platform binaries come
@@ -25,10 +30,17 @@ pub(crate) const PY_MCP: &[(&str, &str)] = &[("py-mcp2", "2.3.0"), ("py-mcp1", "
 
 /// The `mcp` version installed in the venv at `venv`, if it has a working Python and the package.
 fn mcp_version(venv: &Path) -> Option<String> {
+    dist_version(venv, "mcp")
+}
+
+/// The version of distribution `dist` installed in the venv at `venv`, if it has a working
+/// Python and the package.
+fn dist_version(venv: &Path, dist: &str) -> Option<String> {
     let out = Command::new(venv.join("bin/python"))
         .args([
             "-c",
-            "import importlib.metadata as m; print(m.version('mcp'))",
+            "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))",
+            dist,
         ])
         .output()
         .ok()?;
@@ -36,6 +48,28 @@ fn mcp_version(venv: &Path) -> Option<String> {
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
+
+/// The venv under `target/interop` holding the Python ACP client and the transcript validator.
+pub(crate) const PY_ACP_DIR: &str = "py-acp";
+
+/// `(distribution, exact version)` installed in [`PY_ACP_DIR`]: the ACP SDK the suite
+/// `acp_python` drives, and `jsonschema` for `tests/interop/acp_validate.py`.
+pub(crate) const PY_ACP: &[(&str, &str)] = &[
+    ("agent-client-protocol", "0.12.1"),
+    ("jsonschema", "4.26.0"),
+];
+
+/// The npm project under `target/interop` holding the ACP TypeScript SDK (its own project, so
+/// the MCP clients' lock is not touched).
+pub(crate) const NODE_ACP_DIR: &str = "node-acp";
+
+/// `(name in node_modules, npm package, exact version)`: the ACP client the suite `acp_node`
+/// drives; it ships `schema/v1/schema.json`, the schema every transcript is validated against.
+pub(crate) const NODE_ACP: &[(&str, &str, &str)] = &[(
+    "@agentclientprotocol/sdk",
+    "@agentclientprotocol/sdk",
+    "2.4.0",
+)];
 
 /// The npm project under `target/interop` holding the Node clients.
 pub(crate) const NODE_DIR: &str = "node";
@@ -86,9 +120,26 @@ pub(crate) fn fetch() -> Result<Vec<(String, PathBuf)>> {
     for &(name, version) in PY_MCP {
         let venv = root.join(name);
         if mcp_version(&venv).as_deref() != Some(version) {
-            install(&venv, version)?;
+            install(&venv, &[("mcp", version)])?;
         }
         installed.push((format!("python mcp {version}"), venv));
+    }
+    let venv = root.join(PY_ACP_DIR);
+    if !PY_ACP
+        .iter()
+        .all(|&(dist, version)| dist_version(&venv, dist).as_deref() == Some(version))
+    {
+        install(&venv, PY_ACP)?;
+    }
+    for &(dist, version) in PY_ACP {
+        installed.push((format!("python {dist} {version}"), venv.clone()));
+    }
+    let node_acp = root.join(NODE_ACP_DIR);
+    if !node_clients_match(&node_acp, NODE_ACP) {
+        install_node(&node_acp, NODE_ACP, "droid-executor-interop-acp")?;
+    }
+    for &(_, package, version) in NODE_ACP {
+        installed.push((format!("node {package}@{version}"), node_acp.clone()));
     }
     let node = root.join(NODE_DIR);
     if !node_clients_match(&node, NODE_CLIENTS) {
@@ -179,7 +230,7 @@ fn node_package_json(clients: &[(&str, &str, &str)], name: &str) -> Value {
     json!({
         "name": name,
         "private": true,
-        "description": "MCP clients for the interop suites; written by `cargo xtask fetch-interop`",
+        "description": "clients for the interop suites; written by `cargo xtask fetch-interop`",
         "dependencies": deps,
     })
 }
@@ -208,7 +259,7 @@ fn node_clients_match(dir: &Path, clients: &[(&str, &str, &str)]) -> bool {
 fn install_node(dir: &Path, clients: &[(&str, &str, &str)], name: &str) -> Result<()> {
     if Command::new("npm").arg("--version").output().is_err() {
         bail!(
-            "npm is needed to install the Node MCP clients (TypeScript SDK, Inspector CLI); \
+            "npm is needed to install the Node clients (MCP and ACP TypeScript SDKs, Inspector CLI); \
              install Node.js 20 or later with npm (e.g. apt-get install -y nodejs npm)"
         );
     }
@@ -233,7 +284,7 @@ fn install_node(dir: &Path, clients: &[(&str, &str, &str)], name: &str) -> Resul
             .args(["install", "--no-audit", "--no-fund", "--ignore-scripts"])
             .current_dir(dir),
     )
-    .context("npm install of the Node MCP clients failed (is the npm registry reachable?)")?;
+    .context("npm install of the Node clients failed (is the npm registry reachable?)")?;
     for &(name, package, version) in clients {
         match installed_node_package(dir, name) {
             Some((n, v)) if n == package && v == version => {}
@@ -247,12 +298,17 @@ fn install_node(dir: &Path, clients: &[(&str, &str, &str)], name: &str) -> Resul
     Ok(())
 }
 
-/// A fresh venv at `venv` with `mcp==version` in it (whatever was there is removed first: a venv
-/// left half-made by a failed `python3 -m venv` has no pip).
-fn install(venv: &Path, version: &str) -> Result<()> {
+/// A fresh venv at `venv` with each `dist==version` of `pins` in it (whatever was there is
+/// removed first: a venv left half-made by a failed `python3 -m venv` has no pip).
+fn install(venv: &Path, pins: &[(&str, &str)]) -> Result<()> {
+    let specs: Vec<String> = pins
+        .iter()
+        .map(|(dist, version)| format!("{dist}=={version}"))
+        .collect();
+    let wanted = specs.join(" ");
     if Command::new("python3").arg("--version").output().is_err() {
         bail!(
-            "python3 is needed to install the Python MCP SDK (mcp=={version}); install it with \
+            "python3 is needed to install the Python clients ({wanted}); install it with \
              venv support (e.g. apt-get install -y python3 python3-venv)"
         );
     }
@@ -261,10 +317,7 @@ fn install(venv: &Path, version: &str) -> Result<()> {
     }
     let parent = venv.parent().context("venv path has a parent")?;
     std::fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
-    eprintln!(
-        "xtask: installing mcp=={version} (PyPI) in {} …",
-        venv.display()
-    );
+    eprintln!("xtask: installing {wanted} (PyPI) in {} …", venv.display());
     if let Err(e) = output(Command::new("python3").args(["-m", "venv"]).arg(venv)) {
         let _ = std::fs::remove_dir_all(venv);
         return Err(e.context(
@@ -272,22 +325,27 @@ fn install(venv: &Path, version: &str) -> Result<()> {
              install the python3-venv package (apt-get install -y python3-venv)",
         ));
     }
-    let spec = format!("mcp=={version}");
-    output(Command::new(venv.join("bin/python")).args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        &spec,
-    ]))
-    .with_context(|| format!("pip install {spec} failed (is PyPI reachable?)"))?;
-    match mcp_version(venv) {
-        Some(v) if v == version => Ok(()),
-        Some(v) => bail!("{} has mcp {v}, expected {version}", venv.display()),
-        None => bail!(
-            "{}: `import importlib.metadata; version('mcp')` failed after pip install",
-            venv.display()
-        ),
+    output(
+        Command::new(venv.join("bin/python"))
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(&specs),
+    )
+    .with_context(|| format!("pip install {wanted} failed (is PyPI reachable?)"))?;
+    for &(dist, version) in pins {
+        match dist_version(venv, dist) {
+            Some(v) if v == version => {}
+            Some(v) => bail!("{} has {dist} {v}, expected {version}", venv.display()),
+            None => bail!(
+                "{}: `import importlib.metadata; version('{dist}')` failed after pip install",
+                venv.display()
+            ),
+        }
     }
+    Ok(())
 }

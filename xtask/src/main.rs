@@ -7,7 +7,9 @@
 //!   (`mcp` 2.3.0 and 1.30.0 from PyPI) under `target/interop/py-mcp{2,1}/`, and the Node clients
 //!   (TypeScript SDK 1.32.2 and 2.4.0, Inspector 2.12.0 and 1.0.3 from npm) under
 //!   `target/interop/node/`; the agent CLIs `setup mcp` writes entries for (Codex 0.169.0, Claude
-//!   Code 2.1.330 from npm) under `target/agents/node/`.
+//!   Code 2.1.330 from npm) under `target/agents/node/`; the ACP clients (npm
+//!   `@agentclientprotocol/sdk` 2.4.0 under `target/interop/node-acp/`, PyPI
+//!   `agent-client-protocol` 0.12.1 with `jsonschema` 4.26.0 under `target/interop/py-acp/`).
 //! - `preflight`: every program outside the workspace that the suite and these commands run
 //!   (git, Node.js and npm, python3 with venv, curl, libfaketime, systemd-analyze, unshare, …),
 //!   OK or missing, with the `apt-get install` line. `test`, `ci`, `demo`, `soak` and
