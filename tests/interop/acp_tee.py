@@ -62,20 +62,16 @@ class Log:
 
 
 def copy_lines(src, dst, log: Log, direction: str) -> None:
-    """Copies `src` to `dst` chunk by chunk, flushing at every newline and whenever the pipe has
-    nothing more for now, logging each complete line (and a last line without newline)."""
+    """Copies `src` to `dst` chunk by chunk, flushing each chunk at once, and logs each complete
+    line (and a last line without newline). A chunk's complete lines are logged BEFORE the chunk
+    is forwarded: the peer cannot answer a line before it has it, so the log keeps every answer
+    after its request even though the two directions are copied by two threads."""
     kept = bytearray()
     truncated = False
     while True:
         data = src.read1(CHUNK)
         if not data:
             break
-        try:
-            dst.write(data)
-            dst.flush()
-        except (BrokenPipeError, ValueError):
-            # the reader is gone: keep draining (so the writer never blocks) and logging
-            dst = _Sink()
         start = 0
         while True:
             nl = data.find(b"\n", start)
@@ -92,6 +88,12 @@ def copy_lines(src, dst, log: Log, direction: str) -> None:
             kept.clear()
             truncated = False
             start = nl + 1
+        try:
+            dst.write(data)
+            dst.flush()
+        except (BrokenPipeError, ValueError):
+            # the reader is gone: keep draining (so the writer never blocks) and logging
+            dst = _Sink()
     if kept:
         log.write(direction, bytes(kept), truncated)
 
