@@ -5,7 +5,12 @@
 //
 //   node acp_node_client.mjs --scenario S --cwd DIR [--cwd2 DIR] [--log LOG] [--model ID]
 //        [--mode ID] [--prompt TEXT] [--second-prompt TEXT] [--cancel-after SECS]
-//        [--timeout SECS] -- AGENT ARGS...
+//        [--cancel-on chunk|stdin] [--pause-after-first] [--timeout SECS] -- AGENT ARGS...
+//
+// Driving from a test: with `--cancel-on stdin` the cancel scenario sends session/cancel when a
+// line `cancel` arrives on stdin (instead of at the first chunk); with `--pause-after-first`
+// the client prints `{"paused":{"stopReason":…}}` after the first prompt of a two-prompt
+// scenario and waits for a line `go` on stdin before the second.
 //
 // With --log the agent is started through acp_tee.py (beside this file), which records every
 // wire line to LOG for acp_validate.py. Prints ONE JSON summary line on stdout at the end (the
@@ -36,10 +41,16 @@ function parseArgs(argv) {
   const names = {
     "--scenario": "scenario", "--cwd": "cwd", "--cwd2": "cwd2", "--log": "log", "--model": "model",
     "--mode": "mode", "--prompt": "prompt", "--second-prompt": "secondPrompt",
-    "--cancel-after": "cancelAfter", "--timeout": "timeout",
+    "--cancel-after": "cancelAfter", "--timeout": "timeout", "--cancel-on": "cancelOn",
   };
+  const flags = { "--pause-after-first": "pauseAfterFirst" };
   let i = 0;
   for (; i < argv.length && argv[i] !== "--"; i += 2) {
+    if (flags[argv[i]]) {
+      opts[flags[argv[i]]] = true;
+      i -= 1;
+      continue;
+    }
     const key = names[argv[i]];
     if (!key || i + 1 >= argv.length) usage(`unknown or incomplete option ${argv[i]}`);
     opts[key] = argv[i + 1];
@@ -49,6 +60,8 @@ function parseArgs(argv) {
   if (!opts.cwd || opts.agent.length === 0) usage("--cwd and an agent command are required");
   if (opts.scenario === "two-sessions" && !opts.cwd2) usage("two-sessions needs --cwd2");
   if (opts.scenario === "mode" && !opts.mode) usage("mode needs --mode");
+  opts.cancelOn ??= "chunk";
+  if (!["chunk", "stdin"].includes(opts.cancelOn)) usage("--cancel-on must be chunk or stdin");
   opts.timeout = Number(opts.timeout);
   if (opts.cancelAfter !== undefined) opts.cancelAfter = Number(opts.cancelAfter);
   return opts;
@@ -60,6 +73,30 @@ function usage(why) {
 }
 
 const opts = parseArgs(process.argv.slice(2));
+
+// ---- commands on stdin (`cancel`, `go`), for a test driving the client ------------------------
+const waiting = { cancel: [], go: [] };
+let stdinLines = null;
+function onStdinLine(line) {
+  const word = line.trim();
+  const queue = waiting[word];
+  if (queue) queue.splice(0).forEach((resolve) => resolve());
+}
+function nextCommand(word) {
+  if (stdinLines === null) {
+    stdinLines = "";
+    process.stdin.setEncoding("utf8");
+    process.stdin.on("data", (data) => {
+      stdinLines += data;
+      let nl;
+      while ((nl = stdinLines.indexOf("\n")) >= 0) {
+        onStdinLine(stdinLines.slice(0, nl));
+        stdinLines = stdinLines.slice(nl + 1);
+      }
+    });
+  }
+  return new Promise((resolve) => waiting[word].push(resolve));
+}
 
 // ---- the summary, filled in as messages arrive ------------------------------------------------
 const summary = {
@@ -158,7 +195,7 @@ async function onPermission(params) {
   const record = { toolCallId: params.toolCall?.toolCallId ?? null, kinds: params.options.map((o) => o.kind), answer: null };
   summary.permissions.push(record);
   if (params.toolCall) applyToolCall(params.toolCall);
-  if (opts.scenario === "cancel" && turn?.cancellable) {
+  if (opts.scenario === "cancel" && turn?.cancellable && (turn.cancelSent || turn.cancelAtPermission)) {
     // the turn is being cancelled (or this request is what we cancel at): answer `cancelled`
     await turn.cancel();
     record.answer = "cancelled";
@@ -270,6 +307,8 @@ async function prompt(ctx, sessionId, text, setup) {
     delete turn.onChunk;
     delete turn.cancel;
     delete turn.cancellable;
+    delete turn.cancelSent;
+    delete turn.cancelAtPermission;
     delete turn.timer;
     if (turn.firstChunkMs !== null) turn.firstChunkMs = Math.round(turn.firstChunkMs * 10) / 10;
   }
@@ -282,6 +321,7 @@ function armCancel(ctx) {
     let sent = null;
     turn.cancellable = true;
     turn.cancel = () => {
+      turn.cancelSent = true;
       if (!sent) {
         turn.cancelSentMs = Math.round((performance.now() - turn.sentAt) * 10) / 10;
         sent = ctx.notify("session/cancel", { sessionId: turn.sessionId });
@@ -290,7 +330,11 @@ function armCancel(ctx) {
     };
     if (opts.cancelAfter !== undefined) {
       turn.timer = setTimeout(() => turn.cancel(), opts.cancelAfter * 1000);
+    } else if (opts.cancelOn === "stdin") {
+      nextCommand("cancel").then(() => turn.cancel());
     } else {
+      // a permission request before any chunk is where the turn is cancelled
+      turn.cancelAtPermission = true;
       turn.onChunk = () => turn.cancel();
     }
   };
@@ -300,7 +344,16 @@ async function session(ctx, body) {
   await initialize(ctx);
   const sess = await newSession(ctx, opts.cwd);
   if (opts.model) await setModel(ctx, sess);
+  if (opts.mode) await setMode(ctx, sess);
   return body(sess);
+}
+
+/// Between the two prompts of a scenario: with --pause-after-first, say so and wait for `go`.
+async function between(stopReason) {
+  if (!opts.pauseAfterFirst) return;
+  const go = nextCommand("go");
+  process.stdout.write(JSON.stringify({ paused: { stopReason } }) + "\n");
+  await go;
 }
 
 async function run() {
@@ -317,22 +370,19 @@ async function run() {
           done = summary.stopReasons.length === 1;
           break;
         case "mode":
-          await session(ctx, async (s) => {
-            await setMode(ctx, s);
-            await prompt(ctx, s.sessionId, opts.prompt);
-          });
+          await session(ctx, (s) => prompt(ctx, s.sessionId, opts.prompt));
           done = summary.stopReasons.length === 1;
           break;
         case "always":
           await session(ctx, async (s) => {
-            await prompt(ctx, s.sessionId, opts.prompt);
+            await between(await prompt(ctx, s.sessionId, opts.prompt));
             await prompt(ctx, s.sessionId, opts.secondPrompt);
           });
           done = summary.stopReasons.length === 2;
           break;
         case "cancel":
           await session(ctx, async (s) => {
-            await prompt(ctx, s.sessionId, opts.prompt, armCancel(ctx));
+            await between(await prompt(ctx, s.sessionId, opts.prompt, armCancel(ctx)));
             await prompt(ctx, s.sessionId, opts.secondPrompt);
           });
           done = summary.stopReasons.length === 2;
@@ -341,9 +391,9 @@ async function run() {
           await initialize(ctx);
           const a = await newSession(ctx, opts.cwd);
           const b = await newSession(ctx, opts.cwd2);
-          if (opts.model) {
-            await setModel(ctx, a);
-            await setModel(ctx, b);
+          for (const s of [a, b]) {
+            if (opts.model) await setModel(ctx, s);
+            if (opts.mode) await setMode(ctx, s);
           }
           await Promise.all([prompt(ctx, a.sessionId, opts.prompt), prompt(ctx, b.sessionId, opts.secondPrompt)]);
           done = summary.stopReasons.length === 2;

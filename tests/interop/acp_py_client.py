@@ -4,13 +4,18 @@ venv `cargo xtask fetch-interop` makes at target/interop/py-acp).
 
     python acp_py_client.py --scenario S --cwd DIR [--cwd2 DIR] [--log LOG] [--model ID]
         [--mode ID] [--prompt TEXT] [--second-prompt TEXT] [--cancel-after SECS]
-        [--timeout SECS] -- AGENT ARGS...
+        [--cancel-on chunk|stdin] [--pause-after-first] [--timeout SECS] -- AGENT ARGS...
 
 The same scenarios, flags and summary as acp_node_client.mjs (see tests/interop/acp/README.md).
 With --log the agent is started through acp_tee.py (beside this file). Prints ONE JSON summary
 line on stdout at the end and exits 0 when the scenario ran to its end (`ok`), 1 otherwise, also
 after --timeout (default 120 s). Permission options are chosen by kind, never by id or
 position; models and modes only from what session/new returned.
+
+Driving from a test: with `--cancel-on stdin` the cancel scenario sends session/cancel when a
+line `cancel` arrives on stdin (instead of at the first chunk); with `--pause-after-first` the
+client prints `{"paused": {"stopReason": ...}}` after the first prompt of a two-prompt scenario
+and waits for a line `go` on stdin before the second.
 
 The agent gets this process's whole environment: `spawn_agent_process` passes only a trimmed
 one (PATH, HOME, ...) unless told otherwise, and droid without FACTORY_AIRGAP_ENABLED asks for a
@@ -22,6 +27,7 @@ import asyncio
 import json
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -47,6 +53,35 @@ LINE_LIMIT = 16 * 1024 * 1024
 SHUTDOWN_GRACE = 10.0
 
 
+class Commands:
+    """Lines on stdin (`cancel`, `go`) from a test driving the client, read by a daemon thread
+    (an executor thread blocked in a read would hold up the event loop's shutdown)."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[str, list[asyncio.Future]] = {"cancel": [], "go": []}
+        self.started = False
+
+    def _deliver(self, word: str) -> None:
+        for fut in self.waiting.get(word, []):
+            if not fut.done():
+                fut.set_result(None)
+        self.waiting.get(word, []).clear()
+
+    def next(self, word: str) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self.waiting[word].append(fut)
+        if not self.started:
+            self.started = True
+
+            def read() -> None:
+                for line in sys.stdin:
+                    loop.call_soon_threadsafe(self._deliver, line.strip())
+
+            threading.Thread(target=read, daemon=True).start()
+        return fut
+
+
 def as_json(obj: Any) -> Any:
     if hasattr(obj, "model_dump"):
         return obj.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -70,7 +105,7 @@ class Driver(Client):
         self.running: dict[str, dict] = {}
         self.first_prompt_at: float | None = None
         self.replaying = False
-        self.conn = None
+        self.commands = Commands()
 
     # -- summary helpers
     def record_error(self, e: BaseException | dict) -> None:
@@ -147,7 +182,8 @@ class Driver(Client):
         s["permissions"].append(record)
         if call.get("toolCallId"):
             self.apply_tool_call(call)
-        if self.opts.scenario == "cancel" and turn is not None and turn.get("_cancellable"):
+        if (self.opts.scenario == "cancel" and turn is not None and turn.get("_cancellable")
+                and (turn.get("_cancelSent") or turn.get("_cancelAtPermission"))):
             await turn["_cancel"]()
             record["answer"] = "cancelled"
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
@@ -243,6 +279,7 @@ class Driver(Client):
             sent: list = []
 
             async def do_cancel() -> None:
+                turn["_cancelSent"] = True
                 if not sent:
                     sent.append(True)
                     turn["cancelSentMs"] = round((time.monotonic() - turn["_sentAt"]) * 1000, 1)
@@ -255,7 +292,14 @@ class Driver(Client):
                     await asyncio.sleep(self.opts.cancel_after)
                     await do_cancel()
                 timer = asyncio.create_task(later())
+            elif self.opts.cancel_on == "stdin":
+                async def on_command() -> None:
+                    await self.commands.next("cancel")
+                    await do_cancel()
+                timer = asyncio.create_task(on_command())
             else:
+                # a permission request before any chunk is where the turn is cancelled
+                turn["_cancelAtPermission"] = True
                 turn["_onChunk"] = do_cancel
         try:
             res = await conn.prompt(session_id=session_id, prompt=[text_block(text)])
@@ -270,6 +314,14 @@ class Driver(Client):
             for key in [k for k in turn if k.startswith("_")]:
                 del turn[key]
 
+    async def between(self, stop_reason: str) -> None:
+        """Between the two prompts: with --pause-after-first, say so and wait for `go`."""
+        if not self.opts.pause_after_first:
+            return
+        go = self.commands.next("go")
+        print(json.dumps({"paused": {"stopReason": stop_reason}}), flush=True)
+        await go
+
     async def scenario(self, conn) -> bool:
         o, s = self.opts, self.summary
         sc = o.scenario
@@ -277,9 +329,11 @@ class Driver(Client):
             await self.initialize(conn)
             a = await self.new_session(conn, o.cwd)
             b = await self.new_session(conn, o.cwd2)
-            if o.model:
-                await self.set_model(conn, a)
-                await self.set_model(conn, b)
+            for sess in (a, b):
+                if o.model:
+                    await self.set_model(conn, sess)
+                if o.mode:
+                    await self.set_mode(conn, sess)
             await asyncio.gather(self.prompt(conn, a["sessionId"], o.prompt),
                                  self.prompt(conn, b["sessionId"], o.second_prompt))
             return len(s["stopReasons"]) == 2
@@ -298,7 +352,7 @@ class Driver(Client):
         sid = sess["sessionId"]
         if o.model:
             await self.set_model(conn, sess)
-        if sc == "mode":
+        if o.mode:
             await self.set_mode(conn, sess)
         if sc in ("stream", "tools-allow", "reject", "mode", "load"):
             await self.prompt(conn, sid, o.prompt)
@@ -310,7 +364,7 @@ class Driver(Client):
                                     "title": x.get("title")} for x in listed.get("sessions", [])]
             return len(s["stopReasons"]) == 1
         if sc in ("always", "cancel"):
-            await self.prompt(conn, sid, o.prompt, cancel=(sc == "cancel"))
+            await self.between(await self.prompt(conn, sid, o.prompt, cancel=(sc == "cancel")))
             await self.prompt(conn, sid, o.second_prompt)
             return len(s["stopReasons"]) == 2
         raise RuntimeError(f"unknown scenario {sc}")
@@ -373,6 +427,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--prompt", default="Say hello")
     ap.add_argument("--second-prompt", default="Say hello again")
     ap.add_argument("--cancel-after", type=float)
+    ap.add_argument("--cancel-on", choices=["chunk", "stdin"], default="chunk")
+    ap.add_argument("--pause-after-first", action="store_true")
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("agent", nargs=argparse.REMAINDER)
     opts = ap.parse_args()
