@@ -20,6 +20,7 @@
 //! runtime, so it keeps answering even while a test blocks its own thread, and dropping it stops
 //! every connection, hanging ones included.
 
+pub mod acp_world;
 pub mod agent_bin;
 pub mod claude_home;
 pub mod codex_home;
