@@ -36,6 +36,7 @@ pub mod locate;
 pub mod provenance;
 pub mod providers;
 pub mod run;
+pub mod session;
 pub mod tasks;
 pub mod timestamp;
 

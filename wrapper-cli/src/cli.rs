@@ -46,6 +46,9 @@ pub(crate) enum Command {
     },
     /// Serve MCP on stdio (for Claude Code, Codex, Cursor, droid…).
     Mcp,
+    /// Serve the Agent Client Protocol on stdio: droid as the agent of Zed and other ACP
+    /// editors (`setup acp --client zed` registers it).
+    Acp,
     /// Serve the HTTP bridge in the foreground (default http://127.0.0.1:53002).
     Serve(crate::serve::ServeArgs),
     /// The HTTP bridge as a background daemon: start, stop, status.
@@ -193,6 +196,7 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
             crate::doctor::doctor(cli.config.as_ref(), skills_dir.as_deref(), json).await
         }
         Command::Mcp => crate::mcp::mcp(cli.config.as_ref()).await,
+        Command::Acp => crate::acp::acp(cli.config.as_ref()).await,
         Command::Serve(args) => crate::serve::serve(args, cli.config.as_ref()).await,
         Command::Bridge(args) => crate::bridge::bridge(args, cli.config.as_ref()).await,
         Command::Config(args) => crate::config_cmd::config(args, cli.config.as_ref()),

@@ -11,6 +11,7 @@
 //! lost, a background task keeps it in the store). `ping`, like `doctor`: 0 no check failed, 1
 //! one did.
 
+mod acp;
 mod ask;
 mod bridge;
 mod cli;

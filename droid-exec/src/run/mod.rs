@@ -22,6 +22,6 @@ pub(crate) mod snapshot;
 pub mod spawn;
 pub mod supervise;
 pub mod sweep;
-mod verify;
+pub(crate) mod verify;
 
 pub use engine::Engine;

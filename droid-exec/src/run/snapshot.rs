@@ -347,6 +347,54 @@ impl Snapshot {
         })
     }
 
+    /// The content of `path` (relative to the root) as this snapshot recorded it: `Some` for
+    /// a UTF-8 text file of at most `max` bytes in a git snapshot, `None` otherwise (a walk
+    /// keeps no content, a large untracked file was never stored, a binary is not text).
+    pub(crate) async fn text_of(
+        &self,
+        path: &str,
+        env: &[(OsString, OsString)],
+        max: usize,
+    ) -> Option<String> {
+        let Kind::Git(tree) = &self.kind else {
+            return None;
+        };
+        let env = with_vars(
+            env,
+            &[
+                (
+                    "GIT_OBJECT_DIRECTORY",
+                    tree.objects.clone().into_os_string(),
+                ),
+                (
+                    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+                    alternates(&[tree.repo_objects.as_path()], env),
+                ),
+            ],
+        );
+        let spec = format!("{}:{path}", tree.tree);
+        let size = git(&self.root, &env, &os_args(&["cat-file", "-s", &spec]), None)
+            .await
+            .ok()?
+            .into_stdout()
+            .ok()?;
+        let size: usize = String::from_utf8_lossy(&size).trim().parse().ok()?;
+        if size > max {
+            return None;
+        }
+        let out = git(
+            &self.root,
+            &env,
+            &os_args(&["cat-file", "blob", &spec]),
+            None,
+        )
+        .await
+        .ok()?
+        .into_stdout()
+        .ok()?;
+        String::from_utf8(out).ok().filter(|t| !t.contains('\0'))
+    }
+
     /// Why this snapshot walked the directory although it lies in a git work tree (git
     /// missing, too old, or refusing the repository), `None` when git was used or the
     /// directory is not in a repository. A walk ignores `.gitignore` and stops at

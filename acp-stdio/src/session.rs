@@ -1,0 +1,886 @@
+//! One ACP session: its droid (an interactive session of the engine), its mode and settings,
+//! the permissions remembered for it, and its turns.
+//!
+//! A turn: the prompt goes to droid; droid's events become `session/update`s as they come (a
+//! message chunk per token delta, tool calls with their diffs and output, the plan); droid's
+//! permission requests are decided by the mode and what the user allowed "always", or asked;
+//! when droid ends the turn, what the turn started and left running is ended, the repository
+//! is measured (and the session's verification commands run), that measurement is sent as
+//! one more update, and the prompt is answered.
+//!
+//! droid runs at its lowest autonomy level (`off`), so it asks before every edit and command,
+//! and this agent decides: the mode is ours, not droid's (droid trusts the model's own risk
+//! label; see `droid_exec::session::tools`).
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use droid_contract::{Autonomy, ShellCommand};
+use droid_exec::session::event::PermissionRequest;
+use droid_exec::session::history;
+use droid_exec::session::measure::TurnMeter;
+use droid_exec::session::tools::{self, Risk, ToolView};
+use droid_exec::session::{DroidSession, SessionError, SessionEvent, SessionSpec};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::Agent;
+use crate::jsonrpc::{self, RpcError};
+use crate::modes::{self, EFFORTS, Mode};
+use crate::prompt;
+use crate::updates;
+
+/// droid's autonomy level in every session: it asks, we decide.
+const DROID_AUTONOMY: &str = "off";
+/// After an interrupt, how long droid gets to end the turn before it is restarted.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
+/// Verification commands a session may carry.
+const MAX_VERIFY: usize = 16;
+
+/// The permission options offered (ACP option kinds as ids).
+fn permission_options() -> Value {
+    json!([
+        {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
+        {"optionId": "allow_always", "name": "Always allow this kind of action in this session", "kind": "allow_always"},
+        {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+    ])
+}
+
+#[derive(Debug)]
+struct Settings {
+    mode: Mode,
+    model: String,
+    models: Vec<(String, String)>,
+    effort: String,
+    /// `(class, risk)` the user allowed always.
+    always: HashSet<(&'static str, Risk)>,
+}
+
+#[derive(Debug)]
+struct Live {
+    droid: Arc<DroidSession>,
+    events: mpsc::Receiver<SessionEvent>,
+}
+
+/// One open session.
+#[derive(Debug)]
+pub struct Session {
+    id: String,
+    root: PathBuf,
+    cap: Autonomy,
+    verify: Vec<ShellCommand>,
+    settings: std::sync::Mutex<Settings>,
+    /// droid's handle, for requests made while a turn holds [`Session::live`].
+    droid: std::sync::Mutex<Arc<DroidSession>>,
+    /// Held by the running turn (one at a time; the next prompt waits).
+    live: tokio::sync::Mutex<Live>,
+    meter: tokio::sync::Mutex<TurnMeter>,
+    turn: std::sync::Mutex<Option<CancellationToken>>,
+    closed: CancellationToken,
+    turns: std::sync::atomic::AtomicU64,
+}
+
+fn str_param<'a>(params: &'a Value, key: &str) -> Result<&'a str, RpcError> {
+    params
+        .get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::params(format!("{key} (a string) is required")))
+}
+
+/// The error a session that cannot open gets.
+fn open_error(e: &SessionError) -> RpcError {
+    match e {
+        SessionError::DroidMissing(_) => RpcError::new(jsonrpc::DROID_NOT_AVAILABLE, e.to_string())
+            .with_data(json!({
+                "install": "npm install -g @factory/cli",
+                "setting": "droid_bin in config.toml, or DROID_CLI_CMD",
+                "check": "droid-executor doctor",
+            })),
+        SessionError::Refused(m) => RpcError::params(m.clone()),
+        SessionError::Timeout { .. } => RpcError::new(jsonrpc::TIMEOUT_ERROR, e.to_string()),
+        _ if e.is_auth() => {
+            RpcError::new(jsonrpc::AUTHENTICATION_FAILED, e.to_string()).with_data(json!({
+                "envVar": "FACTORY_API_KEY",
+                "alternative": "customModels in ~/.factory/settings.json",
+            }))
+        }
+        SessionError::Spawn(_) | SessionError::Exited(_) => {
+            RpcError::new(jsonrpc::DROID_NOT_AVAILABLE, e.to_string())
+        }
+        SessionError::Droid(_) => RpcError::new(jsonrpc::INTERNAL_ERROR, e.to_string()),
+    }
+}
+
+struct NewParams {
+    cwd: PathBuf,
+    verify: Vec<ShellCommand>,
+}
+
+fn new_params(params: &Value) -> Result<NewParams, RpcError> {
+    let cwd = PathBuf::from(str_param(params, "cwd")?);
+    if !cwd.is_absolute() {
+        return Err(RpcError::params(format!(
+            "cwd {cwd:?} must be an absolute path"
+        )));
+    }
+    match params.get("mcpServers") {
+        Some(Value::Array(servers)) => {
+            if !servers.is_empty() {
+                tracing::warn!(
+                    "{} MCP server(s) from the client are not passed to droid (droid's interactive mode takes MCP servers from ~/.factory/mcp.json)",
+                    servers.len()
+                );
+            }
+        }
+        Some(_) => return Err(RpcError::params("mcpServers must be an array")),
+        None => {
+            return Err(RpcError::params(
+                "mcpServers is required (an array, possibly empty)",
+            ));
+        }
+    }
+    let verify = match params.pointer("/_meta/droidExecutor/verify") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(cmds)) => {
+            if cmds.len() > MAX_VERIFY {
+                return Err(RpcError::params(format!(
+                    "_meta.droidExecutor.verify has {} commands; at most {MAX_VERIFY}",
+                    cmds.len()
+                )));
+            }
+            cmds.iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    c.as_str()
+                        .ok_or_else(|| "is not a string".to_owned())
+                        .and_then(|s| ShellCommand::try_from(s.to_owned()))
+                        .map_err(|why| {
+                            RpcError::params(format!("_meta.droidExecutor.verify[{i}] {why}"))
+                        })
+                })
+                .collect::<Result<_, _>>()?
+        }
+        Some(_) => {
+            return Err(RpcError::params(
+                "_meta.droidExecutor.verify must be an array of shell commands",
+            ));
+        }
+    };
+    Ok(NewParams { cwd, verify })
+}
+
+async fn open(
+    agent: &Arc<Agent>,
+    p: NewParams,
+    load: Option<String>,
+) -> Result<(Arc<Session>, Vec<Value>), RpcError> {
+    let cfg = agent.engine.config();
+    let spec = SessionSpec {
+        cwd: p.cwd,
+        load,
+        model: cfg.default_model.clone(),
+        autonomy_level: Some(DROID_AUTONOMY.into()),
+    };
+    let (droid, opened, events) = agent
+        .engine
+        .open_session(&spec)
+        .await
+        .map_err(|e| open_error(&e))?;
+    let droid = Arc::new(droid);
+    if spec.load.is_some() {
+        // a loaded session keeps droid's stored autonomy: ours is always `off`
+        let _ = droid
+            .update_settings(json!({"autonomyLevel": DROID_AUTONOMY}))
+            .await;
+    }
+    let meter = match TurnMeter::new(&agent.engine) {
+        Ok(m) => m,
+        Err(e) => {
+            droid.close().await;
+            return Err(RpcError::new(
+                jsonrpc::INTERNAL_ERROR,
+                format!("cannot make the session's scratch directory: {e}"),
+            ));
+        }
+    };
+    let text = |k: &str| {
+        opened
+            .settings
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let effort = Some(text("reasoningEffort"))
+        .filter(|e| EFFORTS.contains(&e.as_str()))
+        .unwrap_or_else(|| "none".into());
+    let session = Arc::new(Session {
+        id: opened.droid_session_id.clone(),
+        root: opened.root.clone(),
+        cap: cfg.max_autonomy,
+        verify: p.verify,
+        settings: std::sync::Mutex::new(Settings {
+            mode: Mode(Autonomy::ReadOnly),
+            model: text("modelId"),
+            models: opened.models.clone(),
+            effort,
+            always: HashSet::new(),
+        }),
+        droid: std::sync::Mutex::new(droid.clone()),
+        live: tokio::sync::Mutex::new(Live { droid, events }),
+        meter: tokio::sync::Mutex::new(meter),
+        turn: std::sync::Mutex::new(None),
+        closed: CancellationToken::new(),
+        turns: std::sync::atomic::AtomicU64::new(0),
+    });
+    let previous = agent
+        .sessions
+        .lock()
+        .await
+        .insert(session.id.clone(), session.clone());
+    if let Some(old) = previous {
+        old.cancel();
+        old.close().await;
+    }
+    Ok((session, opened.history))
+}
+
+/// `session/new`.
+pub async fn new(agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError> {
+    let p = new_params(params)?;
+    let (s, _) = open(agent, p, None).await?;
+    Ok(s.describe(true))
+}
+
+/// `session/load`: droid reopens its stored session; the conversation is replayed as updates
+/// before the answer.
+pub async fn load(agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError> {
+    let id = str_param(params, "sessionId")?.to_owned();
+    let p = new_params(params)?;
+    let cwd = std::fs::canonicalize(&p.cwd).unwrap_or_else(|_| p.cwd.clone());
+    let found = agent
+        .home()
+        .and_then(|home| history::find(&home, &cwd, &id));
+    if found.is_none() {
+        return Err(RpcError::new(
+            jsonrpc::SESSION_NOT_FOUND,
+            format!(
+                "Session not found: droid has no stored session {id} for {}",
+                cwd.display()
+            ),
+        )
+        .with_data(json!({"sessionId": id})));
+    }
+    let (s, history) = open(agent, p, Some(id)).await?;
+    s.replay(agent, &history).await;
+    Ok(s.describe(false))
+}
+
+/// What a tool call of the running turn is.
+#[derive(Debug)]
+struct Call {
+    input: Value,
+    view: ToolView,
+    announced: bool,
+}
+
+/// How a turn ended.
+enum Ending {
+    Droid(String),
+    Exited,
+}
+
+impl Session {
+    /// The session id (droid's).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// `modes` and `configOptions` (with `sessionId` for `session/new`).
+    fn describe(&self, with_id: bool) -> Value {
+        let mut v = json!({
+            "modes": self.modes_json(),
+            "configOptions": self.config_options(),
+        });
+        if with_id {
+            v["sessionId"] = json!(self.id);
+        }
+        v
+    }
+
+    fn modes_json(&self) -> Value {
+        let mode = self
+            .settings
+            .lock()
+            .map_or(Mode(Autonomy::ReadOnly), |s| s.mode);
+        modes::modes_json(mode, self.cap)
+    }
+
+    fn config_options(&self) -> Value {
+        match self.settings.lock() {
+            Ok(s) => modes::config_options(s.mode, self.cap, &s.model, &s.models, &s.effort),
+            Err(_) => json!([]),
+        }
+    }
+
+    fn droid(&self) -> Arc<DroidSession> {
+        self.droid
+            .lock()
+            .map(|d| d.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// Cancel the running turn, if any.
+    pub fn cancel(&self) {
+        if let Ok(t) = self.turn.lock()
+            && let Some(t) = t.as_ref()
+        {
+            t.cancel();
+        }
+    }
+
+    /// End the session: its turn is cancelled and droid (with all it started) ended.
+    pub async fn close(&self) {
+        self.closed.cancel();
+        self.cancel();
+        self.droid().close().await;
+    }
+
+    fn mode_to(&self, id: &str) -> Result<(), RpcError> {
+        let mode = Mode::from_id(id).ok_or_else(|| {
+            RpcError::params(format!(
+                "unknown mode {id:?}; the modes are {}",
+                modes::modes_under(self.cap)
+                    .into_iter()
+                    .map(Mode::id)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        if mode.0 > self.cap {
+            return Err(RpcError::params(format!(
+                "mode {id:?} is above max_autonomy = {:?} (the setting that raises it)",
+                self.cap.as_str()
+            )));
+        }
+        if let Ok(mut s) = self.settings.lock() {
+            s.mode = mode;
+        }
+        Ok(())
+    }
+
+    /// `session/set_mode`.
+    pub fn set_mode(&self, params: &Value) -> Result<(), RpcError> {
+        self.mode_to(str_param(params, "modeId")?)
+    }
+
+    /// `session/set_config_option`: the complete list after the change.
+    pub async fn set_config_option(&self, params: &Value) -> Result<Value, RpcError> {
+        let config = str_param(params, "configId")?;
+        let value = str_param(params, "value")?;
+        match config {
+            "mode" => self.mode_to(value)?,
+            "model" => {
+                let known = self
+                    .settings
+                    .lock()
+                    .map(|s| s.models.iter().any(|(id, _)| id == value))
+                    .unwrap_or(false);
+                if !known {
+                    return Err(RpcError::params(format!(
+                        "model {value:?} is not one droid offers in this session (see the model option's values)"
+                    )));
+                }
+                self.droid()
+                    .update_settings(json!({"modelId": value}))
+                    .await
+                    .map_err(|e| RpcError::new(jsonrpc::PROCESS_ERROR, e.to_string()))?;
+                if let Ok(mut s) = self.settings.lock() {
+                    s.model = value.to_owned();
+                }
+            }
+            "reasoning_effort" => {
+                if !EFFORTS.contains(&value) {
+                    return Err(RpcError::params(format!(
+                        "reasoning_effort {value:?} is not one of {}",
+                        EFFORTS.join(", ")
+                    )));
+                }
+                self.droid()
+                    .update_settings(json!({"reasoningEffort": value}))
+                    .await
+                    .map_err(|e| RpcError::new(jsonrpc::PROCESS_ERROR, e.to_string()))?;
+                if let Ok(mut s) = self.settings.lock() {
+                    s.effort = value.to_owned();
+                }
+            }
+            other => {
+                return Err(RpcError::params(format!(
+                    "unknown configId {other:?}; the options are mode, model, reasoning_effort"
+                )));
+            }
+        }
+        Ok(json!({"configOptions": self.config_options()}))
+    }
+
+    /// Replay a loaded session's stored messages as updates.
+    async fn replay(&self, agent: &Agent, history: &[Value]) {
+        let mut calls: HashMap<String, ToolView> = HashMap::new();
+        for m in history {
+            if m.get("visibility").and_then(Value::as_str) == Some("llm_only") {
+                continue;
+            }
+            let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+            let Some(content) = m.get("content").and_then(Value::as_array) else {
+                continue;
+            };
+            for c in content {
+                match (role, c.get("type").and_then(Value::as_str)) {
+                    ("user", Some("text")) => {
+                        let t = c.get("text").and_then(Value::as_str).unwrap_or("");
+                        if !t.is_empty() {
+                            agent.update(&self.id, updates::user_chunk(t)).await;
+                        }
+                    }
+                    ("assistant", Some("text")) => {
+                        let t = c.get("text").and_then(Value::as_str).unwrap_or("");
+                        if !t.is_empty() {
+                            agent.update(&self.id, updates::message_chunk(t)).await;
+                        }
+                    }
+                    (_, Some("tool_use")) => {
+                        let id = c.get("id").and_then(Value::as_str).unwrap_or("");
+                        let name = c.get("name").and_then(Value::as_str).unwrap_or("");
+                        let input = c.get("input").cloned().unwrap_or(Value::Null);
+                        let view = tools::view(name, &input, &self.root);
+                        agent
+                            .update(&self.id, updates::tool_call(id, &view, &input, "completed"))
+                            .await;
+                        calls.insert(id.to_owned(), view);
+                    }
+                    (_, Some("tool_result")) => {
+                        let id = c
+                            .get("tool_use_id")
+                            .or_else(|| c.get("toolUseId"))
+                            .and_then(Value::as_str)
+                            .unwrap_or("");
+                        if !calls.contains_key(id) {
+                            continue;
+                        }
+                        let output = match c.get("content") {
+                            Some(Value::String(s)) => s.clone(),
+                            Some(Value::Array(parts)) => parts
+                                .iter()
+                                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                                .collect::<Vec<_>>()
+                                .join("\n"),
+                            _ => String::new(),
+                        };
+                        let failed = c.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+                        agent
+                            .update(
+                                &self.id,
+                                updates::tool_result(id, calls.get(id), &output, failed),
+                            )
+                            .await;
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// `session/prompt`: run one turn.
+    pub async fn prompt(&self, agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError> {
+        let blocks = params
+            .get("prompt")
+            .ok_or_else(|| RpcError::params("prompt (an array of content blocks) is required"))?;
+        let built = prompt::build(blocks, &self.root)?;
+        let mut live = self.live.lock().await;
+        if self.closed.is_cancelled() {
+            return Ok(json!({"stopReason": "cancelled"}));
+        }
+        let token = CancellationToken::new();
+        if let Ok(mut t) = self.turn.lock() {
+            *t = Some(token.clone());
+        }
+        let result = self.turn(agent, &mut live, &built.text, &token).await;
+        if let Ok(mut t) = self.turn.lock() {
+            *t = None;
+        }
+        result
+    }
+
+    /// Restart droid on its stored session after it died (the conversation continues).
+    async fn revive(&self, agent: &Agent, live: &mut Live) -> Result<(), RpcError> {
+        let cfg = agent.engine.config();
+        let spec = SessionSpec {
+            cwd: self.root.clone(),
+            load: Some(self.id.clone()),
+            model: None,
+            autonomy_level: None,
+        };
+        let (droid, _, events) = agent.engine.open_session(&spec).await.map_err(|e| {
+            RpcError::new(
+                jsonrpc::PROCESS_ERROR,
+                format!("droid exited and could not be restarted: {e}"),
+            )
+        })?;
+        let droid = Arc::new(droid);
+        let (model, effort) = self
+            .settings
+            .lock()
+            .map(|s| (s.model.clone(), s.effort.clone()))
+            .unwrap_or_default();
+        let mut patch = json!({"autonomyLevel": DROID_AUTONOMY, "reasoningEffort": effort});
+        if !model.is_empty() {
+            patch["modelId"] = json!(model);
+        }
+        let _ = droid.update_settings(patch).await;
+        let _ = cfg;
+        live.droid.close().await;
+        live.droid = droid.clone();
+        live.events = events;
+        if let Ok(mut d) = self.droid.lock() {
+            *d = droid;
+        }
+        Ok(())
+    }
+
+    async fn turn(
+        &self,
+        agent: &Arc<Agent>,
+        live: &mut Live,
+        text: &str,
+        token: &CancellationToken,
+    ) -> Result<Value, RpcError> {
+        if live.droid.exited().await {
+            self.revive(agent, live).await?;
+        }
+        let n = self
+            .turns
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // events left from before (settings echoes) are not this turn's
+        while let Ok(ev) = live.events.try_recv() {
+            if ev == SessionEvent::Exited {
+                self.revive(agent, live).await?;
+            }
+        }
+        let droid = live.droid.clone();
+        let measuring = self.meter.lock().await.begin(&droid).await;
+        if let Err(e) = droid.prompt(text).await {
+            return Err(match e {
+                SessionError::Timeout { .. } => {
+                    RpcError::new(jsonrpc::TIMEOUT_ERROR, e.to_string())
+                }
+                other => RpcError::new(jsonrpc::PROCESS_ERROR, other.to_string()),
+            });
+        }
+        let budget = agent.engine.config().default_timeout;
+        let deadline = tokio::time::Instant::now() + budget;
+        let mut calls: HashMap<String, Call> = HashMap::new();
+        let mut errors: Vec<String> = Vec::new();
+        let mut interrupted = false;
+        let mut timed_out = false;
+        let mut grace: Option<tokio::time::Instant> = None;
+        let ending = loop {
+            let ev = tokio::select! {
+                ev = live.events.recv() => ev,
+                () = token.cancelled(), if !interrupted => {
+                    interrupted = true;
+                    grace = Some(tokio::time::Instant::now() + INTERRUPT_GRACE);
+                    if let Err(e) = droid.interrupt().await {
+                        tracing::warn!("interrupting droid: {e}");
+                    }
+                    continue;
+                }
+                () = tokio::time::sleep_until(deadline), if !timed_out && !interrupted => {
+                    timed_out = true;
+                    interrupted = true;
+                    grace = Some(tokio::time::Instant::now() + INTERRUPT_GRACE);
+                    let _ = droid.interrupt().await;
+                    continue;
+                }
+                () = async { match grace { Some(g) => tokio::time::sleep_until(g).await, None => std::future::pending().await } } => {
+                    // droid did not end the turn: it is restarted on its stored session next time
+                    droid.close().await;
+                    break Ending::Exited;
+                }
+            };
+            let Some(ev) = ev else { break Ending::Exited };
+            match ev {
+                SessionEvent::TextDelta { text, .. } => {
+                    if !text.is_empty() {
+                        agent.update(&self.id, updates::message_chunk(&text)).await;
+                    }
+                }
+                SessionEvent::ThinkingDelta { text } => {
+                    if !text.is_empty() {
+                        agent.update(&self.id, updates::thought_chunk(&text)).await;
+                    }
+                }
+                SessionEvent::ToolUse { id, name, input } => {
+                    let complete = input.as_object().is_some_and(|o| !o.is_empty());
+                    let view = tools::view(&name, &input, &self.root);
+                    if name == "TodoWrite" && complete {
+                        agent
+                            .update(&self.id, updates::plan(&tools::plan(&input)))
+                            .await;
+                    }
+                    let call = calls.entry(id.clone()).or_insert_with(|| Call {
+                        input: input.clone(),
+                        view: view.clone(),
+                        announced: false,
+                    });
+                    if complete {
+                        call.input = input;
+                        call.view = view;
+                        if call.announced {
+                            agent
+                                .update(
+                                    &self.id,
+                                    updates::tool_call_refined(&id, &call.view, &call.input),
+                                )
+                                .await;
+                        } else {
+                            call.announced = true;
+                            agent
+                                .update(
+                                    &self.id,
+                                    updates::tool_call(&id, &call.view, &call.input, "pending"),
+                                )
+                                .await;
+                        }
+                    }
+                }
+                SessionEvent::ToolExecuting { id } => {
+                    self.announce(agent, &mut calls, &id).await;
+                    agent
+                        .update(&self.id, updates::tool_status(&id, "in_progress"))
+                        .await;
+                }
+                SessionEvent::ToolResult {
+                    id,
+                    content,
+                    is_error,
+                } => {
+                    self.announce(agent, &mut calls, &id).await;
+                    let view = calls.get(&id).map(|c| &c.view);
+                    agent
+                        .update(
+                            &self.id,
+                            updates::tool_result(&id, view, &content, is_error),
+                        )
+                        .await;
+                }
+                SessionEvent::Permission(req) => {
+                    let option = if interrupted {
+                        "cancel"
+                    } else {
+                        self.decide(agent, &mut calls, &req, token).await
+                    };
+                    if let Err(e) = droid.answer_permission(&req.request_id, option).await {
+                        tracing::warn!("answering droid's permission request: {e}");
+                    }
+                }
+                SessionEvent::TurnCompleted { reason, .. } => break Ending::Droid(reason),
+                SessionEvent::Error { message } => errors.push(message),
+                SessionEvent::Retry { attempt, reason } => {
+                    tracing::info!("droid retries the model (attempt {attempt}, {reason})");
+                }
+                SessionEvent::Settings(s) => {
+                    if let Ok(mut st) = self.settings.lock()
+                        && let Some(m) = s.get("modelId").and_then(Value::as_str)
+                    {
+                        st.model = m.to_owned();
+                    }
+                }
+                SessionEvent::Exited => break Ending::Exited,
+                SessionEvent::Title(_) | SessionEvent::Ignored(_) => {}
+            }
+        };
+        // nothing the turn started outlives it (droid itself and its MCP servers stay)
+        let killed = droid.end_turn_processes().await;
+        if !killed.is_empty() {
+            tracing::info!("ended {} process(es) the turn left running", killed.len());
+        }
+        let measure = {
+            let mut meter = self.meter.lock().await;
+            let mut m = meter.finish(&droid, &self.verify, token).await;
+            if let Err(e) = measuring {
+                m.warnings.push(format!(
+                    "the repository could not be recorded when the turn started: {e}"
+                ));
+            }
+            m
+        };
+        agent
+            .update(
+                &self.id,
+                updates::measured(
+                    &format!("measured-{n}"),
+                    &self.root.display().to_string(),
+                    &measure,
+                ),
+            )
+            .await;
+        if timed_out {
+            return Err(RpcError::new(
+                jsonrpc::TIMEOUT_ERROR,
+                format!(
+                    "the turn ran longer than {} s (the default_timeout setting) and was stopped",
+                    budget.as_secs()
+                ),
+            ));
+        }
+        match ending {
+            _ if interrupted => Ok(json!({"stopReason": "cancelled"})),
+            Ending::Droid(reason) => match reason.as_str() {
+                "completed" => Ok(json!({"stopReason": "end_turn"})),
+                "cancelled" => Ok(json!({"stopReason": "cancelled"})),
+                "max_turns" | "max_turns_reached" => Ok(json!({"stopReason": "max_turn_requests"})),
+                "model_authentication_failed" => Err(RpcError::new(
+                    jsonrpc::AUTHENTICATION_FAILED,
+                    format!(
+                        "the model refused droid's credentials: {}",
+                        errors.join("; ")
+                    ),
+                )),
+                other => Err(RpcError::new(
+                    jsonrpc::FACTORY_API_ERROR,
+                    format!(
+                        "the turn failed ({other}){}",
+                        if errors.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {}", errors.join("; "))
+                        }
+                    ),
+                )
+                .with_data(json!({"reason": other, "errors": errors}))),
+            },
+            Ending::Exited => {
+                let tail = droid.stderr_tail();
+                droid.close().await;
+                Err(RpcError::new(
+                    jsonrpc::PROCESS_ERROR,
+                    format!(
+                        "droid exited during the turn{}; the next prompt restarts it on this session's history",
+                        if tail.trim().is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {}", tail.trim())
+                        }
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// Send the `tool_call` of `id` if it was not sent yet (droid reported its execution or
+    /// result before its complete input).
+    async fn announce(&self, agent: &Agent, calls: &mut HashMap<String, Call>, id: &str) {
+        let call = calls.entry(id.to_owned()).or_insert_with(|| Call {
+            input: Value::Null,
+            view: tools::view("", &Value::Null, &self.root),
+            announced: false,
+        });
+        if !call.announced {
+            call.announced = true;
+            agent
+                .update(
+                    &self.id,
+                    updates::tool_call(id, &call.view, &call.input, "pending"),
+                )
+                .await;
+        }
+    }
+
+    /// Decide droid's permission request: droid's option value to answer with.
+    async fn decide(
+        &self,
+        agent: &Agent,
+        calls: &mut HashMap<String, Call>,
+        req: &PermissionRequest,
+        token: &CancellationToken,
+    ) -> &'static str {
+        let (mode, always) = self
+            .settings
+            .lock()
+            .map(|s| (s.mode, s.always.clone()))
+            .unwrap_or((Mode(Autonomy::ReadOnly), HashSet::new()));
+        let mut ask: Vec<(String, ToolView, Value)> = Vec::new();
+        for t in &req.tools {
+            let mut input = t.input.clone();
+            if let (Some(obj), Some(impact)) = (input.as_object_mut(), &t.impact) {
+                obj.entry("riskLevel").or_insert_with(|| json!(impact));
+            }
+            let view = tools::view(&t.name, &input, &self.root);
+            let call = calls.entry(t.id.clone()).or_insert_with(|| Call {
+                input: t.input.clone(),
+                view: view.clone(),
+                announced: false,
+            });
+            if !call.announced {
+                call.announced = true;
+                call.input = t.input.clone();
+                call.view = view.clone();
+                agent
+                    .update(
+                        &self.id,
+                        updates::tool_call(&t.id, &view, &t.input, "pending"),
+                    )
+                    .await;
+            }
+            let auto = mode.auto_approves(view.class, view.risk)
+                || always.contains(&(view.class.as_str(), view.risk));
+            if !auto {
+                ask.push((t.id.clone(), view, t.input.clone()));
+            }
+        }
+        let Some((id, view, input)) = ask.first() else {
+            return "proceed_once";
+        };
+        let params = json!({
+            "sessionId": self.id,
+            "toolCall": {
+                "toolCallId": id,
+                "title": view.title,
+                "kind": view.class.as_str(),
+                "status": "pending",
+                "rawInput": input,
+                "content": updates::tool_call(id, view, input, "pending")["content"],
+                "locations": updates::tool_call(id, view, input, "pending")["locations"],
+            },
+            "options": permission_options(),
+            "_meta": {"droidExecutor": {"risk": view.risk.as_str(), "reason": view.risk_reason}},
+        });
+        let answer = tokio::select! {
+            a = agent.ask("session/request_permission", params) => a,
+            () = token.cancelled() => return "cancel",
+        };
+        let chosen = answer
+            .ok()
+            .filter(|a| a.pointer("/outcome/outcome").and_then(Value::as_str) == Some("selected"))
+            .and_then(|a| {
+                a.pointer("/outcome/optionId")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            });
+        match chosen.as_deref() {
+            Some("allow_once") => "proceed_once",
+            Some("allow_always") => {
+                if let Ok(mut s) = self.settings.lock() {
+                    for (_, v, _) in &ask {
+                        s.always.insert((v.class.as_str(), v.risk));
+                    }
+                }
+                "proceed_once"
+            }
+            _ => "cancel",
+        }
+    }
+}
