@@ -118,7 +118,7 @@ const summary = {
   replayed: [],
   listed: [],
 };
-const toolCalls = new Map(); // toolCallId -> entry of summary.toolCalls
+const toolCalls = new Map(); // "sessionId toolCallId" -> entry of summary.toolCalls (ids are per session)
 const running = new Map(); // sessionId -> the prompt record being run
 let firstPromptAt = null;
 let replaying = false;
@@ -129,11 +129,12 @@ function recordError(e) {
   summary.errors.push({ code, message, ...(e?.data !== undefined ? { data: e.data } : {}) });
 }
 
-function applyToolCall(u) {
-  let entry = toolCalls.get(u.toolCallId);
+function applyToolCall(sessionId, u) {
+  const key = `${sessionId} ${u.toolCallId}`;
+  let entry = toolCalls.get(key);
   if (!entry) {
-    entry = { id: u.toolCallId, kind: "other", title: null, status: "pending", contentTypes: [], diffPaths: [], meta: null };
-    toolCalls.set(u.toolCallId, entry);
+    entry = { id: u.toolCallId, sessionId, kind: "other", title: null, status: "pending", contentTypes: [], diffPaths: [], meta: null };
+    toolCalls.set(key, entry);
     summary.toolCalls.push(entry);
   }
   if (u.kind !== undefined) entry.kind = u.kind;
@@ -170,7 +171,7 @@ function onUpdate(params) {
       summary.firstChunkMs = Math.round((performance.now() - firstPromptAt) * 10) / 10;
     }
   } else if (kind === "tool_call" || kind === "tool_call_update") {
-    applyToolCall(u);
+    applyToolCall(params.sessionId, u);
   } else if (kind === "config_option_update") {
     summary.configOptions = u.configOptions;
   }
@@ -194,7 +195,7 @@ async function onPermission(params) {
   if (turn) turn.permissionsAsked += 1;
   const record = { toolCallId: params.toolCall?.toolCallId ?? null, kinds: params.options.map((o) => o.kind), answer: null };
   summary.permissions.push(record);
-  if (params.toolCall) applyToolCall(params.toolCall);
+  if (params.toolCall) applyToolCall(params.sessionId, params.toolCall);
   if (opts.scenario === "cancel" && turn?.cancellable && (turn.cancelSent || turn.cancelAtPermission)) {
     // the turn is being cancelled (or this request is what we cancel at): answer `cancelled`
     await turn.cancel();

@@ -101,7 +101,7 @@ class Driver(Client):
             "errors": [], "firstChunkMs": None, "sessionIds": [], "prompts": [],
             "permissions": [], "updateKinds": {}, "agent": None, "replayed": [], "listed": [],
         }
-        self.tool_calls: dict[str, dict] = {}
+        self.tool_calls: dict[tuple, dict] = {}
         self.running: dict[str, dict] = {}
         self.first_prompt_at: float | None = None
         self.replaying = False
@@ -119,13 +119,14 @@ class Driver(Client):
             entry["data"] = data
         self.summary["errors"].append(entry)
 
-    def apply_tool_call(self, u: dict) -> None:
+    def apply_tool_call(self, session_id: str, u: dict) -> None:
         tid = u["toolCallId"]
-        entry = self.tool_calls.get(tid)
+        key = (session_id, tid)  # tool call ids are unique per session only
+        entry = self.tool_calls.get(key)
         if entry is None:
-            entry = {"id": tid, "kind": "other", "title": None, "status": "pending",
-                     "contentTypes": [], "diffPaths": [], "meta": None}
-            self.tool_calls[tid] = entry
+            entry = {"id": tid, "sessionId": session_id, "kind": "other", "title": None,
+                     "status": "pending", "contentTypes": [], "diffPaths": [], "meta": None}
+            self.tool_calls[key] = entry
             self.summary["toolCalls"].append(entry)
         for key in ("kind", "title", "status"):
             if u.get(key) is not None:
@@ -165,7 +166,7 @@ class Driver(Client):
             if self.summary["firstChunkMs"] is None and self.first_prompt_at is not None:
                 self.summary["firstChunkMs"] = round((now - self.first_prompt_at) * 1000, 1)
         elif kind in ("tool_call", "tool_call_update"):
-            self.apply_tool_call(u)
+            self.apply_tool_call(session_id, u)
         elif kind == "config_option_update":
             self.summary["configOptions"] = u.get("configOptions", [])
 
@@ -181,7 +182,7 @@ class Driver(Client):
                   "answer": None}
         s["permissions"].append(record)
         if call.get("toolCallId"):
-            self.apply_tool_call(call)
+            self.apply_tool_call(session_id, call)
         if (self.opts.scenario == "cancel" and turn is not None and turn.get("_cancellable")
                 and (turn.get("_cancelSent") or turn.get("_cancelAtPermission"))):
             await turn["_cancel"]()

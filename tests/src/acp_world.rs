@@ -409,7 +409,10 @@ impl AcpWorld {
         env.push((MARKER_VAR.into(), marker.clone().into()));
         env.push((
             "NODE_PATH".into(),
-            workspace_root().join(NODE_ACP_DIR).join("node_modules").into(),
+            workspace_root()
+                .join(NODE_ACP_DIR)
+                .join("node_modules")
+                .into(),
         ));
         env.extend(agent.env.iter().cloned());
         RunningClient::spawn(&program, &args, &env, &scenario.cwd, log, marker, scenario)
@@ -529,7 +532,10 @@ impl RunningClient {
             stdin.flush().await
         };
         if let Err(e) = sent.await {
-            panic!("could not send {word:?} to the client: {e}\n{}", self.stderr());
+            panic!(
+                "could not send {word:?} to the client: {e}\n{}",
+                self.stderr()
+            );
         }
     }
 
@@ -669,8 +675,7 @@ pub fn validate(log: &Path) -> u64 {
 /// # Panics
 /// When the transcript cannot be read or a line is not a tee record holding JSON.
 pub fn transcript(log: &Path) -> Vec<(String, Value)> {
-    let text =
-        std::fs::read_to_string(log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    let text = std::fs::read_to_string(log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
     text.lines()
         .map(|l| {
             let rec: Value = serde_json::from_str(l)
@@ -683,16 +688,19 @@ pub fn transcript(log: &Path) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// Live processes of the run `marker` whose command line starts with `program` (e.g. a
-/// `sleep` a droid tool started).
+/// Live processes of the run `marker` whose program (`argv[0]`, compared by file name) is
+/// `program`'s file name: e.g. `sleep` for a sleep a droid tool started, or the agent's binary.
 pub fn marked_processes(marker: &str, program: &str) -> Vec<i32> {
+    let name =
+        |p: &[u8]| -> Vec<u8> { p.rsplit(|b| *b == b'/').next().unwrap_or_default().to_vec() };
+    let wanted = name(program.as_bytes());
     pids_with_env(MARKER_VAR, marker)
         .into_iter()
         .filter(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
                 c.split(|b| *b == 0)
                     .next()
-                    .is_some_and(|argv0| argv0 == program.as_bytes())
+                    .is_some_and(|argv0| name(argv0) == wanted)
             })
         })
         .collect()

@@ -1,6 +1,8 @@
 //! The suites. Each module tests one thing end to end; `support_selftest` checks the support code
 //! itself (scripted model, fake droid, process helpers) and that the real droid runs against it.
 
+mod acp_node;
+mod acp_python;
 mod binary;
 mod bridge_daemon;
 mod bridge_harness;
