@@ -18,7 +18,10 @@
 //! - two sessions at once, each with its own droid, prompted concurrently;
 //! - a model error (HTTP 400): the prompt fails with a JSON-RPC error naming it;
 //! - droid missing (`DROID_CLI_CMD` names no file): `session/new` fails with -32001 and the
-//!   install hint.
+//!   install hint;
+//! - modes: in `medium` droid's writes run without a permission request;
+//! - load: `session/list` lists the session, and a NEW connection (a new agent process)
+//!   `session/load`s it, replaying the conversation before it answers.
 //!
 //! Every transcript (recorded by `acp_tee.py`) must validate against the v1 JSON schema the
 //! npm SDK ships, and no process of a run may outlive it.
@@ -82,6 +85,16 @@ async fn node_sdk_gets_the_model_error_as_a_json_rpc_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_sdk_gets_droid_missing_as_32001_with_the_install_hint() {
     droid_missing(Sdk::Node).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_sdk_in_mode_medium_is_not_asked_for_writes() {
+    mode_medium(Sdk::Node).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_sdk_lists_and_loads_a_session_on_a_new_connection() {
+    load(Sdk::Node).await;
 }
 
 /// `path` as the scripted model's tools want it.
@@ -424,4 +437,74 @@ pub(super) async fn droid_missing(sdk: Sdk) {
         errors[0]["data"]["install"], "npm install -g @factory/cli",
         "{s:#}"
     );
+}
+
+/// droid creates b.txt, then answers [`ANSWER`].
+fn create_b(repo: &Path) -> Value {
+    json!([
+        {"tool": [{"name": "Create", "args": {"file_path": p(repo, "b.txt"), "content": "b\n"}}]},
+        {"text": ANSWER, "split_text": true},
+    ])
+}
+
+pub(super) async fn mode_medium(sdk: Sdk) {
+    let w = AcpWorld::new().await;
+    let repo = w.repo("medium");
+    w.model.set_script(create_b(&repo));
+    let scenario = Scenario::new("mode", &repo)
+        .model(&w.model_id())
+        .mode("medium")
+        .prompt("Create b.txt");
+    let run = w.run(sdk, &Agent::executor(), &scenario).await;
+    let s = checked(&run).await;
+    assert_eq!(s["modes"], json!(["read_only", "low", "medium"]), "{s:#}");
+    assert_eq!(s["currentMode"], "medium", "{s:#}");
+    assert_eq!(s["stopReasons"], json!(["end_turn"]), "{s:#}");
+    assert_eq!(s["permissionsAsked"], 0, "{s:#}");
+    assert_eq!(tool_call(s, "call_0_0")["status"], "completed", "{s:#}");
+    assert_eq!(std::fs::read_to_string(repo.join("b.txt")).unwrap(), "b\n");
+}
+
+pub(super) async fn load(sdk: Sdk) {
+    let w = AcpWorld::new().await;
+    let repo = w.repo("load");
+    w.model.set_script(create_b(&repo));
+    let scenario = Scenario::new("load", &repo)
+        .model(&w.model_id())
+        .mode("medium")
+        .prompt("Create b.txt");
+    let run = w.run(sdk, &Agent::executor(), &scenario).await;
+    let s = checked(&run).await;
+    let id = &s["sessionIds"][0];
+    assert_eq!(
+        s["listed"],
+        json!([{"sessionId": id, "cwd": repo, "title": s["listed"][0]["title"]}]),
+        "{s:#}"
+    );
+    let mut keys: Vec<&str> = s["loadResult"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["configOptions", "modes"], "{s:#}");
+    let replayed = s["replayed"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        replayed.first(),
+        Some(&json!({"sessionUpdate": "user_message_chunk", "text": "Create b.txt"})),
+        "{s:#}"
+    );
+    assert!(
+        replayed.contains(
+            &json!({"sessionUpdate": "tool_call", "toolCallId": "call_0_0", "status": "completed"})
+        ),
+        "{s:#}"
+    );
+    let said: String = replayed
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["text"].as_str())
+        .collect();
+    assert_eq!(said, ANSWER, "{s:#}");
 }

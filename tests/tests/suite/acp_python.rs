@@ -14,8 +14,8 @@ use tests::acp_world::{Sdk, validation_report};
 use tests::droid_bin::workspace_root;
 
 use super::acp_node::{
-    allow_always, cancel_mid_stream, cancel_mid_turn, create_and_edit, droid_missing, model_error,
-    reject, two_sessions,
+    allow_always, cancel_mid_stream, cancel_mid_turn, create_and_edit, droid_missing, load,
+    mode_medium, model_error, reject, two_sessions,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,6 +56,16 @@ async fn python_sdk_gets_the_model_error_as_a_json_rpc_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_gets_droid_missing_as_32001_with_the_install_hint() {
     droid_missing(Sdk::Python).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_in_mode_medium_is_not_asked_for_writes() {
+    mode_medium(Sdk::Python).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_lists_and_loads_a_session_on_a_new_connection() {
+    load(Sdk::Python).await;
 }
 
 #[test]
