@@ -43,15 +43,16 @@ const USERNS_FIX: &str = "allow unprivileged user namespaces: `sysctl -w \
 pub(crate) enum Need {
     /// `git`, 2.31 or later: snapshots, the sample repositories.
     Git,
-    /// `node`, 20 or later: the Node MCP clients, the pm2 file check.
+    /// `node`, 20 or later: the Node MCP and ACP clients, the pm2 file check.
     Node,
-    /// `npm`: fetches droid and the Node MCP clients.
+    /// `npm`: fetches droid and the Node MCP and ACP clients.
     Npm,
     /// `tar`: unpacks the droid package.
     Tar,
-    /// `python3`: the Python MCP SDK sessions, the demo's sample repository.
+    /// `python3`: the Python MCP and ACP SDK sessions, the ACP transcript tee and validator, the
+    /// demo's sample repository.
     Python3,
-    /// `python3 -m venv` with ensurepip: the Python MCP SDK venvs.
+    /// `python3 -m venv` with ensurepip: the Python MCP and ACP SDK venvs.
     PythonVenv,
     /// `curl`: the bridge suite's real HTTP client.
     Curl,
@@ -218,11 +219,14 @@ impl Need {
     fn used_for(self) -> &'static str {
         match self {
             Need::Git => "snapshots and the sample repositories",
-            Need::Node => "the Node MCP clients and the pm2 file check",
-            Need::Npm => "fetching droid 0.225.2 and the Node MCP clients",
+            Need::Node => "the Node MCP and ACP clients and the pm2 file check",
+            Need::Npm => "fetching droid 0.225.2 and the Node MCP and ACP clients",
             Need::Tar => "unpacking the droid package",
-            Need::Python3 => "the Python MCP SDK sessions and the demo's sample repository",
-            Need::PythonVenv => "the venvs of the Python MCP SDK",
+            Need::Python3 => {
+                "the Python MCP and ACP SDK sessions, the ACP transcript tee and validator, and the \
+                 demo's sample repository"
+            }
+            Need::PythonVenv => "the venvs of the Python MCP and ACP SDKs",
             Need::Curl => "the bridge suite's HTTP client",
             Need::Faketime => "the clock-jump fault tests",
             Need::Strace => "the store suite's proof that a task is durable before its id is given",
