@@ -5,7 +5,11 @@
 //
 //   node acp_node_client.mjs --scenario S --cwd DIR [--cwd2 DIR] [--log LOG] [--model ID]
 //        [--mode ID] [--prompt TEXT] [--second-prompt TEXT] [--cancel-after SECS]
-//        [--cancel-on chunk|stdin] [--pause-after-first] [--timeout SECS] -- AGENT ARGS...
+//        [--cancel-on chunk|stdin] [--pause-after-first] [--verify CMD]... [--timeout SECS]
+//        -- AGENT ARGS...
+//
+// `--verify CMD` (repeatable) asks droid-executor to run CMD after every turn: session/new
+// carries `_meta: {"droidExecutor": {"verify": [CMD, …]}}` (other agents ignore `_meta`).
 //
 // Driving from a test: with `--cancel-on stdin` the cancel scenario sends session/cancel when a
 // line `cancel` arrives on stdin (instead of at the first chunk); with `--pause-after-first`
@@ -37,7 +41,7 @@ try {
 const SCENARIOS = ["stream", "tools-allow", "reject", "always", "cancel", "two-sessions", "error", "mode", "load"];
 
 function parseArgs(argv) {
-  const opts = { timeout: 120, prompt: "Say hello", secondPrompt: "Say hello again" };
+  const opts = { timeout: 120, prompt: "Say hello", secondPrompt: "Say hello again", verify: [] };
   const names = {
     "--scenario": "scenario", "--cwd": "cwd", "--cwd2": "cwd2", "--log": "log", "--model": "model",
     "--mode": "mode", "--prompt": "prompt", "--second-prompt": "secondPrompt",
@@ -49,6 +53,10 @@ function parseArgs(argv) {
     if (flags[argv[i]]) {
       opts[flags[argv[i]]] = true;
       i -= 1;
+      continue;
+    }
+    if (argv[i] === "--verify" && i + 1 < argv.length) {
+      opts.verify.push(argv[i + 1]);
       continue;
     }
     const key = names[argv[i]];
@@ -262,7 +270,9 @@ async function initialize(ctx) {
 }
 
 async function newSession(ctx, cwd) {
-  const sess = await ctx.request("session/new", { cwd, mcpServers: [] });
+  const request = { cwd, mcpServers: [] };
+  if (opts.verify.length > 0) request._meta = { droidExecutor: { verify: opts.verify } };
+  const sess = await ctx.request("session/new", request);
   summary.sessionIds.push(sess.sessionId);
   summary.modes = (sess.modes?.availableModes ?? []).map((m) => m.id);
   summary.currentMode = sess.modes?.currentModeId ?? null;

@@ -4,7 +4,8 @@ venv `cargo xtask fetch-interop` makes at target/interop/py-acp).
 
     python acp_py_client.py --scenario S --cwd DIR [--cwd2 DIR] [--log LOG] [--model ID]
         [--mode ID] [--prompt TEXT] [--second-prompt TEXT] [--cancel-after SECS]
-        [--cancel-on chunk|stdin] [--pause-after-first] [--timeout SECS] -- AGENT ARGS...
+        [--cancel-on chunk|stdin] [--pause-after-first] [--verify CMD]... [--timeout SECS]
+        -- AGENT ARGS...
 
 The same scenarios, flags and summary as acp_node_client.mjs (see tests/interop/acp/README.md).
 With --log the agent is started through acp_tee.py (beside this file). Prints ONE JSON summary
@@ -16,6 +17,9 @@ Driving from a test: with `--cancel-on stdin` the cancel scenario sends session/
 line `cancel` arrives on stdin (instead of at the first chunk); with `--pause-after-first` the
 client prints `{"paused": {"stopReason": ...}}` after the first prompt of a two-prompt scenario
 and waits for a line `go` on stdin before the second.
+
+`--verify CMD` (repeatable) asks droid-executor to run CMD after every turn: session/new carries
+`_meta: {"droidExecutor": {"verify": [CMD, ...]}}` (other agents ignore `_meta`).
 
 The agent gets this process's whole environment: `spawn_agent_process` passes only a trimmed
 one (PATH, HOME, ...) unless told otherwise, and droid without FACTORY_AIRGAP_ENABLED asks for a
@@ -234,7 +238,8 @@ class Driver(Client):
                                  "agentCapabilities": init.get("agentCapabilities")}
 
     async def new_session(self, conn, cwd: str) -> dict:
-        sess = as_json(await conn.new_session(cwd=cwd, mcp_servers=[]))
+        meta = {"droidExecutor": {"verify": self.opts.verify}} if self.opts.verify else {}
+        sess = as_json(await conn.new_session(cwd=cwd, mcp_servers=[], **meta))
         self.summary["sessionIds"].append(sess["sessionId"])
         modes = sess.get("modes") or {}
         self.summary["modes"] = [m["id"] for m in modes.get("availableModes", [])]
@@ -430,6 +435,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--cancel-after", type=float)
     ap.add_argument("--cancel-on", choices=["chunk", "stdin"], default="chunk")
     ap.add_argument("--pause-after-first", action="store_true")
+    ap.add_argument("--verify", action="append", default=[])
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("agent", nargs=argparse.REMAINDER)
     opts = ap.parse_args()

@@ -243,6 +243,12 @@ impl Scenario {
         self.flag("--second-prompt", text)
     }
 
+    /// `--verify CMD`: a verification command droid-executor runs after every turn of the
+    /// session (`session/new` `_meta.droidExecutor.verify`); repeatable.
+    pub fn verify(self, command: &str) -> Scenario {
+        self.flag("--verify", command)
+    }
+
     /// `--cwd2 DIR` (two-sessions).
     pub fn cwd2(self, dir: &Path) -> Scenario {
         self.flag("--cwd2", dir)

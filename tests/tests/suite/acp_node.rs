@@ -6,7 +6,8 @@
 //! - create + edit: answer streamed (more than one `agent_message_chunk` for a multi-word
 //!   answer the model streams word by word), `tool_call`s of kind `edit` with `diff` content,
 //!   permissions asked with allow once / always / reject options and allowed once, and at the
-//!   end of the turn the "Measured changes" tool call naming both files with their diffs;
+//!   end of the turn the "Measured changes" tool call naming both files with their diffs, and
+//!   the session's verification commands (`_meta.droidExecutor.verify`) passed;
 //! - reject: the write is refused, its tool call `failed`, the turn ends `end_turn`, the file
 //!   is not written and the measured changes say none;
 //! - allow always: asked once in the first prompt, not again for the same kind of write in the
@@ -19,6 +20,8 @@
 //! - a model error (HTTP 400): the prompt fails with a JSON-RPC error naming it;
 //! - droid missing (`DROID_CLI_CMD` names no file): `session/new` fails with -32001 and the
 //!   install hint;
+//! - a verification command that fails: the turn still ends `end_turn`, the measured changes
+//!   are `failed` with the command's exit code;
 //! - modes: in `medium` droid's writes run without a permission request;
 //! - load: `session/list` lists the session, and a NEW connection (a new agent process)
 //!   `session/load`s it, replaying the conversation before it answers.
@@ -85,6 +88,11 @@ async fn node_sdk_gets_the_model_error_as_a_json_rpc_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_sdk_gets_droid_missing_as_32001_with_the_install_hint() {
     droid_missing(Sdk::Node).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_sdk_sees_a_failed_verification_in_the_measured_changes() {
+    verify_fails(Sdk::Node).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,6 +169,8 @@ pub(super) async fn create_and_edit(sdk: Sdk) {
     ]));
     let scenario = Scenario::new("tools-allow", &repo)
         .model(&w.model_id())
+        .verify("test -f b.txt")
+        .verify("grep -q 'hello world' a.txt")
         .prompt("Create b.txt and edit a.txt");
     let run = w.run(sdk, &Agent::executor(), &scenario).await;
     let s = checked(&run).await;
@@ -208,6 +218,23 @@ pub(super) async fn create_and_edit(sdk: Sdk) {
             {"path": "a.txt", "changeType": "modified", "oldPath": null, "linesAdded": 1, "linesRemoved": 1},
             {"path": "b.txt", "changeType": "added", "oldPath": null, "linesAdded": 1, "linesRemoved": 0},
         ]),
+        "{s:#}"
+    );
+    // and what the session's verification commands returned
+    let tests = &m[0]["meta"]["droidExecutor"]["tests"];
+    assert_eq!(tests["passed"], true, "{s:#}");
+    let runs: Vec<(&Value, &Value)> = tests["runs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| (&r["command"], &r["exitCode"]))
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            (&json!("test -f b.txt"), &json!(0)),
+            (&json!("grep -q 'hello world' a.txt"), &json!(0)),
+        ],
         "{s:#}"
     );
     assert_eq!(
@@ -507,4 +534,29 @@ pub(super) async fn load(sdk: Sdk) {
         .filter_map(|u| u["text"].as_str())
         .collect();
     assert_eq!(said, ANSWER, "{s:#}");
+}
+
+pub(super) async fn verify_fails(sdk: Sdk) {
+    let w = AcpWorld::new().await;
+    let repo = w.repo("verify");
+    w.model.set_script(create_b(&repo));
+    let scenario = Scenario::new("mode", &repo)
+        .model(&w.model_id())
+        .mode("medium")
+        .verify("test -f no-such-file")
+        .prompt("Create b.txt");
+    let run = w.run(sdk, &Agent::executor(), &scenario).await;
+    let s = checked(&run).await;
+    assert_eq!(s["stopReasons"], json!(["end_turn"]), "{s:#}");
+    let m = measured(s);
+    assert_eq!(m.len(), 1, "{s:#}");
+    assert_eq!(m[0]["status"], "failed", "{s:#}");
+    let tests = &m[0]["meta"]["droidExecutor"]["tests"];
+    assert_eq!(tests["passed"], false, "{s:#}");
+    assert_eq!(tests["runs"][0]["command"], "test -f no-such-file", "{s:#}");
+    assert_eq!(tests["runs"][0]["exitCode"], 1, "{s:#}");
+    assert_eq!(
+        m[0]["meta"]["droidExecutor"]["filesChanged"][0]["path"], "b.txt",
+        "{s:#}"
+    );
 }

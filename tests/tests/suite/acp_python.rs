@@ -15,7 +15,7 @@ use tests::droid_bin::workspace_root;
 
 use super::acp_node::{
     allow_always, cancel_mid_stream, cancel_mid_turn, create_and_edit, droid_missing, load,
-    mode_medium, model_error, reject, two_sessions,
+    mode_medium, model_error, reject, two_sessions, verify_fails,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,6 +56,11 @@ async fn python_sdk_gets_the_model_error_as_a_json_rpc_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_gets_droid_missing_as_32001_with_the_install_hint() {
     droid_missing(Sdk::Python).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_sees_a_failed_verification_in_the_measured_changes() {
+    verify_fails(Sdk::Python).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
