@@ -222,6 +222,8 @@ async function onPermission(params) {
 }
 
 // ---- the agent process ------------------------------------------------------------------------
+let currentAgent = null; // ended on timeout
+
 function startAgent() {
   const here = dirname(fileURLToPath(import.meta.url));
   const [program, ...args] = opts.log
@@ -231,6 +233,7 @@ function startAgent() {
   const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
   child.on("error", (e) => recordError({ code: null, message: `cannot start ${program}: ${e.message}` }));
   child.stdin.on("error", () => {}); // the agent may exit before reading everything
+  currentAgent = child;
   return { child, exited };
 }
 
@@ -472,6 +475,8 @@ function finish(code) {
 const timer = setTimeout(() => {
   recordError({ code: null, message: `timed out after ${opts.timeout} s` });
   summary.ok = false;
+  // SIGTERM: the tee forwards it to the agent's process group
+  if (currentAgent && currentAgent.exitCode === null) currentAgent.kill("SIGTERM");
   finish(1);
 }, opts.timeout * 1000);
 
