@@ -26,6 +26,12 @@
 //! - load: `session/list` lists the session, and a NEW connection (a new agent process)
 //!   `session/load`s it, replaying the conversation before it answers.
 //!
+//! And the baseline: the same streamed answer through droid's native ACP mode (`droid exec
+//! --output-format acp`) and through ours, with the same client: native answers
+//! `session/set_config_option` with `{}` (its one schema violation, which the Python SDK
+//! refuses to parse) and sends the answer as one chunk; ours streams it word by word with no
+//! violation. Both times to the first chunk are printed, never asserted.
+//!
 //! Every transcript (recorded by `acp_tee.py`) must validate against the v1 JSON schema the
 //! npm SDK ships, and no process of a run may outlive it.
 
@@ -36,6 +42,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tests::acp_world::{
     AcpWorld, Agent, Run, Scenario, Sdk, marked_processes, no_survivors, validate,
+    validation_report,
 };
 use tests::procs::wait_gone;
 
@@ -103,6 +110,11 @@ async fn node_sdk_in_mode_medium_is_not_asked_for_writes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_sdk_lists_and_loads_a_session_on_a_new_connection() {
     load(Sdk::Node).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_sdk_sees_native_droid_break_the_schema_and_not_stream_where_ours_does() {
+    native_baseline(Sdk::Node).await;
 }
 
 /// `path` as the scripted model's tools want it.
@@ -558,5 +570,67 @@ pub(super) async fn verify_fails(sdk: Sdk) {
     assert_eq!(
         m[0]["meta"]["droidExecutor"]["filesChanged"][0]["path"], "b.txt",
         "{s:#}"
+    );
+}
+
+pub(super) async fn native_baseline(sdk: Sdk) {
+    let w = AcpWorld::new().await;
+    let repo = w.repo("baseline");
+    let words: Vec<String> = (0..10).map(|i| format!("word{i}")).collect();
+    let text = words.join(" ");
+    w.model
+        .set_script(json!([{"text": text, "split_text": true, "chunk_sleep": 0.05}]));
+    let scenario = Scenario::new("stream", &repo)
+        .model(&w.model_id())
+        .prompt("Say ten words");
+
+    let native = w.run(sdk, &Agent::native(), &scenario).await;
+    no_survivors(&native.marker).await;
+    let n = native.assert_ok();
+    assert_eq!(n["stopReasons"], json!(["end_turn"]), "{n:#}");
+    assert_eq!(
+        n["prompts"][0]["chunks"],
+        json!([text]),
+        "native streamed: {n:#}"
+    );
+    let (report, code) = validation_report(&[&native.log]);
+    let violations: Vec<(&Value, &Value, &Value)> = report["files"][0]["violations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| (&v["method"], &v["def"], &v["errors"]))
+        .collect();
+    assert_eq!(
+        violations,
+        [(
+            &json!("session/set_config_option"),
+            &json!("SetSessionConfigOptionResponse"),
+            &json!(["(root): 'configOptions' is a required property"]),
+        )],
+        "{report:#}"
+    );
+    assert_eq!(code, Some(1));
+    assert!(
+        n["errors"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("invalid answer to session/set_config_option")),
+        "{n:#}"
+    );
+
+    let ours = w.run(sdk, &Agent::executor(), &scenario).await;
+    let o = checked(&ours).await;
+    assert_eq!(o["stopReasons"], json!(["end_turn"]), "{o:#}");
+    assert_eq!(o["errors"], json!([]), "{o:#}");
+    assert_eq!(
+        o["prompts"][0]["chunks"].as_array().map(Vec::len),
+        Some(10),
+        "{o:#}"
+    );
+    assert_eq!(prompt_text(o, 0), text, "{o:#}");
+    eprintln!(
+        "{}: first agent_message_chunk after session/prompt: native {} ms, ours {} ms",
+        sdk.name(),
+        n["firstChunkMs"],
+        o["firstChunkMs"]
     );
 }

@@ -3,6 +3,9 @@
 //! scenario flows as `acp_node` (see there), through the real droid 0.225.2 on the scripted
 //! model, every transcript validated against the v1 schema and no process left.
 //!
+//! Python's SDK is the stricter one: it refuses native droid's `{}` answer to
+//! `session/set_config_option` (see `acp_node`'s baseline test).
+//!
 //! Also the validator itself (`tests/interop/acp_validate.py`), on two transcripts of droid's
 //! native ACP mode from the ACP research recordings (`tests/fixtures/acp-droid-native/`): it
 //! must find exactly droid's recorded violation in each, `session/set_config_option` answered
@@ -15,7 +18,7 @@ use tests::droid_bin::workspace_root;
 
 use super::acp_node::{
     allow_always, cancel_mid_stream, cancel_mid_turn, create_and_edit, droid_missing, load,
-    mode_medium, model_error, reject, two_sessions, verify_fails,
+    mode_medium, model_error, native_baseline, reject, two_sessions, verify_fails,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,6 +74,11 @@ async fn python_sdk_in_mode_medium_is_not_asked_for_writes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_lists_and_loads_a_session_on_a_new_connection() {
     load(Sdk::Python).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_sees_native_droid_break_the_schema_and_not_stream_where_ours_does() {
+    native_baseline(Sdk::Python).await;
 }
 
 #[test]
