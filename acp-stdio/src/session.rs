@@ -39,6 +39,11 @@ const DROID_AUTONOMY: &str = "off";
 const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 /// Verification commands a session may carry.
 const MAX_VERIFY: usize = 16;
+/// droid ends its turn when a tool is rejected (its own ACP mode too); the turn goes on with
+/// one more message to droid saying what was rejected, at most this many times per turn.
+const MAX_CONTINUATIONS: usize = 3;
+/// The start of the messages this agent adds to droid's conversation (left out of replays).
+const NOTE_PREFIX: &str = "[droid-executor]";
 
 /// The permission options offered (ACP option kinds as ids).
 fn permission_options() -> Value {
@@ -441,7 +446,7 @@ impl Session {
                 match (role, c.get("type").and_then(Value::as_str)) {
                     ("user", Some("text")) => {
                         let t = c.get("text").and_then(Value::as_str).unwrap_or("");
-                        if !t.is_empty() {
+                        if !t.is_empty() && !t.starts_with(NOTE_PREFIX) {
                             agent.update(&self.id, updates::user_chunk(t)).await;
                         }
                     }
@@ -586,6 +591,8 @@ impl Session {
         let mut interrupted = false;
         let mut timed_out = false;
         let mut grace: Option<tokio::time::Instant> = None;
+        let mut rejected: Vec<String> = Vec::new();
+        let mut continuations = 0;
         let ending = loop {
             let ev = tokio::select! {
                 ev = live.events.recv() => ev,
@@ -682,11 +689,37 @@ impl Session {
                     } else {
                         self.decide(agent, &mut calls, &req, token).await
                     };
+                    if option == "cancel" && !token.is_cancelled() {
+                        rejected.extend(
+                            req.tools
+                                .iter()
+                                .filter_map(|t| calls.get(&t.id).map(|c| c.view.title.clone())),
+                        );
+                    }
                     if let Err(e) = droid.answer_permission(&req.request_id, option).await {
                         tracing::warn!("answering droid's permission request: {e}");
                     }
                 }
-                SessionEvent::TurnCompleted { reason, .. } => break Ending::Droid(reason),
+                SessionEvent::TurnCompleted { reason, .. } => {
+                    // droid stops at a rejected tool; the user only said no to that tool
+                    if reason == "completed"
+                        && !rejected.is_empty()
+                        && !interrupted
+                        && continuations < MAX_CONTINUATIONS
+                    {
+                        continuations += 1;
+                        let note = format!(
+                            "{NOTE_PREFIX} The user rejected: {}. Do not do that; go on with the rest of the task, or say what you need instead.",
+                            rejected.join("; ")
+                        );
+                        rejected.clear();
+                        match droid.prompt(&note).await {
+                            Ok(()) => continue,
+                            Err(e) => tracing::warn!("continuing after a rejection: {e}"),
+                        }
+                    }
+                    break Ending::Droid(reason);
+                }
                 SessionEvent::Error { message } => errors.push(message),
                 SessionEvent::Retry { attempt, reason } => {
                     tracing::info!("droid retries the model (attempt {attempt}, {reason})");

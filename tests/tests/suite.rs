@@ -1,6 +1,7 @@
 //! The suites. Each module tests one thing end to end; `support_selftest` checks the support code
 //! itself (scripted model, fake droid, process helpers) and that the real droid runs against it.
 
+mod acp_wire;
 mod binary;
 mod bridge_daemon;
 mod bridge_harness;
