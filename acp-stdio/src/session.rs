@@ -122,6 +122,10 @@ fn open_error(e: &SessionError) -> RpcError {
 struct NewParams {
     cwd: PathBuf,
     verify: Vec<ShellCommand>,
+    /// The names of the client's MCP servers: not passed to droid (droid 0.225.2's only way
+    /// to add one, `droid.add_mcp_server`, writes it into the user's own `~/.factory/mcp.json`
+    /// for good; `--settings` ignores `mcpServers`); the answer says so in `_meta`.
+    mcp_servers: Vec<String>,
 }
 
 fn new_params(params: &Value) -> Result<NewParams, RpcError> {
@@ -131,22 +135,23 @@ fn new_params(params: &Value) -> Result<NewParams, RpcError> {
             "cwd {cwd:?} must be an absolute path"
         )));
     }
-    match params.get("mcpServers") {
-        Some(Value::Array(servers)) => {
-            if !servers.is_empty() {
-                tracing::warn!(
-                    "{} MCP server(s) from the client are not passed to droid (droid's interactive mode takes MCP servers from ~/.factory/mcp.json)",
-                    servers.len()
-                );
-            }
-        }
+    let mcp_servers = match params.get("mcpServers") {
+        Some(Value::Array(servers)) => servers
+            .iter()
+            .map(|s| {
+                s.get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .ok_or_else(|| RpcError::params("each of mcpServers needs a \"name\""))
+            })
+            .collect::<Result<Vec<_>, _>>()?,
         Some(_) => return Err(RpcError::params("mcpServers must be an array")),
         None => {
             return Err(RpcError::params(
                 "mcpServers is required (an array, possibly empty)",
             ));
         }
-    }
+    };
     let verify = match params.pointer("/_meta/droidExecutor/verify") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(cmds)) => {
@@ -174,7 +179,11 @@ fn new_params(params: &Value) -> Result<NewParams, RpcError> {
             ));
         }
     };
-    Ok(NewParams { cwd, verify })
+    Ok(NewParams {
+        cwd,
+        verify,
+        mcp_servers,
+    })
 }
 
 async fn open(
@@ -253,11 +262,25 @@ async fn open(
     Ok((session, opened.history))
 }
 
+/// What a session says about the client's MCP servers it did not pass on.
+fn mcp_note(names: &[String]) -> Value {
+    json!({"droidExecutor": {
+        "mcpServersNotPassed": names,
+        "why": "droid 0.225.2 can only add an MCP server by writing it into ~/.factory/mcp.json for good; configure it there (droid mcp add) to use it",
+    }})
+}
+
 /// `session/new`.
 pub async fn new(agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError> {
     let p = new_params(params)?;
+    let ignored = p.mcp_servers.clone();
     let (s, _) = open(agent, p, None).await?;
-    Ok(s.describe(true))
+    let mut out = s.describe(true);
+    if !ignored.is_empty() {
+        tracing::warn!("MCP servers from the client not passed to droid: {ignored:?}");
+        out["_meta"] = mcp_note(&ignored);
+    }
+    Ok(out)
 }
 
 /// `session/load`: droid reopens its stored session; the conversation is replayed as updates
@@ -279,9 +302,14 @@ pub async fn load(agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError>
         )
         .with_data(json!({"sessionId": id})));
     }
+    let ignored = p.mcp_servers.clone();
     let (s, history) = open(agent, p, Some(id)).await?;
     s.replay(agent, &history).await;
-    Ok(s.describe(false))
+    let mut out = s.describe(false);
+    if !ignored.is_empty() {
+        out["_meta"] = mcp_note(&ignored);
+    }
+    Ok(out)
 }
 
 /// What a tool call of the running turn is.

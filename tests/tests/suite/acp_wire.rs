@@ -327,7 +327,8 @@ fn error_code(r: &Value) -> i64 {
 /// `-32600`, an unknown method `-32601`, a prompt to an unknown session `-32004`; `initialize`
 /// asking for version 2 gets 1; modes stop at `max_autonomy`; `set_config_option` answers the
 /// complete list and refuses a model droid does not offer; `session/new` refuses a relative
-/// cwd, one outside `allowed_roots` and a missing `mcpServers`, each naming the problem.
+/// cwd, one outside `allowed_roots` and a missing `mcpServers`, each naming the problem, and
+/// says which of the client's MCP servers it did not pass to droid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protocol_faults_get_named_errors_and_never_silence() {
     let world = World::new("").await;
@@ -409,9 +410,13 @@ async fn protocol_faults_get_named_errors_and_never_silence() {
         "{r}"
     );
 
+    let server = json!({"name": "fs", "command": "/bin/true", "args": [], "env": []});
     let s = c
-        .ok("session/new", json!({"cwd": repo, "mcpServers": []}))
+        .ok("session/new", json!({"cwd": repo, "mcpServers": [server]}))
         .await;
+    // not passed to droid (that would write the user's ~/.factory/mcp.json for good), and said so
+    assert_eq!(s["_meta"]["droidExecutor"]["mcpServersNotPassed"], json!(["fs"]));
+    assert!(!world.home.path().join(".factory/mcp.json").exists());
     let sid = s["sessionId"].as_str().unwrap().to_owned();
     // max_autonomy defaults to medium: no `high` mode
     let modes: Vec<&str> = s["modes"]["availableModes"]
