@@ -39,6 +39,8 @@ const DROID_AUTONOMY: &str = "off";
 const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 /// Verification commands a session may carry.
 const MAX_VERIFY: usize = 16;
+/// Prompts that may wait for a session's running turn.
+const MAX_WAITING_PROMPTS: usize = 8;
 /// droid ends its turn when a tool is rejected (its own ACP mode too); the turn goes on with
 /// one more message to droid saying what was rejected, at most this many times per turn.
 const MAX_CONTINUATIONS: usize = 3;
@@ -86,6 +88,10 @@ pub struct Session {
     turn: std::sync::Mutex<Option<CancellationToken>>,
     closed: CancellationToken,
     turns: std::sync::atomic::AtomicU64,
+    /// Prompts waiting for the running turn to end.
+    waiting: std::sync::atomic::AtomicUsize,
+    /// This session's place among the connection's [`crate::agent::MAX_SESSIONS`].
+    _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 fn str_param<'a>(params: &'a Value, key: &str) -> Result<&'a str, RpcError> {
@@ -192,6 +198,15 @@ async fn open(
     load: Option<String>,
 ) -> Result<(Arc<Session>, Vec<Value>), RpcError> {
     let cfg = agent.engine.config();
+    let slot = agent.slots.clone().try_acquire_owned().map_err(|_| {
+        RpcError::new(
+            jsonrpc::INVALID_REQUEST,
+            format!(
+                "{} sessions are open on this connection, the most it runs at once (each is a droid process); close one with session/close",
+                crate::agent::MAX_SESSIONS
+            ),
+        )
+    })?;
     let spec = SessionSpec {
         cwd: p.cwd,
         load,
@@ -249,6 +264,8 @@ async fn open(
         turn: std::sync::Mutex::new(None),
         closed: CancellationToken::new(),
         turns: std::sync::atomic::AtomicU64::new(0),
+        waiting: std::sync::atomic::AtomicUsize::new(0),
+        _slot: slot,
     });
     let previous = agent
         .sessions
@@ -532,7 +549,18 @@ impl Session {
             .get("prompt")
             .ok_or_else(|| RpcError::params("prompt (an array of content blocks) is required"))?;
         let built = prompt::build(blocks, &self.root)?;
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.waiting.fetch_add(1, SeqCst) >= MAX_WAITING_PROMPTS {
+            self.waiting.fetch_sub(1, SeqCst);
+            return Err(RpcError::new(
+                jsonrpc::INVALID_REQUEST,
+                format!(
+                    "{MAX_WAITING_PROMPTS} prompts already wait for this session's turn; send the next one when a turn ends"
+                ),
+            ));
+        }
         let mut live = self.live.lock().await;
+        self.waiting.fetch_sub(1, SeqCst);
         if self.closed.is_cancelled() {
             return Ok(json!({"stopReason": "cancelled"}));
         }
