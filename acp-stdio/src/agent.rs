@@ -32,6 +32,8 @@ const OUTBOX: usize = 1024;
 const SHUTDOWN_DRAIN: Duration = Duration::from_secs(2);
 /// Sessions listed per page of `session/list`.
 pub const LIST_PAGE: usize = 50;
+/// Sessions open at once on one connection (each is a droid process).
+pub const MAX_SESSIONS: usize = 16;
 
 /// What the client said it can do in `initialize`.
 #[derive(Debug, Clone, Default)]
@@ -50,6 +52,8 @@ pub struct Agent {
     pending: std::sync::Mutex<HashMap<String, oneshot::Sender<Result<Value, Value>>>>,
     next_request: AtomicU64,
     closing: AtomicBool,
+    /// One permit per open session ([`MAX_SESSIONS`]).
+    pub(crate) slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Agent {
@@ -323,6 +327,7 @@ where
         pending: std::sync::Mutex::default(),
         next_request: AtomicU64::new(0),
         closing: AtomicBool::new(false),
+        slots: Arc::new(tokio::sync::Semaphore::new(MAX_SESSIONS)),
     });
     let mut tasks = JoinSet::new();
     let mut lines = Lines::new(BufReader::new(input), MAX_LINE_BYTES);

@@ -39,6 +39,13 @@ const DROID_AUTONOMY: &str = "off";
 const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 /// Verification commands a session may carry.
 const MAX_VERIFY: usize = 16;
+/// Prompts that may wait for a session's running turn.
+const MAX_WAITING_PROMPTS: usize = 8;
+/// droid ends its turn when a tool is rejected (its own ACP mode too); the turn goes on with
+/// one more message to droid saying what was rejected, at most this many times per turn.
+const MAX_CONTINUATIONS: usize = 3;
+/// The start of the messages this agent adds to droid's conversation (left out of replays).
+const NOTE_PREFIX: &str = "[droid-executor]";
 
 /// The permission options offered (ACP option kinds as ids).
 fn permission_options() -> Value {
@@ -81,6 +88,10 @@ pub struct Session {
     turn: std::sync::Mutex<Option<CancellationToken>>,
     closed: CancellationToken,
     turns: std::sync::atomic::AtomicU64,
+    /// Prompts waiting for the running turn to end.
+    waiting: std::sync::atomic::AtomicUsize,
+    /// This session's place among the connection's [`crate::agent::MAX_SESSIONS`].
+    _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 fn str_param<'a>(params: &'a Value, key: &str) -> Result<&'a str, RpcError> {
@@ -117,6 +128,10 @@ fn open_error(e: &SessionError) -> RpcError {
 struct NewParams {
     cwd: PathBuf,
     verify: Vec<ShellCommand>,
+    /// The names of the client's MCP servers: not passed to droid (droid 0.225.2's only way
+    /// to add one, `droid.add_mcp_server`, writes it into the user's own `~/.factory/mcp.json`
+    /// for good; `--settings` ignores `mcpServers`); the answer says so in `_meta`.
+    mcp_servers: Vec<String>,
 }
 
 fn new_params(params: &Value) -> Result<NewParams, RpcError> {
@@ -126,22 +141,23 @@ fn new_params(params: &Value) -> Result<NewParams, RpcError> {
             "cwd {cwd:?} must be an absolute path"
         )));
     }
-    match params.get("mcpServers") {
-        Some(Value::Array(servers)) => {
-            if !servers.is_empty() {
-                tracing::warn!(
-                    "{} MCP server(s) from the client are not passed to droid (droid's interactive mode takes MCP servers from ~/.factory/mcp.json)",
-                    servers.len()
-                );
-            }
-        }
+    let mcp_servers = match params.get("mcpServers") {
+        Some(Value::Array(servers)) => servers
+            .iter()
+            .map(|s| {
+                s.get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .ok_or_else(|| RpcError::params("each of mcpServers needs a \"name\""))
+            })
+            .collect::<Result<Vec<_>, _>>()?,
         Some(_) => return Err(RpcError::params("mcpServers must be an array")),
         None => {
             return Err(RpcError::params(
                 "mcpServers is required (an array, possibly empty)",
             ));
         }
-    }
+    };
     let verify = match params.pointer("/_meta/droidExecutor/verify") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(cmds)) => {
@@ -169,7 +185,11 @@ fn new_params(params: &Value) -> Result<NewParams, RpcError> {
             ));
         }
     };
-    Ok(NewParams { cwd, verify })
+    Ok(NewParams {
+        cwd,
+        verify,
+        mcp_servers,
+    })
 }
 
 async fn open(
@@ -178,6 +198,15 @@ async fn open(
     load: Option<String>,
 ) -> Result<(Arc<Session>, Vec<Value>), RpcError> {
     let cfg = agent.engine.config();
+    let slot = agent.slots.clone().try_acquire_owned().map_err(|_| {
+        RpcError::new(
+            jsonrpc::INVALID_REQUEST,
+            format!(
+                "{} sessions are open on this connection, the most it runs at once (each is a droid process); close one with session/close",
+                crate::agent::MAX_SESSIONS
+            ),
+        )
+    })?;
     let spec = SessionSpec {
         cwd: p.cwd,
         load,
@@ -235,6 +264,8 @@ async fn open(
         turn: std::sync::Mutex::new(None),
         closed: CancellationToken::new(),
         turns: std::sync::atomic::AtomicU64::new(0),
+        waiting: std::sync::atomic::AtomicUsize::new(0),
+        _slot: slot,
     });
     let previous = agent
         .sessions
@@ -248,11 +279,25 @@ async fn open(
     Ok((session, opened.history))
 }
 
+/// What a session says about the client's MCP servers it did not pass on.
+fn mcp_note(names: &[String]) -> Value {
+    json!({"droidExecutor": {
+        "mcpServersNotPassed": names,
+        "why": "droid 0.225.2 can only add an MCP server by writing it into ~/.factory/mcp.json for good; configure it there (droid mcp add) to use it",
+    }})
+}
+
 /// `session/new`.
 pub async fn new(agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError> {
     let p = new_params(params)?;
+    let ignored = p.mcp_servers.clone();
     let (s, _) = open(agent, p, None).await?;
-    Ok(s.describe(true))
+    let mut out = s.describe(true);
+    if !ignored.is_empty() {
+        tracing::warn!("MCP servers from the client not passed to droid: {ignored:?}");
+        out["_meta"] = mcp_note(&ignored);
+    }
+    Ok(out)
 }
 
 /// `session/load`: droid reopens its stored session; the conversation is replayed as updates
@@ -274,9 +319,14 @@ pub async fn load(agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError>
         )
         .with_data(json!({"sessionId": id})));
     }
+    let ignored = p.mcp_servers.clone();
     let (s, history) = open(agent, p, Some(id)).await?;
     s.replay(agent, &history).await;
-    Ok(s.describe(false))
+    let mut out = s.describe(false);
+    if !ignored.is_empty() {
+        out["_meta"] = mcp_note(&ignored);
+    }
+    Ok(out)
 }
 
 /// What a tool call of the running turn is.
@@ -441,7 +491,7 @@ impl Session {
                 match (role, c.get("type").and_then(Value::as_str)) {
                     ("user", Some("text")) => {
                         let t = c.get("text").and_then(Value::as_str).unwrap_or("");
-                        if !t.is_empty() {
+                        if !t.is_empty() && !t.starts_with(NOTE_PREFIX) {
                             agent.update(&self.id, updates::user_chunk(t)).await;
                         }
                     }
@@ -499,7 +549,18 @@ impl Session {
             .get("prompt")
             .ok_or_else(|| RpcError::params("prompt (an array of content blocks) is required"))?;
         let built = prompt::build(blocks, &self.root)?;
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.waiting.fetch_add(1, SeqCst) >= MAX_WAITING_PROMPTS {
+            self.waiting.fetch_sub(1, SeqCst);
+            return Err(RpcError::new(
+                jsonrpc::INVALID_REQUEST,
+                format!(
+                    "{MAX_WAITING_PROMPTS} prompts already wait for this session's turn; send the next one when a turn ends"
+                ),
+            ));
+        }
         let mut live = self.live.lock().await;
+        self.waiting.fetch_sub(1, SeqCst);
         if self.closed.is_cancelled() {
             return Ok(json!({"stopReason": "cancelled"}));
         }
@@ -586,6 +647,8 @@ impl Session {
         let mut interrupted = false;
         let mut timed_out = false;
         let mut grace: Option<tokio::time::Instant> = None;
+        let mut rejected: Vec<String> = Vec::new();
+        let mut continuations = 0;
         let ending = loop {
             let ev = tokio::select! {
                 ev = live.events.recv() => ev,
@@ -682,11 +745,37 @@ impl Session {
                     } else {
                         self.decide(agent, &mut calls, &req, token).await
                     };
+                    if option == "cancel" && !token.is_cancelled() {
+                        rejected.extend(
+                            req.tools
+                                .iter()
+                                .filter_map(|t| calls.get(&t.id).map(|c| c.view.title.clone())),
+                        );
+                    }
                     if let Err(e) = droid.answer_permission(&req.request_id, option).await {
                         tracing::warn!("answering droid's permission request: {e}");
                     }
                 }
-                SessionEvent::TurnCompleted { reason, .. } => break Ending::Droid(reason),
+                SessionEvent::TurnCompleted { reason, .. } => {
+                    // droid stops at a rejected tool; the user only said no to that tool
+                    if reason == "completed"
+                        && !rejected.is_empty()
+                        && !interrupted
+                        && continuations < MAX_CONTINUATIONS
+                    {
+                        continuations += 1;
+                        let note = format!(
+                            "{NOTE_PREFIX} The user rejected: {}. Do not do that; go on with the rest of the task, or say what you need instead.",
+                            rejected.join("; ")
+                        );
+                        rejected.clear();
+                        match droid.prompt(&note).await {
+                            Ok(()) => continue,
+                            Err(e) => tracing::warn!("continuing after a rejection: {e}"),
+                        }
+                    }
+                    break Ending::Droid(reason);
+                }
                 SessionEvent::Error { message } => errors.push(message),
                 SessionEvent::Retry { attempt, reason } => {
                     tracing::info!("droid retries the model (attempt {attempt}, {reason})");

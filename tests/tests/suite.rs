@@ -3,6 +3,7 @@
 
 mod acp_node;
 mod acp_python;
+mod acp_wire;
 mod binary;
 mod bridge_daemon;
 mod bridge_harness;
