@@ -14,7 +14,8 @@ there are the driver's own notes and are skipped). Every wire line must be exact
   go in the direction the schema gives the method (`x-side`: who handles it);
 - a notification (`method`, no `id`) likewise;
 - a result is checked against the result `$defs` of the request it answers, matched by id among
-  the requests the other side sent; an error against the schema's `Error`;
+  the requests the other side sent; an error against the schema's `Error` (and it too must
+  answer a request, unless its id is null: the answer to a line that could not be read);
 - a method the schema does not know is a violation unless it is an extension (`_` prefix, which
   ACP reserves for them); so is a line that is not JSON, not an object, not `"jsonrpc": "2.0"`,
   or a response to no request.
@@ -153,6 +154,10 @@ def check_file(schema: Schema, path: str) -> dict:
             if "error" in msg:
                 def_name = "Error"
                 errs += schema.errors("Error", msg["error"])
+                # id null is how a request that could not be read is answered (-32700)
+                if method is None and msg.get("id") is not None:
+                    errs.append(f"an error for id {msg.get('id')!r}, which no request of the "
+                                "other side carries")
             elif method is None:
                 def_name = None
                 errs.append(f"a result for id {msg.get('id')!r}, which no request of the other "

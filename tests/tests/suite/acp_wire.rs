@@ -415,7 +415,10 @@ async fn protocol_faults_get_named_errors_and_never_silence() {
         .ok("session/new", json!({"cwd": repo, "mcpServers": [server]}))
         .await;
     // not passed to droid (that would write the user's ~/.factory/mcp.json for good), and said so
-    assert_eq!(s["_meta"]["droidExecutor"]["mcpServersNotPassed"], json!(["fs"]));
+    assert_eq!(
+        s["_meta"]["droidExecutor"]["mcpServersNotPassed"],
+        json!(["fs"])
+    );
     assert!(!world.home.path().join(".factory/mcp.json").exists());
     let sid = s["sessionId"].as_str().unwrap().to_owned();
     // max_autonomy defaults to medium: no `high` mode
