@@ -36,6 +36,7 @@ mod result_shape;
 mod sandbox;
 mod sandbox_providers;
 mod security;
+mod setup_acp;
 mod setup_mcp;
 mod setup_skill;
 mod skill;
