@@ -35,6 +35,7 @@ mod providers_front_ends;
 mod result_shape;
 mod sandbox;
 mod sandbox_providers;
+mod scripted_reasoning;
 mod security;
 mod setup_acp;
 mod setup_mcp;
