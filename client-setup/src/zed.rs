@@ -940,6 +940,133 @@ mod tests {
         );
     }
 
+    mod generated {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Blanks and comments between tokens, as people write them.
+        fn gap() -> impl Strategy<Value = String> {
+            prop::sample::select(vec![
+                "",
+                " ",
+                "\n  ",
+                "\n\n    ",
+                " // a comment, with \"quotes\" and { braces }\n  ",
+                " /* block */ ",
+                "\n  /* multi\n     line */\n  ",
+                "\t",
+            ])
+            .prop_map(str::to_owned)
+        }
+
+        fn scalar() -> impl Strategy<Value = Value> {
+            prop::sample::select(vec![
+                json!(16),
+                json!(-1.5e3),
+                json!(0),
+                json!(true),
+                json!(false),
+                json!(null),
+                json!("One Dark"),
+                json!("a \"quoted\" // not a comment /* nor this */"),
+                json!("ünïcode \\ back\tslash"),
+                json!(""),
+            ])
+        }
+
+        fn value() -> impl Strategy<Value = Value> {
+            scalar().prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    prop::collection::vec(
+                        (
+                            prop::sample::select(vec!["a", "b", "theme", "x y", "Claude Code"]),
+                            inner
+                        ),
+                        0..4
+                    )
+                    .prop_map(|members| {
+                        Value::Object(
+                            members
+                                .into_iter()
+                                .map(|(k, v)| (k.to_owned(), v))
+                                .collect(),
+                        )
+                    }),
+                ]
+            })
+        }
+
+        /// `v` as JSONC: a gap from `g` around every token, trailing commas when `trailing`.
+        fn write(v: &Value, g: &mut dyn FnMut() -> String, trailing: bool) -> String {
+            let (open, close, items) = match v {
+                Value::Object(map) => {
+                    let mut items = Vec::new();
+                    for (k, v) in map {
+                        let (a, b, c) = (g(), g(), g());
+                        let value = write(v, g, trailing);
+                        items.push(format!("{a}{}{b}:{c}{value}", json!(k)));
+                    }
+                    ('{', '}', items)
+                }
+                Value::Array(list) => {
+                    let mut items = Vec::new();
+                    for v in list {
+                        let a = g();
+                        items.push(format!("{a}{}", write(v, g, trailing)));
+                    }
+                    ('[', ']', items)
+                }
+                other => return other.to_string(),
+            };
+            let comma = if trailing && !items.is_empty() {
+                ","
+            } else {
+                ""
+            };
+            format!("{open}{}{comma}{}{close}", items.join(","), g())
+        }
+
+        /// `small` is a subsequence of `big`.
+        fn subsequence(small: &str, big: &str) -> bool {
+            let mut big = big.chars();
+            small.chars().all(|c| big.any(|b| b == c))
+        }
+
+        proptest! {
+            #[test]
+            fn any_settings_keep_their_bytes_and_values(
+                members in prop::collection::vec((prop::sample::select(vec!["a", "b", "theme", "agent_servers"]), value()), 0..5),
+                gaps in prop::collection::vec(gap(), 64),
+                trailing in any::<bool>(),
+                lead in gap(),
+            ) {
+                let settings = Value::Object(members.into_iter().map(|(k, v)| (k.to_owned(), v)).collect());
+                let mut cycle = gaps.into_iter().cycle();
+                let mut g = || cycle.next().unwrap_or_default();
+                let text = format!("{lead}{}\n", write(&settings, &mut g, trailing));
+                let root = parse(&text).unwrap().unwrap();
+                prop_assert_eq!(value_of(&text, &root), settings.clone());
+                match edit(Some(&text), &entry()) {
+                    Ok((out, action)) => {
+                        prop_assert!(settings.get("agent_servers").is_none_or(Value::is_object));
+                        let now = value_of(&out, &parse(&out).unwrap().unwrap());
+                        prop_assert_eq!(now, with_entry(settings, DEFAULT_NAME, &entry().value()));
+                        // only added: every byte of the old text is there, in order
+                        prop_assert_eq!(action, ZedAction::Add);
+                        prop_assert!(subsequence(&text, &out), "{}\n=>\n{}", text, out);
+                        let again = edit(Some(&out), &entry()).unwrap();
+                        prop_assert_eq!(again, (out, ZedAction::Unchanged));
+                    }
+                    Err(e) => {
+                        prop_assert_eq!(e.message, "agent_servers is not an object");
+                        prop_assert!(!settings["agent_servers"].is_object());
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_file_keeps_its_mode_and_a_link_its_target() {
         let dir = std::env::temp_dir().join(format!("dx-zed-{}", std::process::id()));
