@@ -1,8 +1,9 @@
-//! `cargo xtask bench acp [--runs N] [--agent native|ours|both] [--debug] [--keep DIR]
-//! [--validator FILE] [--python FILE] [--schema FILE]`: droid's native ACP mode (`droid exec
+//! `cargo xtask bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE]
+//! [--keep DIR] [--validator FILE] [--python FILE] [--schema FILE]`: droid's native ACP mode (`droid exec
 //! --output-format acp`) and ours (`droid-executor acp`) side by side, on the same scripted
 //! scenarios, through the same raw JSON-lines client (no SDK: every byte on the wire is what the
-//! agent wrote).
+//! agent wrote). `--ours` measures another build of `droid-executor` (default: the one this
+//! builds, release unless `--debug`); `--keep` copies the transcripts to DIR.
 //!
 //! One scripted model (chat completions, `scripted-model`) serves both; droid's HOME lists it as
 //! two custom models, `Bench` and `Alt` (request `model` `scripted` and `scripted-alt`, so the
@@ -45,7 +46,7 @@ use serde_json::{Value, json};
 use crate::bench::ms;
 use crate::sh::{build_bins, git_commit_all, output, workspace_root};
 
-const USAGE: &str = "usage: cargo xtask bench acp [--runs N] [--agent native|ours|both] [--debug] [--keep DIR] [--validator FILE] [--python FILE] [--schema FILE]";
+const USAGE: &str = "usage: cargo xtask bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR] [--validator FILE] [--python FILE] [--schema FILE]";
 
 /// The longest any one answer (a whole turn included) may take before the bench gives up.
 const ANSWER_LIMIT: Duration = Duration::from_secs(120);
@@ -157,6 +158,7 @@ struct Options {
     runs: usize,
     agents: Vec<Agent>,
     profile: &'static str,
+    ours: Option<PathBuf>,
     keep: Option<PathBuf>,
     validator: PathBuf,
     python: PathBuf,
@@ -169,6 +171,7 @@ fn parse(args: &[&str]) -> Result<Options> {
         runs: 5,
         agents: vec![Agent::Native, Agent::Ours],
         profile: "release",
+        ours: None,
         keep: None,
         validator: root.join(VALIDATOR),
         python: root.join(PYTHON),
@@ -193,6 +196,7 @@ fn parse(args: &[&str]) -> Result<Options> {
                         }
                     }
                     "--keep" => o.keep = Some(PathBuf::from(value)),
+                    "--ours" => o.ours = Some(PathBuf::from(value)),
                     "--validator" => o.validator = PathBuf::from(value),
                     "--python" => o.python = PathBuf::from(value),
                     "--schema" => o.schema = PathBuf::from(value),
@@ -226,7 +230,11 @@ pub(crate) fn acp(args: &[&str]) -> Result<()> {
     }
     let droid = crate::droid::fetch()?;
     let bins = build_bins(o.profile)?;
-    let world = World::new(&bins, &droid)?;
+    let ours = o
+        .ours
+        .clone()
+        .unwrap_or_else(|| bins.join("droid-executor"));
+    let world = World::new(&bins, &droid, &ours)?;
     let mut agents = Vec::new();
     for agent in &o.agents {
         match world.available(*agent) {
@@ -296,7 +304,7 @@ struct World {
 }
 
 impl World {
-    fn new(bins: &Path, droid: &Path) -> Result<Self> {
+    fn new(bins: &Path, droid: &Path, ours: &Path) -> Result<Self> {
         let dir =
             std::env::temp_dir().join(format!("droid-executor-bench-acp-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -332,7 +340,7 @@ impl World {
             model_log,
             model,
             droid: droid.to_path_buf(),
-            ours: bins.join("droid-executor"),
+            ours: ours.to_path_buf(),
         };
         let port = world.port(&port_file)?;
         let model = |name: &str, id: &str| {
@@ -1089,8 +1097,12 @@ fn report(
             .sum()
     };
     println!(
-        "bench acp: {} run(s) per agent and scenario ({} build of droid-executor); times are medians",
-        o.runs, o.profile
+        "bench acp: {} run(s) per agent and scenario (droid-executor: {}); times are medians",
+        o.runs,
+        o.ours.as_ref().map_or_else(
+            || format!("{} build", o.profile),
+            |p| p.display().to_string()
+        )
     );
     println!(
         "  native = droid exec --output-format acp; ours = droid-executor acp; one scripted model, raw JSON-lines client"

@@ -36,11 +36,11 @@
 //!   extra idle processes on the machine (`--bins DIR` measures another build the same way).
 //! - `bench sandbox [--runs N] [--bins DIR]`: a run with `DROID_EXECUTOR_SANDBOX=landlock` against
 //!   the same run with `off` (the cost of write confinement per run).
-//! - `bench acp [--runs N] [--agent native|ours|both] [--debug] [--keep DIR]`: droid's native
-//!   ACP mode against `droid-executor acp` on the same scripted scenarios (plain streamed answer,
-//!   tools with permissions, a reject, a cancel mid-stream, a model switch): schema violations of
-//!   every transcript, message chunks, time to the first chunk, and the probes of native droid's
-//!   recorded failures, side by side.
+//! - `bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR]`:
+//!   droid's native ACP mode against `droid-executor acp` on the same scripted scenarios (plain
+//!   streamed answer, tools with permissions, a reject, a cancel mid-stream, a model switch):
+//!   schema violations of every transcript, message chunks, time to the first chunk (against
+//!   droid's own first delta), and the probes of native droid's recorded failures, side by side.
 //! - `soak [--time SECS] [--check]`: the bridge and the MCP server under mixed traffic against
 //!   the fake droid for a bounded time; throughput, p50/p99, errors, and RSS and open
 //!   descriptors after the warm-up and at the end (`--check`: no errors, no process left, no
@@ -98,7 +98,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme | --providers] | bench engine [--runs N] [--provider P|all] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--requests N] [--repos R] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | bench sandbox [--runs N] [--bins DIR] | bench acp [--runs N] [--agent native|ours|both] [--debug] [--keep DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
+const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme | --providers] | bench engine [--runs N] [--provider P|all] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--requests N] [--repos R] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | bench sandbox [--runs N] [--bins DIR] | bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
