@@ -387,7 +387,7 @@ impl World {
             }
             Agent::Ours => {
                 let mut c = Command::new(&self.ours);
-                c.arg("acp").env("DROID_CLI_CMD", &self.droid);
+                c.arg("acp");
                 c
             }
             Agent::Rpc => {
@@ -407,6 +407,8 @@ impl World {
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("LANG", "C.UTF-8")
             .env("FACTORY_AIRGAP_ENABLED", "1")
+            // ours finds droid through it; droid ignores it
+            .env("DROID_CLI_CMD", &self.droid)
             .current_dir(&self.ws)
             // its own group, so that what it started can be ended with it
             .process_group(0);
