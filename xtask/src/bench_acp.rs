@@ -743,6 +743,8 @@ struct RunResult {
     note: String,
     /// `session/set_config_option`'s answer (scenario `set_model`).
     set_config: Option<Value>,
+    /// From `session/cancel` written to the prompt's answer read (scenario `cancel`).
+    after_cancel: Option<Duration>,
 }
 
 fn transcript_path(world: &World, agent: Agent, scenario: &str, run: usize) -> PathBuf {
@@ -846,11 +848,9 @@ fn run_scenario(world: &World, agent: Agent, scenario: Scenario, run: usize) -> 
             }
         ),
         Scenario::Cancel => {
-            let answered = turn.last().map(|l| l.at);
-            let after_cancel = match (cancel_sent, answered) {
-                (Some(c), Some(a)) => format!("{:.1} ms", ms(a.saturating_duration_since(c))),
-                _ => "-".into(),
-            };
+            r.after_cancel = cancel_sent
+                .zip(turn.last())
+                .map(|(c, l)| l.at.saturating_duration_since(c));
             let (id, ..) = d.request(
                 "session/prompt",
                 json!({"sessionId": sid, "prompt": [{"type": "text", "text": "again"}]}),
@@ -858,7 +858,7 @@ fn run_scenario(world: &World, agent: Agent, scenario: Scenario, run: usize) -> 
             let i = d.until_answer(id)?;
             let next = &d.seen[i].msg;
             format!(
-                "answered {after_cancel} after session/cancel; next prompt: {}",
+                "next prompt: {}",
                 next["result"]["stopReason"].as_str().unwrap_or("error")
             )
         }
@@ -1137,8 +1137,19 @@ fn report(
             chunks.sort_unstable();
             let chunks = chunks[chunks.len() / 2];
             let mut stops: Vec<&str> = mine.iter().map(|r| r.stop.as_str()).collect();
+            stops.sort_unstable();
             stops.dedup();
             let perms = last.permissions;
+            let note = if scenario == Scenario::Cancel {
+                let after = median(mine.iter().filter_map(|r| r.after_cancel).collect());
+                format!(
+                    "answered {} ms after session/cancel; {}",
+                    cell(after),
+                    last.note
+                )
+            } else {
+                last.note.clone()
+            };
             let (violations, perms) = if *agent == Agent::Rpc {
                 ("-".to_owned(), "-".to_owned())
             } else {
@@ -1157,7 +1168,7 @@ fn report(
                 cell(model),
                 perms,
                 stops.join(","),
-                last.note
+                note
             );
             firsts.push((scenario, *agent, first, model));
         }
