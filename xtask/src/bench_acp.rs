@@ -1036,7 +1036,10 @@ fn probe(world: &World, agent: Agent, run: usize) -> Result<Probes> {
     Ok(p)
 }
 
-/// Schema violations of the agent's messages per transcript file name.
+/// Schema violations of the agent's messages (agent to client) per transcript file name, from
+/// the validator's `--json` report (`{"files": [{"path", "passed", "failed", "violations":
+/// [{"line", "dir", …}]}]}`). The client's own lines are not counted: the probe sends a line that
+/// is not JSON on purpose.
 fn validate(o: &Options, dir: &Path) -> Result<std::collections::BTreeMap<String, usize>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -1044,30 +1047,39 @@ fn validate(o: &Options, dir: &Path) -> Result<std::collections::BTreeMap<String
     files.sort();
     let out = Command::new(&o.python)
         .arg(&o.validator)
+        .arg("--json")
         .arg(&o.schema)
         .args(&files)
         .output()
         .with_context(|| format!("could not run {}", o.python.display()))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !stdout.lines().any(|l| l.contains("passed")) {
-        bail!(
-            "the validator printed no summary ({}): {stdout}{}",
+    let report: Value = serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "the validator printed no JSON report ({}): {}{}",
             out.status,
+            String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
-        );
-    }
+        )
+    })?;
     let mut per_file = std::collections::BTreeMap::new();
-    for f in &files {
-        let name = f
+    for f in report["files"].as_array().into_iter().flatten() {
+        let name = Path::new(f["path"].as_str().unwrap_or_default())
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let prefix = format!("{}:", f.display());
-        let bad = stdout
-            .lines()
-            .filter(|l| l.starts_with(&prefix) && l.contains(": agent "))
+        let bad = f["violations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| v["dir"] == "a2c")
             .count();
         per_file.insert(name, bad);
+    }
+    if per_file.len() != files.len() {
+        bail!(
+            "the validator reported {} of {} transcripts",
+            per_file.len(),
+            files.len()
+        );
     }
     Ok(per_file)
 }
