@@ -17,6 +17,7 @@
 //! | `reject` | Create `nope.txt`, text | reject (by kind `reject_once`) |
 //! | `cancel` | 30 words, 100 ms apart; then a short text | `session/cancel` at the first chunk (or 1 s into the model's stream, for an agent that sends none while streaming), then a second prompt |
 //! | `set_model` | short text | `session/set_config_option` model → the other model, then prompt |
+//! | `reasoning` | 10 words of reasoning (`delta.reasoning_content`), then 10 words of text, one per chunk, 50 ms apart | prompt |
 //!
 //! Every line is recorded (`[seconds] >> json` sent, `<< json` received: the transcript format of
 //! the ACP validator) and every transcript is checked with `tests/interop/acp_validate.py` (the
@@ -92,15 +93,17 @@ enum Scenario {
     Reject,
     Cancel,
     SetModel,
+    Reasoning,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 5] = [
+    const ALL: [Scenario; 6] = [
         Scenario::Plain,
         Scenario::Tools,
         Scenario::Reject,
         Scenario::Cancel,
         Scenario::SetModel,
+        Scenario::Reasoning,
     ];
 
     fn name(self) -> &'static str {
@@ -110,6 +113,7 @@ impl Scenario {
             Scenario::Reject => "reject",
             Scenario::Cancel => "cancel",
             Scenario::SetModel => "set_model",
+            Scenario::Reasoning => "reasoning",
         }
     }
 
@@ -142,6 +146,8 @@ impl Scenario {
                 {"text": "Back again."}
             ]),
             Scenario::SetModel => json!([{"text": "Answered by the model you chose."}]),
+            Scenario::Reasoning => json!([{"reasoning": words(10), "text": words(10),
+                "split_text": true, "chunk_sleep": 0.05}]),
         }
     }
 
@@ -822,6 +828,26 @@ fn run_scenario(world: &World, agent: Agent, scenario: Scenario, run: usize) -> 
         .filter(|c| c["type"] == "terminal")
         .count();
     r.permissions = d.permissions;
+    let thoughts = updates(turn)
+        .filter(|(_, u)| u["sessionUpdate"] == "agent_thought_chunk")
+        .count();
+    // ours ends each turn with the changes it measured in the repository
+    let measured: Vec<String> = updates(turn)
+        .filter(|(_, u)| {
+            u["sessionUpdate"] == "tool_call"
+                && u["title"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("Measured changes"))
+        })
+        .flat_map(|(_, u)| u["content"].as_array().cloned().unwrap_or_default())
+        .filter(|c| c["type"] == "diff")
+        .filter_map(|c| {
+            c["path"]
+                .as_str()
+                .and_then(|p| Path::new(p).file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .collect();
     let failed_tools = updates(turn)
         .filter(|(_, u)| u["status"] == "failed")
         .count();
@@ -830,13 +856,18 @@ fn run_scenario(world: &World, agent: Agent, scenario: Scenario, run: usize) -> 
         Scenario::Tools => {
             let made = std::fs::read_to_string(world.ws.join("hello.txt")).ok();
             format!(
-                "hello.txt {}, {} terminal item(s)",
+                "hello.txt {}, {} terminal item(s), measured changes: {}",
                 if made.as_deref() == Some("hello world\n") {
                     "written"
                 } else {
                     "MISSING"
                 },
-                r.terminal
+                r.terminal,
+                if measured.is_empty() {
+                    "none sent".to_owned()
+                } else {
+                    measured.join(", ")
+                }
             )
         }
         Scenario::Reject => format!(
@@ -870,6 +901,10 @@ fn run_scenario(world: &World, agent: Agent, scenario: Scenario, run: usize) -> 
                 .unwrap_or_else(|| "?".into());
             format!("turn used model {used:?}")
         }
+        Scenario::Reasoning => format!(
+            "{thoughts} agent_thought_chunk(s) for 10 reasoning words, {} of 10 text words",
+            words_in(turn)
+        ),
     };
     d.finish()?;
     Ok(r)

@@ -38,7 +38,8 @@
 //!   the same run with `off` (the cost of write confinement per run).
 //! - `bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR]`:
 //!   droid's native ACP mode against `droid-executor acp` on the same scripted scenarios (plain
-//!   streamed answer, tools with permissions, a reject, a cancel mid-stream, a model switch):
+//!   streamed answer, tools with permissions, a reject, a cancel mid-stream, a model switch,
+//!   streamed reasoning):
 //!   schema violations of every transcript, message chunks, time to the first chunk (against
 //!   droid's own first delta), and the probes of native droid's recorded failures, side by side.
 //! - `soak [--time SECS] [--check]`: the bridge and the MCP server under mixed traffic against
