@@ -631,7 +631,13 @@ impl Session {
             }
         }
         let droid = live.droid.clone();
-        let measuring = self.meter.lock().await.begin(&droid).await;
+        // the repository is recorded while droid starts on the prompt: droid (at autonomy
+        // `off`) changes nothing without asking, and no permission is answered before the
+        // recording is done, so the first token is not held up by it
+        let meter = &self.meter;
+        let begin_droid = droid.clone();
+        let mut begin = std::pin::pin!(async move { meter.lock().await.begin(&begin_droid).await });
+        let mut measuring: Option<Result<(), String>> = None;
         if let Err(e) = droid.prompt(text).await {
             return Err(match e {
                 SessionError::Timeout { .. } => {
@@ -652,6 +658,10 @@ impl Session {
         let ending = loop {
             let ev = tokio::select! {
                 ev = live.events.recv() => ev,
+                r = &mut begin, if measuring.is_none() => {
+                    measuring = Some(r);
+                    continue;
+                }
                 () = token.cancelled(), if !interrupted => {
                     interrupted = true;
                     grace = Some(tokio::time::Instant::now() + INTERRUPT_GRACE);
@@ -740,6 +750,9 @@ impl Session {
                         .await;
                 }
                 SessionEvent::Permission(req) => {
+                    if measuring.is_none() {
+                        measuring = Some((&mut begin).await);
+                    }
                     let option = if interrupted {
                         "cancel"
                     } else {
@@ -791,6 +804,9 @@ impl Session {
                 SessionEvent::Title(_) | SessionEvent::Ignored(_) => {}
             }
         };
+        if measuring.is_none() {
+            measuring = Some((&mut begin).await);
+        }
         // nothing the turn started outlives it (droid itself and its MCP servers stay)
         let killed = droid.end_turn_processes().await;
         if !killed.is_empty() {
@@ -799,7 +815,7 @@ impl Session {
         let measure = {
             let mut meter = self.meter.lock().await;
             let mut m = meter.finish(&droid, &self.verify, token).await;
-            if let Err(e) = measuring {
+            if let Some(Err(e)) = measuring {
                 m.warnings.push(format!(
                     "the repository could not be recorded when the turn started: {e}"
                 ));

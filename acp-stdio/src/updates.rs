@@ -214,3 +214,78 @@ pub fn measured(id: &str, root: &str, m: &TurnMeasure) -> Value {
         "_meta": {"droidExecutor": data},
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use droid_contract::{CommandRun, CommandSource, FileChange, Tests};
+    use droid_exec::session::measure::MeasuredFile;
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn change(path: &str, kind: ChangeType, counts: (u64, u64)) -> FileChange {
+        FileChange {
+            path: path.into(),
+            change_type: kind,
+            old_path: None,
+            highlights: Vec::new(),
+            lines_added: Some(counts.0),
+            lines_removed: Some(counts.1),
+        }
+    }
+
+    #[test]
+    fn the_measured_changes_carry_diffs_counts_and_the_verdict() {
+        let m = TurnMeasure {
+            files: vec![
+                MeasuredFile {
+                    change: change("a.txt", ChangeType::Modified, (1, 1)),
+                    old_text: Some("a\n".into()),
+                    new_text: Some("b\n".into()),
+                },
+                MeasuredFile {
+                    change: change("big.bin", ChangeType::Added, (0, 0)),
+                    old_text: None,
+                    new_text: None,
+                },
+            ],
+            warnings: vec!["w".into()],
+            tests: Some((
+                Tests {
+                    passed: Some(false),
+                    details: "false: exit 1".into(),
+                    commands: vec!["false".into()],
+                },
+                vec![CommandRun {
+                    command: "false".into(),
+                    exit_code: Some(1),
+                    duration_ms: 3,
+                    stdout_excerpt: String::new(),
+                    stderr_excerpt: String::new(),
+                    source: CommandSource::Verify,
+                    truncated: false,
+                }],
+            )),
+        };
+        let u = measured("measured-0", "/r", &m);
+        assert_eq!(u["sessionUpdate"], "tool_call");
+        assert_eq!(u["title"], "Measured changes: 2 files (+1 −1)");
+        assert_eq!(u["status"], "failed");
+        // a diff only where the texts are known; the listing names every file and command
+        let content = u["content"].as_array().unwrap();
+        assert_eq!(content.len(), 2);
+        assert_eq!(content[0]["path"], "/r/a.txt");
+        assert_eq!(content[0]["oldText"], "a\n");
+        let text = content[1]["content"]["text"].as_str().unwrap();
+        assert!(text.contains("modified a.txt (+1 −1)"), "{text}");
+        assert!(text.contains("added big.bin"), "{text}");
+        assert!(text.contains("verify `false`: exit 1"), "{text}");
+        assert!(text.contains("note: w"), "{text}");
+        assert_eq!(u["rawOutput"]["filesChanged"][1]["changeType"], "added");
+        assert_eq!(u["rawOutput"]["tests"]["runs"][0]["exitCode"], 1);
+        assert_eq!(u["_meta"]["droidExecutor"], u["rawOutput"]);
+        let none = measured("measured-1", "/r", &TurnMeasure::default());
+        assert_eq!(none["title"], "Measured changes: none");
+        assert_eq!(none["status"], "completed");
+    }
+}

@@ -1,7 +1,9 @@
 //! client-setup: what `droid-executor setup` does to the clients around the engine — registering
 //! droid-executor as an MCP server with droid, Claude Code and Codex ([`register`]), installing
 //! the Agent Skill ([`skill`]) and the short fallback skills `ask-<provider>` ([`fallback_skills`])
-//! — and `doctor`'s check of that skill ([`skill_check`]). These are
+//! — registering `droid-executor acp` as an agent server in Zed's settings ([`zed`], a JSONC
+//! edit that keeps the user's comments) — and `doctor`'s check of that skill ([`skill_check`]).
+//! These are
 //! front-end concerns: the engine (`droid-exec`) runs tasks and knows nothing of them.
 //!
 //! It must not depend on a front-end crate (wrapper-cli, bridge-http, mcp-stdio), hyper or clap;
@@ -12,5 +14,6 @@ pub mod fallback_skills;
 pub mod register;
 pub mod skill;
 pub mod skill_check;
+pub mod zed;
 
 pub use skill_check::{SkillsRoot, skill_check};

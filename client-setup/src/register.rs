@@ -137,7 +137,7 @@ fn home(env: &EnvMap) -> Result<PathBuf, EngineError> {
 /// reach megabytes; a file past this, or `/dev/zero`, is refused rather than read without end).
 const CLIENT_CONFIG_LIMIT: usize = 64 * 1024 * 1024;
 
-fn read_optional(path: &Path) -> Result<Option<String>, EngineError> {
+pub(crate) fn read_optional(path: &Path) -> Result<Option<String>, EngineError> {
     let what = format!("the client configuration {}", path.display());
     match droid_exec::input::read_input(
         droid_exec::input::Input::Path(path),

@@ -59,6 +59,8 @@
 //! | `hang` | never answer (not even headers) |
 //! | `hang_after_headers` | send `200` and the SSE headers, then nothing |
 //! | `split_text` | stream the text one word per chunk |
+//! | `reasoning` | reasoning text streamed before the text and tool calls as `delta.reasoning_content` chunks (one word per chunk with `split_text`); in a non-streamed answer, `message.reasoning_content` |
+//! | `reasoning_field` | the delta field the reasoning goes in instead (e.g. `reasoning`) |
 //!
 //! A streamed answer is `data: <chunk json>\n\n` lines ending with `data: [DONE]\n\n` and a closed
 //! connection (`connection: close`); the last chunk carries `finish_reason` (`stop` or
@@ -617,6 +619,9 @@ async fn chat_completions(
 
     if !body.get("stream").and_then(Value::as_bool).unwrap_or(false) {
         let mut message = json!({"role": "assistant", "content": step.get("text").cloned().unwrap_or(Value::Null)});
+        if let Some(reasoning) = step.get("reasoning").filter(|r| r.is_string()) {
+            message["reasoning_content"] = reasoning.clone();
+        }
         if !calls.is_empty() {
             let without_index: Vec<Value> = calls
                 .iter()
@@ -687,6 +692,26 @@ async fn chat_completions(
         // Drop the socket abruptly: no finishing chunk, no [DONE].
         return Ok(After::Close);
     }
+    if let Some(reasoning) = step.get("reasoning").and_then(Value::as_str) {
+        let field = step
+            .get("reasoning_field")
+            .and_then(Value::as_str)
+            .unwrap_or("reasoning_content");
+        for (i, part) in words(reasoning, truthy(step.get("split_text")))
+            .iter()
+            .enumerate()
+        {
+            let mut delta = json!({ field: part });
+            if i == 0 {
+                delta["role"] = json!("assistant");
+            }
+            sse.event(&chunk(
+                json!({"index": 0, "delta": delta, "finish_reason": null}),
+                None,
+            ))
+            .await?;
+        }
+    }
     if calls.is_empty() {
         let text = step.get("text").and_then(Value::as_str).unwrap_or_default();
         let parts: Vec<String> = if truthy(step.get("split_text")) {
@@ -736,6 +761,27 @@ async fn chat_completions(
     }
     sse.raw(b"data: [DONE]\n\n").await?;
     Ok(After::Close)
+}
+
+/// `text` as streamed: one word per part (each but the last with its space) when `split`, else
+/// whole.
+fn words(text: &str, split: bool) -> Vec<String> {
+    if !split {
+        return vec![text.to_owned()];
+    }
+    let words: Vec<&str> = text.split(' ').collect();
+    let last = words.len() - 1;
+    words
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            if i < last {
+                format!("{w} ")
+            } else {
+                (*w).to_owned()
+            }
+        })
+        .collect()
 }
 
 /// The agent-CLI wire formats.

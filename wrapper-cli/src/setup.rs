@@ -6,6 +6,9 @@
 //! `SKILLS_ROOT/droid-executor`, and the client's fallback skills (`ask-<provider>`, every
 //! provider but the client's own) into `SKILLS_ROOT/ask-<provider>` (default root: the client's,
 //! `~/.claude/skills` or `~/.factory/skills`; `client_setup::skill` does the work).
+//! `droid-executor setup acp --client zed [--settings FILE] [--name NAME] [--print]`: register
+//! `<this executable> acp` as an agent server in Zed's settings (`client_setup::zed` edits the
+//! JSONC file, keeping its comments); `--print` prints the entry and writes nothing.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,6 +40,22 @@ enum SetupCommand {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Register `droid-executor acp` as an ACP agent server with an editor (Zed).
+    Acp {
+        /// The editor.
+        #[arg(long, value_enum)]
+        client: AcpClient,
+        /// Zed's settings file (default: $XDG_CONFIG_HOME/zed/settings.json, else
+        /// ~/.config/zed/settings.json).
+        #[arg(long, value_name = "FILE")]
+        settings: Option<PathBuf>,
+        /// The entry's name, shown in Zed's agent panel.
+        #[arg(long, default_value = client_setup::zed::DEFAULT_NAME)]
+        name: String,
+        /// Print the `agent_servers` entry to paste, change nothing.
+        #[arg(long)]
+        print: bool,
+    },
     /// Install the Agent Skill into SKILLS_ROOT/droid-executor, and the fallback skills
     /// (ask-codex, ask-gemini, …: delegating through the CLI when MCP is not registered) beside
     /// it.
@@ -64,6 +83,13 @@ enum SkillClient {
     Claude,
     /// Factory's droid (`~/.factory/skills`).
     Droid,
+}
+
+/// An editor that runs ACP agents.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum AcpClient {
+    /// Zed (`agent_servers` in its settings.json).
+    Zed,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -182,6 +208,12 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
             force,
             dry_run,
         } => return skill(client, dir, force, dry_run),
+        SetupCommand::Acp {
+            client: AcpClient::Zed,
+            settings,
+            name,
+            print,
+        } => return zed(settings, &name, print),
     };
     let env = env_map();
     let settings = match settings(config, &env) {
@@ -238,6 +270,44 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
         }
     }
     ExitCode::SUCCESS
+}
+
+/// `setup acp --client zed`: plan the edit of Zed's settings, then write it (or print the entry).
+fn zed(settings: Option<PathBuf>, name: &str, print: bool) -> ExitCode {
+    use client_setup::zed::{ZedEntry, apply, plan, settings_path};
+    let Ok(exe) = std::env::current_exe() else {
+        eprintln!("droid-executor: cannot tell where this executable is");
+        return ExitCode::from(2);
+    };
+    if name.trim().is_empty() {
+        eprintln!("droid-executor: --name must not be empty");
+        return ExitCode::from(2);
+    }
+    let entry = ZedEntry {
+        name,
+        program: &exe,
+    };
+    if print {
+        crate::cli::say(&entry.snippet());
+        return ExitCode::SUCCESS;
+    }
+    let path = match settings.map_or_else(|| settings_path(&env_map()), Ok) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("droid-executor: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match plan(&path, &entry).and_then(|p| apply(&p)) {
+        Ok(done) => {
+            crate::cli::say(&done);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("droid-executor: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// Time a client should give one tool call: `execute_droid_task` without `max_runtime_seconds`

@@ -38,6 +38,12 @@
 //!   extra idle processes on the machine (`--bins DIR` measures another build the same way).
 //! - `bench sandbox [--runs N] [--bins DIR]`: a run with `DROID_EXECUTOR_SANDBOX=landlock` against
 //!   the same run with `off` (the cost of write confinement per run).
+//! - `bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR]`:
+//!   droid's native ACP mode against `droid-executor acp` on the same scripted scenarios (plain
+//!   streamed answer, tools with permissions, a reject, a cancel mid-stream, a model switch,
+//!   streamed reasoning):
+//!   schema violations of every transcript, message chunks, time to the first chunk (against
+//!   droid's own first delta), and the probes of native droid's recorded failures, side by side.
 //! - `soak [--time SECS] [--check]`: the bridge and the MCP server under mixed traffic against
 //!   the fake droid for a bounded time; throughput, p50/p99, errors, and RSS and open
 //!   descriptors after the warm-up and at the end (`--check`: no errors, no process left, no
@@ -51,6 +57,7 @@
 
 mod agents;
 mod bench;
+mod bench_acp;
 mod bench_bridge;
 mod bench_completion;
 mod bench_processes;
@@ -94,7 +101,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme | --providers] | bench engine [--runs N] [--provider P|all] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--requests N] [--repos R] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | bench sandbox [--runs N] [--bins DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
+const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme | --providers] | bench engine [--runs N] [--provider P|all] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--requests N] [--repos R] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | bench sandbox [--runs N] [--bins DIR] | bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
@@ -112,6 +119,7 @@ fn dispatch(args: &[&str]) -> Result<()> {
         ["demo", rest @ ..] => demo::demo(rest),
         ["bench", "engine", rest @ ..] => bench::engine(rest),
         ["bench", "bridge", rest @ ..] => bench_bridge::bridge(rest),
+        ["bench", "acp", rest @ ..] => bench_acp::acp(rest),
         ["bench", "mcp", rest @ ..] => bench::mcp(rest),
         ["bench", "completion", rest @ ..] => bench_completion::completion(rest),
         ["bench", "snapshot", rest @ ..] => bench_snapshot::snapshot(rest),

@@ -881,3 +881,44 @@ async fn two_sessions_run_at_once() {
     c.finish().await;
     world.none_left().await;
 }
+
+/// The model's reasoning streams as `agent_thought_chunk`s (droid's `thinking_text_delta`),
+/// before the answer's `agent_message_chunk`s, one per token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_streams_as_thought_chunks_before_the_answer() {
+    let world = World::new("").await;
+    let droid = real_droid();
+    let repo = world.repo("thinking");
+    world.model.set_script(json!([
+        {"reasoning": "Let me think first", "text": "Hello there", "split_text": true}
+    ]));
+    let mut c = Client::start(&world, &world.env(&droid));
+    c.init().await;
+    let sid = c.new_session(&repo, Value::Null).await;
+    let r = c.prompt(&sid, "think, then greet").await;
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{}", c.dump());
+    let kinds: Vec<String> = c
+        .updates
+        .iter()
+        .filter(|u| u["sessionId"] == sid.as_str())
+        .map(|u| u["update"]["sessionUpdate"].as_str().unwrap().to_owned())
+        .filter(|k| k.ends_with("_chunk"))
+        .collect();
+    let thoughts: String = c
+        .of_kind(&sid, "agent_thought_chunk")
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(thoughts, "Let me think first", "{}", c.dump());
+    assert_eq!(
+        kinds,
+        ["agent_thought_chunk"; 4]
+            .into_iter()
+            .chain(["agent_message_chunk"; 2])
+            .collect::<Vec<_>>(),
+        "{}",
+        c.dump()
+    );
+    c.finish().await;
+    world.none_left().await;
+}
