@@ -279,13 +279,8 @@ async fn open(
     Ok((session, opened.history))
 }
 
-/// What a session says about the client's MCP servers it did not pass on.
-fn mcp_note(names: &[String]) -> Value {
-    json!({"droidExecutor": {
-        "mcpServersNotPassed": names,
-        "why": "droid 0.225.2 can only add an MCP server by writing it into ~/.factory/mcp.json for good; configure it there (droid mcp add) to use it",
-    }})
-}
+/// Why the client's MCP servers are not passed to droid.
+const MCP_WHY: &str = "droid 0.225.2 can only add an MCP server by writing it into ~/.factory/mcp.json for good; configure it there (droid mcp add) to use it";
 
 /// `session/new`.
 pub async fn new(agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError> {
@@ -295,7 +290,8 @@ pub async fn new(agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError> 
     let mut out = s.describe(true);
     if !ignored.is_empty() {
         tracing::warn!("MCP servers from the client not passed to droid: {ignored:?}");
-        out["_meta"] = mcp_note(&ignored);
+        out["_meta"]["droidExecutor"]["mcpServersNotPassed"] = json!(ignored);
+        out["_meta"]["droidExecutor"]["why"] = json!(MCP_WHY);
     }
     Ok(out)
 }
@@ -324,7 +320,8 @@ pub async fn load(agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError>
     s.replay(agent, &history).await;
     let mut out = s.describe(false);
     if !ignored.is_empty() {
-        out["_meta"] = mcp_note(&ignored);
+        out["_meta"]["droidExecutor"]["mcpServersNotPassed"] = json!(ignored);
+        out["_meta"]["droidExecutor"]["why"] = json!(MCP_WHY);
     }
     Ok(out)
 }
@@ -351,9 +348,11 @@ impl Session {
 
     /// `modes` and `configOptions` (with `sessionId` for `session/new`).
     fn describe(&self, with_id: bool) -> Value {
+        let sandbox = serde_json::to_value(self.droid().sandbox()).unwrap_or(Value::Null);
         let mut v = json!({
             "modes": self.modes_json(),
             "configOptions": self.config_options(),
+            "_meta": {"droidExecutor": {"sandbox": sandbox}},
         });
         if with_id {
             v["sessionId"] = json!(self.id);

@@ -157,7 +157,7 @@ impl TurnMeter {
                 keep: self.keep,
                 marker: &marker,
                 redact: &self.redact,
-                confine: None,
+                confine: session.confinement(),
             };
             let v = verify(&plan, cancel).await;
             m.tests = Some((v.tests, v.runs));

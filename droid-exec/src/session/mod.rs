@@ -48,8 +48,9 @@ use crate::host::FsFacts;
 use crate::providers;
 use crate::run::Engine;
 use crate::run::lines::{Line, Lines, MAX_LINE_BYTES};
-use crate::run::scratch::unique_id;
-use crate::run::spawn::{SpawnSpec, signal_group, spawn};
+use crate::run::sandbox::{self, Confinement, Writable};
+use crate::run::scratch::{Scratch, unique_id};
+use crate::run::spawn::{SpawnSpec, signal_group, spawn_confined};
 use crate::run::sweep::{self, MARKER_VAR};
 
 /// How long droid may take to open a session (it starts in ~0.4 s; a cold disk cache, much
@@ -150,6 +151,10 @@ pub struct DroidSession {
     root: PathBuf,
     env: Vec<(OsString, OsString)>,
     stderr: Arc<std::sync::Mutex<String>>,
+    confinement: Option<Confinement>,
+    sandbox: droid_contract::SandboxInfo,
+    /// droid's TMPDIR, removed with the session.
+    _scratch: Scratch,
 }
 
 impl Engine {
@@ -170,14 +175,41 @@ impl Engine {
             .ok_or_else(|| SessionError::DroidMissing(source.to_owned()))?;
         let root = self.resolve_dir(&spec.cwd)?;
         let marker = format!("acp-{}", unique_id());
+        let scratch = Scratch::create(&cfg.scratch_root, &marker).map_err(|e| {
+            SessionError::Spawn(format!("cannot make the session's directory: {e}"))
+        })?;
         let env: Vec<(OsString, OsString)> = cfg
             .env
             .iter()
-            .filter(|(k, _)| k != MARKER_VAR)
+            .filter(|(k, _)| k != MARKER_VAR && k != "TMPDIR")
             .filter(|(k, _)| providers::env_allowed(ProviderId::Droid, &k.to_string_lossy()))
             .cloned()
-            .chain([(MARKER_VAR.into(), marker.clone().into())])
+            .chain([
+                (MARKER_VAR.into(), marker.clone().into()),
+                ("TMPDIR".into(), scratch.tmp().into()),
+            ])
             .collect();
+        // the same write confinement as a one-shot run of droid: the repository, droid's
+        // state under HOME, the session's scratch, `sandbox_writable`
+        let home = sandbox::env_path(&env, "HOME");
+        let state = home
+            .as_deref()
+            .map(|h| providers::provider(ProviderId::Droid).state_paths(h, &env))
+            .unwrap_or_default();
+        let writable = Writable {
+            repo_root: root.clone(),
+            scratch: scratch.path().to_path_buf(),
+            home,
+            state,
+            extra: cfg.sandbox_writable.clone(),
+        };
+        let plan = sandbox::plan(cfg.sandbox, sandbox::kernel_abi(), &writable)
+            .map_err(SessionError::Refused)?;
+        if let Some(w) = &plan.warning {
+            tracing::warn!("{w}");
+        }
+        let confinement = plan.confinement;
+        let sandbox_info = plan.info;
         let spawn_spec = SpawnSpec {
             program,
             args: [
@@ -198,7 +230,7 @@ impl Engine {
             stdin_file: None,
             detach_log: None,
         };
-        let mut child = spawn(&spawn_spec).map_err(|e| match e {
+        let mut child = spawn_confined(&spawn_spec, confinement.as_ref()).map_err(|e| match e {
             crate::EngineError::Spawn { ref source, .. }
                 if source.kind() == std::io::ErrorKind::NotFound =>
             {
@@ -229,6 +261,9 @@ impl Engine {
             root: root.clone(),
             env,
             stderr,
+            confinement,
+            sandbox: sandbox_info,
+            _scratch: scratch,
         };
         let opened = match &spec.load {
             Some(id) => {
@@ -331,6 +366,16 @@ impl DroidSession {
     /// The environment droid runs with (for the measurement's git and verification commands).
     pub fn env(&self) -> &[(OsString, OsString)] {
         &self.env
+    }
+
+    /// The write confinement droid and the verification commands run under (`None`: none).
+    pub fn confinement(&self) -> Option<&Confinement> {
+        self.confinement.as_ref()
+    }
+
+    /// How droid is confined, as a result reports it.
+    pub fn sandbox(&self) -> &droid_contract::SandboxInfo {
+        &self.sandbox
     }
 
     /// The marker variable's value every process of this session carries.

@@ -922,3 +922,49 @@ async fn reasoning_streams_as_thought_chunks_before_the_answer() {
     c.finish().await;
     world.none_left().await;
 }
+
+/// A session's droid is confined like a one-shot run (Landlock): a command the user allowed
+/// still cannot write outside the repository, droid's state and the system temp directory; the
+/// repository it can. `session/new` says how droid is confined.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_droid_cannot_write_outside_what_a_run_may() {
+    let world = World::new("").await;
+    let droid = real_droid();
+    let repo = world.repo("confined");
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let outside = tests::droid_bin::workspace_root().join(format!(
+        "target/sandbox-tests/acp-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&outside).unwrap();
+    let escaped = outside.join("escaped.txt");
+    let command = format!("touch {} ; touch inside.txt", escaped.display());
+    world.model.set_script(json!([
+        {"text": "Writing.", "tool": [{"name": "Execute", "args": {"command": command, "riskLevel": "low", "riskLevelReason": "touches"}}]},
+        {"text": "Done."}
+    ]));
+    let mut c = Client::start(&world, &world.env(&droid));
+    c.init().await;
+    let r = c
+        .ok("session/new", json!({"cwd": repo, "mcpServers": []}))
+        .await;
+    let sid = r["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        r["_meta"]["droidExecutor"]["sandbox"]["kind"], "landlock",
+        "{r}"
+    );
+    let r = c.prompt(&sid, "touch both").await;
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{}", c.dump());
+    assert_eq!(
+        c.asked.len(),
+        1,
+        "a command outside the repository is asked"
+    );
+    assert_eq!(c.asked[0]["_meta"]["droidExecutor"]["risk"], "high");
+    assert!(repo.join("inside.txt").exists(), "{}", c.dump());
+    assert!(!escaped.exists(), "droid wrote outside: {}", c.dump());
+    c.finish().await;
+    world.none_left().await;
+    std::fs::remove_dir_all(&outside).unwrap();
+}
