@@ -968,3 +968,41 @@ async fn a_sessions_droid_cannot_write_outside_what_a_run_may() {
     world.none_left().await;
     std::fs::remove_dir_all(&outside).unwrap();
 }
+
+/// A turn that runs past `default_timeout` is stopped: the prompt answers `-32007` naming the
+/// setting, the turn's command is gone, and the session takes the next prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_past_default_timeout_is_stopped_with_32007() {
+    let world = World::new("default_timeout = 3\n").await;
+    let droid = real_droid();
+    let repo = world.repo("slow");
+    world.model.set_script(json!([
+        {"text": "Waiting.", "tool": [{"name": "Execute", "args": {"command": "sleep 300", "riskLevel": "low", "riskLevelReason": "harmless"}}]},
+        {"text": "Next answer."}
+    ]));
+    let mut c = Client::start(&world, &world.env(&droid));
+    c.init().await;
+    let sid = c.new_session(&repo, Value::Null).await;
+    c.ok(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "medium"}),
+    )
+    .await;
+    let r = c.prompt(&sid, "wait").await;
+    assert_eq!(error_code(&r), -32007, "{}", c.dump());
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("default_timeout"),
+        "{r}"
+    );
+    let sleeping = world.processes().into_iter().any(|p| {
+        std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\x00300"))
+    });
+    assert!(!sleeping, "the turn's command still runs");
+    let r = c.prompt(&sid, "again").await;
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{}", c.dump());
+    c.finish().await;
+    world.none_left().await;
+}
