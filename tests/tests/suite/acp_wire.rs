@@ -1006,3 +1006,33 @@ async fn a_turn_past_default_timeout_is_stopped_with_32007() {
     c.finish().await;
     world.none_left().await;
 }
+
+/// The client going away mid-turn (stdin closed while droid runs a command): the agent exits,
+/// and droid and the command are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdin_closing_mid_turn_ends_droid_and_the_turns_command() {
+    let world = World::new("").await;
+    let droid = real_droid();
+    let repo = world.repo("gone");
+    world.model.set_script(json!([
+        {"text": "Waiting.", "tool": [{"name": "Execute", "args": {"command": "sleep 300", "riskLevel": "low", "riskLevelReason": "harmless"}}]},
+        {"text": "Next answer."}
+    ]));
+    let mut c = Client::start(&world, &world.env(&droid));
+    c.init().await;
+    let sid = c.new_session(&repo, Value::Null).await;
+    c.ok(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "medium"}),
+    )
+    .await;
+    c.send_request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "wait"}]}),
+    )
+    .await;
+    c.until_in_progress(&sid).await;
+    world.wait_for("sleep\u{0}300").await;
+    c.finish().await;
+    world.none_left().await;
+}
