@@ -326,6 +326,12 @@ pub async fn load(agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError>
     Ok(out)
 }
 
+/// Whether a tool of `class` can leave a process behind (commands, and tools we do not know).
+fn may_start_processes(class: tools::ToolClass) -> bool {
+    use tools::ToolClass::{Delete, Execute, Other, Think};
+    matches!(class, Execute | Delete | Other | Think)
+}
+
 /// What a tool call of the running turn is.
 #[derive(Debug)]
 struct Call {
@@ -654,6 +660,8 @@ impl Session {
         let mut grace: Option<tokio::time::Instant> = None;
         let mut rejected: Vec<String> = Vec::new();
         let mut continuations = 0;
+        // whether a tool that can start processes ran
+        let mut started = false;
         let ending = loop {
             let ev = tokio::select! {
                 ev = live.events.recv() => ev,
@@ -730,6 +738,9 @@ impl Session {
                 }
                 SessionEvent::ToolExecuting { id } => {
                     self.announce(agent, &mut calls, &id).await;
+                    started |= calls
+                        .get(&id)
+                        .is_none_or(|c| may_start_processes(c.view.class));
                     agent
                         .update(&self.id, updates::tool_status(&id, "in_progress"))
                         .await;
@@ -740,6 +751,9 @@ impl Session {
                     is_error,
                 } => {
                     self.announce(agent, &mut calls, &id).await;
+                    started |= calls
+                        .get(&id)
+                        .is_none_or(|c| may_start_processes(c.view.class));
                     let view = calls.get(&id).map(|c| &c.view);
                     agent
                         .update(
@@ -806,10 +820,13 @@ impl Session {
         if measuring.is_none() {
             measuring = Some((&mut begin).await);
         }
-        // nothing the turn started outlives it (droid itself and its MCP servers stay)
-        let killed = droid.end_turn_processes().await;
-        if !killed.is_empty() {
-            tracing::info!("ended {} process(es) the turn left running", killed.len());
+        // nothing the turn started outlives it (droid itself and its MCP servers stay); a turn
+        // that ran no command started none, and skips the search
+        if started {
+            let killed = droid.end_turn_processes().await;
+            if !killed.is_empty() {
+                tracing::info!("ended {} process(es) the turn left running", killed.len());
+            }
         }
         let measure = {
             let mut meter = self.meter.lock().await;
