@@ -802,7 +802,11 @@ impl Session {
                     }
                     break Ending::Droid(reason);
                 }
-                SessionEvent::Error { message } => errors.push(message),
+                SessionEvent::Error { message } => {
+                    if !errors.contains(&message) {
+                        errors.push(message);
+                    }
+                }
                 SessionEvent::Retry { attempt, reason } => {
                     tracing::info!("droid retries the model (attempt {attempt}, {reason})");
                 }
@@ -865,11 +869,12 @@ impl Session {
                 "max_turns" | "max_turns_reached" => Ok(json!({"stopReason": "max_turn_requests"})),
                 "model_authentication_failed" => Err(RpcError::new(
                     jsonrpc::AUTHENTICATION_FAILED,
-                    format!(
-                        "the model refused droid's credentials: {}",
-                        errors.join("; ")
-                    ),
-                )),
+                    format!("Authentication failed: {}", errors.join("; ")),
+                )
+                .with_data(json!({
+                    "envVar": "FACTORY_API_KEY",
+                    "alternative": "customModels in ~/.factory/settings.json, or log in with droid",
+                }))),
                 other => Err(RpcError::new(
                     jsonrpc::FACTORY_API_ERROR,
                     format!(

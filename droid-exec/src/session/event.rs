@@ -176,6 +176,29 @@ pub fn from_notification(n: &Value) -> SessionEvent {
             SessionEvent::Settings(n.get("settings").cloned().unwrap_or(Value::Null))
         }
         "session_title_updated" => SessionEvent::Title(text(n, "title")),
+        // droid explains some failures only in a system message shown to the user (airgap
+        // without a custom model, BYOK errors); those kept for the model alone are bookkeeping
+        "create_message"
+            if n.pointer("/message/role").and_then(Value::as_str) == Some("system")
+                && n.pointer("/message/visibility").and_then(Value::as_str) != Some("llm_only") =>
+        {
+            let said: Vec<&str> = n
+                .pointer("/message/content")
+                .and_then(Value::as_array)
+                .map(|c| {
+                    c.iter()
+                        .filter_map(|b| b.get("text").and_then(Value::as_str))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if said.is_empty() {
+                SessionEvent::Ignored(kind.to_owned())
+            } else {
+                SessionEvent::Error {
+                    message: said.join("\n"),
+                }
+            }
+        }
         other => SessionEvent::Ignored(other.to_owned()),
     }
 }
@@ -259,6 +282,19 @@ mod tests {
         assert_eq!(
             from_notification(&json!({"type":"droid_working_state_changed","newState":"idle"})),
             SessionEvent::Ignored("droid_working_state_changed".into())
+        );
+        // the droid recording of an airgapped prompt without a custom model (system message)
+        let airgap = json!({"type":"create_message","message":{"id":"07","role":"system","content":[{"type":"text","text":"Airgap Mode is enabled."}]}});
+        assert_eq!(
+            from_notification(&airgap),
+            SessionEvent::Error {
+                message: "Airgap Mode is enabled.".into()
+            }
+        );
+        let for_the_model = json!({"type":"create_message","message":{"role":"system","visibility":"llm_only","content":[{"type":"text","text":"Request cancelled by user"}]}});
+        assert_eq!(
+            from_notification(&for_the_model),
+            SessionEvent::Ignored("create_message".into())
         );
         assert_eq!(
             from_notification(&json!({"nothing": 1})),

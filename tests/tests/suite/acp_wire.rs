@@ -1036,3 +1036,42 @@ async fn stdin_closing_mid_turn_ends_droid_and_the_turns_command() {
     c.finish().await;
     world.none_left().await;
 }
+
+/// droid without credentials (no Factory key, no custom model, not logged in): the session
+/// opens (droid checks credentials when it calls the model), and the prompt fails with
+/// `-32002` naming how to authenticate; with airgap on, droid's own explanation is the message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn droid_without_credentials_is_32002_at_the_prompt() {
+    let world = World::new("").await;
+    let droid = real_droid();
+    let repo = world.repo("noauth");
+    std::fs::write(
+        world.home.path().join(".factory/settings.json"),
+        r#"{"customModels": []}"#,
+    )
+    .unwrap();
+    let env: Vec<(OsString, OsString)> = world
+        .env(&droid)
+        .into_iter()
+        .filter(|(k, _)| k != "FACTORY_AIRGAP_ENABLED")
+        .collect();
+    let mut c = Client::start(&world, &env);
+    c.init().await;
+    let sid = c.new_session(&repo, Value::Null).await;
+    let r = c.prompt(&sid, "hi").await;
+    assert_eq!(error_code(&r), -32002, "{}", c.dump());
+    assert_eq!(r["error"]["data"]["envVar"], "FACTORY_API_KEY", "{r}");
+    c.finish().await;
+
+    let mut c = Client::start(&world, &world.env(&droid));
+    c.init().await;
+    let sid = c.new_session(&repo, Value::Null).await;
+    let r = c.prompt(&sid, "hi").await;
+    assert_eq!(error_code(&r), -32005, "{}", c.dump());
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("Airgap"),
+        "{r}"
+    );
+    c.finish().await;
+    world.none_left().await;
+}
