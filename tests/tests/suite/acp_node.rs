@@ -527,7 +527,8 @@ pub(super) async fn load(sdk: Sdk) {
         .filter_map(Value::as_str)
         .collect();
     keys.sort_unstable();
-    assert_eq!(keys, ["configOptions", "modes"], "{s:#}");
+    // `_meta` says how the session's droid is confined
+    assert_eq!(keys, ["_meta", "configOptions", "modes"], "{s:#}");
     let replayed = s["replayed"].as_array().cloned().unwrap_or_default();
     assert_eq!(
         replayed.first(),
