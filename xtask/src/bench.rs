@@ -151,6 +151,19 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// `bench engine` on droid alone (the real droid 0.225.2 against the scripted model): the
+/// medians `(bare, engine)` of `runs` alternating runs each, for `bench report`.
+pub(crate) fn droid_medians(runs: usize) -> Result<(Duration, Duration)> {
+    crate::preflight::require("bench engine", crate::preflight::PROVIDERS)?;
+    let programs = agents::programs(&[Agent::Droid])?;
+    let bins = build_bins("release")?;
+    let sandbox = Sandbox::with_agents(&bins, &programs, script)?;
+    let prompt = sandbox.dir.join("prompt.txt");
+    std::fs::write(&prompt, OBJECTIVE)?;
+    let (agent, program) = &programs[0];
+    engine_one(&sandbox, &bins, *agent, program, &prompt, runs)
+}
+
 /// The medians `(bare, engine)` of `agent` over `runs` alternating runs each, after one warm-up
 /// of each.
 fn engine_one(
