@@ -339,7 +339,20 @@ fn parse_wrk(out: &str) -> Result<WrkResult> {
         .map(str::parse)
         .collect::<Result<_, _>>()
         .with_context(|| format!("wrk's {RESULT_TAG} line is not numbers: {line}"))?;
-    let [duration, requests, responses, failures, c, r, w, s, t, p50, p99] = n[..] else {
+    let [
+        duration,
+        requests,
+        responses,
+        failures,
+        c,
+        r,
+        w,
+        s,
+        t,
+        p50,
+        p99,
+    ] = n[..]
+    else {
         bail!("wrk's {RESULT_TAG} line does not hold 11 numbers: {line}");
     };
     let first_failure = out
@@ -513,5 +526,47 @@ impl World {
 impl Drop for World {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_what_the_script_prints() {
+        let out = "Running 1s test @ http://127.0.0.1:4000/execute\n  2 threads and 8 connections\n\
+                   WRK_RESULT 1002345 120 120 0 0 0 0 0 0 9876 20456\nWRK_FIRST_FAILURE \n\
+                   Requests/sec: 119.72\n";
+        assert_eq!(
+            parse_wrk(out).unwrap(),
+            WrkResult {
+                duration: Duration::from_micros(1_002_345),
+                requests: 120,
+                responses: 120,
+                failures: 0,
+                errors: [0; 5],
+                p50: Duration::from_micros(9_876),
+                p99: Duration::from_micros(20_456),
+                first_failure: String::new(),
+            }
+        );
+        let bad = "WRK_RESULT 10 2 2 1 0 0 0 1 0 5 6\nWRK_FIRST_FAILURE 500 {\"error\": \"x\"}\n";
+        assert_eq!(
+            parse_wrk(bad).unwrap().first_failure,
+            "500 {\"error\": \"x\"}"
+        );
+        assert!(parse_wrk("wrk: connection refused\n").is_err());
+        assert!(parse_wrk("WRK_RESULT 1 2 3\n").is_err());
+    }
+
+    #[test]
+    fn the_script_holds_each_body_as_a_lua_string() {
+        let script = lua_script(&[json!({"objective": "say \"hi\" \\ there"})]);
+        assert!(
+            script.contains(r#"  "{\"objective\":\"say \\\"hi\\\" \\\\ there\"}","#),
+            "{script}"
+        );
+        assert!(script.contains("function done(summary, latency, requests)"));
     }
 }

@@ -132,7 +132,11 @@ impl IdleRow {
 pub(crate) fn machine_processes() -> usize {
     std::fs::read_dir("/proc").map_or(0, |dir| {
         dir.flatten()
-            .filter(|e| e.file_name().to_str().is_some_and(|n| n.parse::<u32>().is_ok()))
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.parse::<u32>().is_ok())
+            })
             .count()
     })
 }
