@@ -83,8 +83,8 @@ impl Plan {
                 bridge_repos: 32,
                 tasks: 10_000,
                 store_runs: 10,
-                engine_runs: 10,
-                completion_runs: 5,
+                engine_runs: 20,
+                completion_runs: 10,
             }
         }
     }
@@ -299,7 +299,20 @@ fn count(n: usize) -> String {
 struct Goal {
     goal: &'static str,
     measured: String,
-    met: Option<bool>,
+    met: Verdict,
+}
+
+/// Whether the figures meet a goal.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Verdict {
+    /// They do.
+    Met,
+    /// They do not.
+    NotMet,
+    /// What was measured bounds the figure from one side only, and that bound is not enough.
+    NotShown,
+    /// Nothing was measured.
+    Unmeasured,
 }
 
 impl Goal {
@@ -307,7 +320,7 @@ impl Goal {
         Goal {
             goal,
             measured,
-            met: Some(met),
+            met: if met { Verdict::Met } else { Verdict::NotMet },
         }
     }
 
@@ -315,7 +328,7 @@ impl Goal {
         Goal {
             goal,
             measured: why.to_owned(),
-            met: None,
+            met: Verdict::Unmeasured,
         }
     }
 }
@@ -487,14 +500,26 @@ fn goals(r: &Report) -> Vec<Goal> {
     const COMPLETION: &str =
         "Real droid: completion event → our result ≤ 20 ms (no verification commands here)";
     match &r.completion {
-        Ok((_, c)) => g.push(Goal::judged(
-            COMPLETION,
-            format!(
-                "{} ms (what droid's linger adds to the result)",
-                fms(c.linger_cost_ms())
-            ),
-            c.linger_cost_ms() <= 20.0,
-        )),
+        Ok((_, c)) => {
+            let (bound, linger) = (c.upper_bound_ms(), c.linger_cost_ms());
+            g.push(Goal {
+                goal: COMPLETION,
+                measured: format!(
+                    "at most {} ms (spawn → our result, minus the bare droid's spawn → \
+                     completion: this bound also holds the run's work before droid starts); \
+                     droid's linger after completion adds {} ms",
+                    fms(bound),
+                    fms(linger)
+                ),
+                met: if bound <= 20.0 {
+                    Verdict::Met
+                } else if linger > 20.0 {
+                    Verdict::NotMet
+                } else {
+                    Verdict::NotShown
+                },
+            });
+        }
         m => g.push(Goal::unmeasured(COMPLETION, missing(m, r.quick))),
     }
     g
@@ -523,9 +548,10 @@ pub(crate) fn render(r: &Report) -> String {
     line("|---|---|---|");
     for goal in goals(r) {
         let met = match goal.met {
-            Some(true) => "yes",
-            Some(false) => "**no**",
-            None => "–",
+            Verdict::Met => "yes",
+            Verdict::NotMet => "**no**",
+            Verdict::NotShown => "not shown",
+            Verdict::Unmeasured => "–",
         };
         line(&format!("| {} | {} | {met} |", goal.goal, goal.measured));
     }
@@ -706,16 +732,17 @@ pub(crate) fn render(r: &Report) -> String {
             line(&when.caption());
             line("");
             line(
-                "| runs | bare droid: completion line ms | bare droid: exit ms | our result, droid lingering ms | our result, droid exiting at once ms | linger's cost ms |",
+                "| runs | bare droid: completion line ms | bare droid: exit ms | our result, droid lingering ms | our result, droid exiting at once ms | completion → result, at most ms | linger's cost ms |",
             );
-            line("|---|---|---|---|---|---|");
+            line("|---|---|---|---|---|---|---|");
             line(&format!(
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} |",
                 c.runs,
                 fms(c.bare_completion_ms),
                 fms(c.bare_exit_ms),
                 fms(c.result_ms),
                 fms(c.prompt_result_ms),
+                fms(c.upper_bound_ms()),
                 fms(c.linger_cost_ms())
             ));
         }
@@ -955,7 +982,7 @@ mod tests {
                 "| `tasks show` ≤ 5 ms at 10k stored tasks | 2.50 ms | yes |",
                 "| `run` unaffected at 10k stored tasks (within 10 %) | 1.25× (25.0 ms against 20.0 ms with one task) | **no** |",
                 "| Real droid: engine ratio ≤ 1.01 | not measured (the bench failed, below) | – |",
-                "| Real droid: completion event → our result ≤ 20 ms (no verification commands here) | 10.0 ms (what droid's linger adds to the result) | yes |",
+                "| Real droid: completion event → our result ≤ 20 ms (no verification commands here) | at most 50.0 ms (spawn → our result, minus the bare droid's spawn → completion: this bound also holds the run's work before droid starts); droid's linger after completion adds 10.0 ms | not shown |",
             ]
         );
     }
@@ -972,7 +999,7 @@ mod tests {
             "#### The task store at 10,000 tasks (`bench store`)",
             "| `tasks show <id>` | 10 | 2.00 | 2.50 | 1.25 |",
             "Engine ratio not measured: `droid 0.225.2 is not installed: run 'cargo xtask fetch-droid'`",
-            "| 5 | 800 | 6800 | 850 | 840 | 10.0 |",
+            "| 5 | 800 | 6800 | 850 | 840 | 50.0 | 10.0 |",
             "Resident memory: 6.8 MiB ours, 20.5 MiB the seed's at rest; peak 14.6 and 21.5 MiB.",
         ] {
             assert!(
