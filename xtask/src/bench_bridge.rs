@@ -1,4 +1,4 @@
-//! `cargo xtask bench bridge [--requests N] [--repos R]`: the HTTP bridge against seed 000's
+//! `cargo xtask bench bridge [--seconds S] [--repos R]`: the HTTP bridge against seed 000's
 //! design (docs/architecture.md#origin). `droid-executor serve --port 0` (release build) and
 //! `bench/seed_bridge.py` (seed 000's
 //! bridge rebuilt on the standard library: ThreadingHTTPServer + `subprocess.run`) run side by
