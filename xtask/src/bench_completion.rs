@@ -23,6 +23,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use crate::droid;
+use crate::figures::{ms, percentile};
 use crate::sandbox::{MODEL, Sandbox};
 use crate::sh::{build_bins, git_commit_all};
 
@@ -61,6 +62,12 @@ fn time_line(mut cmd: Command, is_mark: impl Fn(&str) -> bool) -> Result<Timed> 
         bail!("{cmd:?} never printed the line looked for (exit {status})");
     };
     Ok(Timed { line, exit })
+}
+
+/// The nearest-rank 25th and 75th percentiles of `v`, in ms.
+pub(crate) fn quartiles(v: &mut [Duration]) -> (f64, f64) {
+    v.sort();
+    (ms(percentile(v, 25.0)), ms(percentile(v, 75.0)))
 }
 
 fn median(v: &mut [Duration]) -> f64 {
@@ -285,6 +292,10 @@ pub(crate) struct CompletionFigures {
     pub(crate) exit_ms: f64,
     /// The result's last line when droid exits at its completion event.
     pub(crate) prompt_result_ms: f64,
+    /// The quartiles (p25, p75) of the bare droid's completion line: how much runs vary.
+    pub(crate) bare_completion_quartiles: (f64, f64),
+    /// The quartiles of the result's last line, droid lingering.
+    pub(crate) result_quartiles: (f64, f64),
 }
 
 impl CompletionFigures {
@@ -338,6 +349,8 @@ pub(crate) fn measure(
     }
     Ok(CompletionFigures {
         runs,
+        bare_completion_quartiles: quartiles(&mut bc),
+        result_quartiles: quartiles(&mut er),
         bare_completion_ms: median(&mut bc),
         bare_exit_ms: median(&mut bx),
         result_ms: median(&mut er),

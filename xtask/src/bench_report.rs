@@ -23,7 +23,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 use crate::bench_bridge::{self, BridgeFigures};
-use crate::bench_completion::{self, CompletionFigures};
+use crate::bench_completion::{self, CompletionFigures, quartiles};
 use crate::bench_processes::{self, IdleRow};
 use crate::bench_snapshot::{self, RepoRow, RepoState};
 use crate::bench_store::{self, StoreRow};
@@ -190,8 +190,12 @@ fn measured<T>(name: &str, bench: impl FnOnce() -> Result<T>) -> Measured<T> {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct EngineFigures {
     pub(crate) runs: usize,
+    /// Medians.
     pub(crate) bare_ms: f64,
     pub(crate) engine_ms: f64,
+    /// Quartiles (p25, p75): how much the runs vary.
+    pub(crate) bare_quartiles: (f64, f64),
+    pub(crate) engine_quartiles: (f64, f64),
 }
 
 /// Everything one report measured.
@@ -245,11 +249,15 @@ fn measure(plan: &Plan, bins: &Path) -> Report {
         bench_store::measure(bins, plan.tasks, plan.store_runs, |_| {}).map(|r| (plan.tasks, r))
     });
     let engine = measured("real droid engine ratio", || {
-        let (bare, engine) = crate::bench::droid_medians(plan.engine_runs)?;
+        let (mut bare, mut engine) = crate::bench::droid_runs(plan.engine_runs)?;
+        // the median of `bench engine`
+        let median = |v: &[std::time::Duration]| ms(v[v.len() / 2]);
         Ok(EngineFigures {
             runs: plan.engine_runs,
-            bare_ms: ms(bare),
-            engine_ms: ms(engine),
+            bare_ms: median(&bare),
+            engine_ms: median(&engine),
+            bare_quartiles: quartiles(&mut bare),
+            engine_quartiles: quartiles(&mut engine),
         })
     });
     let completion = measured("real droid completion to result", || {
@@ -707,7 +715,7 @@ pub(crate) fn render(r: &Report) -> String {
     line("#### The real droid (`bench engine`, `bench completion --real`)");
     line("");
     line(
-        "The real droid 0.225.2 against the scripted model (one file created with droid's own tool, 2 model turns): a bare `droid exec -o stream-json` against `droid-executor run --json`, alternating, medians. Then the time to the result when droid lingers after its completion event (outside airgap mode, as for users) against a droid that exits at once (airgap mode): what the linger costs the result.",
+        "The real droid 0.225.2 against the scripted model (one file created with droid's own tool, 2 model turns): a bare `droid exec -o stream-json` against `droid-executor run --json`, alternating, medians with the quartiles (p25–p75) in brackets: on a busy machine the real droid's own time varies by more than the goals allow, so a ratio near its goal says little. Then the time to the result when droid lingers after its completion event (outside airgap mode, as for users) against a droid that exits at once (airgap mode): what the linger costs the result.",
     );
     line("");
     match &r.engine {
@@ -719,8 +727,8 @@ pub(crate) fn render(r: &Report) -> String {
             line(&format!(
                 "| {} | {} | {} | {:.3} |",
                 e.runs,
-                fms(e.bare_ms),
-                fms(e.engine_ms),
+                with_quartiles(e.bare_ms, e.bare_quartiles),
+                with_quartiles(e.engine_ms, e.engine_quartiles),
                 e.engine_ms / e.bare_ms
             ));
         }
@@ -738,9 +746,9 @@ pub(crate) fn render(r: &Report) -> String {
             line(&format!(
                 "| {} | {} | {} | {} | {} | {} | {} |",
                 c.runs,
-                fms(c.bare_completion_ms),
+                with_quartiles(c.bare_completion_ms, c.bare_completion_quartiles),
                 fms(c.bare_exit_ms),
-                fms(c.result_ms),
+                with_quartiles(c.result_ms, c.result_quartiles),
                 fms(c.prompt_result_ms),
                 fms(c.upper_bound_ms()),
                 fms(c.linger_cost_ms())
@@ -756,6 +764,11 @@ pub(crate) fn render(r: &Report) -> String {
         s.pop();
     }
     s
+}
+
+/// A median and its quartiles: `612 (598–640)`.
+fn with_quartiles(median: f64, (p25, p75): (f64, f64)) -> String {
+    format!("{} ({}–{})", fms(median), fms(p25), fms(p75))
 }
 
 /// A repository row's name in the table.
@@ -954,6 +967,8 @@ mod tests {
                     result_ms: 850.0,
                     exit_ms: 851.0,
                     prompt_result_ms: 840.0,
+                    bare_completion_quartiles: (790.0, 830.0),
+                    result_quartiles: (845.0, 900.0),
                 },
             )),
         }
@@ -999,7 +1014,7 @@ mod tests {
             "#### The task store at 10,000 tasks (`bench store`)",
             "| `tasks show <id>` | 10 | 2.00 | 2.50 | 1.25 |",
             "Engine ratio not measured: `droid 0.225.2 is not installed: run 'cargo xtask fetch-droid'`",
-            "| 5 | 800 | 6800 | 850 | 840 | 50.0 | 10.0 |",
+            "| 5 | 800 (790–830) | 6800 | 850 (845–900) | 840 | 50.0 | 10.0 |",
             "Resident memory: 6.8 MiB ours, 20.5 MiB the seed's at rest; peak 14.6 and 21.5 MiB.",
         ] {
             assert!(
@@ -1035,6 +1050,31 @@ mod tests {
             "| One untracked 1 GiB file: overhead ≤ 1 s | not measured (`--quick`) | – |",
             "| `tasks show` ≤ 5 ms at 10k stored tasks | not measured at 10k tasks (`--quick`) | – |",
             "#### The task store at 200 tasks (`bench store`)",
+        ] {
+            assert!(
+                text.lines().any(|l| l == expected),
+                "no line {expected:?} in:\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_engine_ratio_is_shown_with_the_spread_of_the_runs() {
+        let mut r = sample();
+        r.engine = Ok((
+            when((1.0, 1.0)),
+            EngineFigures {
+                runs: 20,
+                bare_ms: 600.0,
+                engine_ms: 606.0,
+                bare_quartiles: (590.0, 640.0),
+                engine_quartiles: (600.0, 650.0),
+            },
+        ));
+        let text = render(&r);
+        for expected in [
+            "| Real droid: engine ratio ≤ 1.01 | 1.010 | yes |",
+            "| 20 | 600 (590–640) | 606 (600–650) | 1.010 |",
         ] {
             assert!(
                 text.lines().any(|l| l == expected),
