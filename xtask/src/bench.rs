@@ -104,7 +104,8 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
     std::fs::write(&prompt, OBJECTIVE)?;
     let mut ratios = Vec::new();
     for (agent, program) in &programs {
-        let (mb, me) = engine_one(&sandbox, &bins, *agent, program, &prompt, runs)?;
+        let (mut b, mut e) = engine_one(&sandbox, &bins, *agent, program, &prompt, runs)?;
+        let (mb, me) = (median(&mut b), median(&mut e));
         let name = agent.name();
         let ratio = me.as_secs_f64() / mb.as_secs_f64();
         if *agent == Agent::Droid {
@@ -151,8 +152,21 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// The medians `(bare, engine)` of `agent` over `runs` alternating runs each, after one warm-up
-/// of each.
+/// `bench engine` on droid alone (the real droid 0.225.2 against the scripted model): the times
+/// `(bare, engine)` of `runs` alternating runs each, sorted, for `bench report`.
+pub(crate) fn droid_runs(runs: usize) -> Result<(Vec<Duration>, Vec<Duration>)> {
+    crate::preflight::require("bench engine", crate::preflight::PROVIDERS)?;
+    let programs = agents::programs(&[Agent::Droid])?;
+    let bins = build_bins("release")?;
+    let sandbox = Sandbox::with_agents(&bins, &programs, script)?;
+    let prompt = sandbox.dir.join("prompt.txt");
+    std::fs::write(&prompt, OBJECTIVE)?;
+    let (agent, program) = &programs[0];
+    engine_one(&sandbox, &bins, *agent, program, &prompt, runs)
+}
+
+/// The times `(bare, engine)` of `agent` over `runs` alternating runs each, after one warm-up
+/// of each, sorted.
 fn engine_one(
     sandbox: &Sandbox,
     bins: &Path,
@@ -160,7 +174,7 @@ fn engine_one(
     program: &Path,
     prompt: &Path,
     runs: usize,
-) -> Result<(Duration, Duration)> {
+) -> Result<(Vec<Duration>, Vec<Duration>)> {
     let name = agent.name();
     let bare = || -> Result<Duration> {
         sandbox.reset()?;
@@ -226,7 +240,9 @@ fn engine_one(
             b.push(bare()?);
         }
     }
-    Ok((median(&mut b), median(&mut e)))
+    b.sort();
+    e.sort();
+    Ok((b, e))
 }
 
 /// The longest any one MCP answer may take before the benchmark gives up.

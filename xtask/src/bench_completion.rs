@@ -23,6 +23,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use crate::droid;
+use crate::figures::{ms, percentile};
 use crate::sandbox::{MODEL, Sandbox};
 use crate::sh::{build_bins, git_commit_all};
 
@@ -61,6 +62,12 @@ fn time_line(mut cmd: Command, is_mark: impl Fn(&str) -> bool) -> Result<Timed> 
         bail!("{cmd:?} never printed the line looked for (exit {status})");
     };
     Ok(Timed { line, exit })
+}
+
+/// The nearest-rank 25th and 75th percentiles of `v`, in ms.
+pub(crate) fn quartiles(v: &mut [Duration]) -> (f64, f64) {
+    v.sort();
+    (ms(percentile(v, 25.0)), ms(percentile(v, 75.0)))
 }
 
 fn median(v: &mut [Duration]) -> f64 {
@@ -233,10 +240,90 @@ pub(crate) fn completion(args: &[&str]) -> Result<()> {
     }
     let bins = build_bins("release")?;
     let executor = executor.unwrap_or_else(|| bins.join("droid-executor"));
-    let world = if real {
-        real_world(&bins, executor)?
+    let f = measure(&bins, executor, real, runs)?;
+    let driver = if real {
+        "the real droid, outside airgap mode".to_owned()
     } else {
-        fake_world(&bins, executor)?
+        format!("the fake droid lingering {LINGER_MS} ms after completion")
+    };
+    println!("bench completion: {runs} runs each, {driver}");
+    println!(
+        "  bare droid: completion line       median {:>8.1} ms",
+        f.bare_completion_ms
+    );
+    println!(
+        "  bare droid: exit                  median {:>8.1} ms",
+        f.bare_exit_ms
+    );
+    println!(
+        "  droid-executor run: result out    median {:>8.1} ms",
+        f.result_ms
+    );
+    println!(
+        "  droid-executor run: exit          median {:>8.1} ms",
+        f.exit_ms
+    );
+    println!(
+        "  droid exiting at completion: result out median {:>8.1} ms",
+        f.prompt_result_ms
+    );
+    println!(
+        "  completion -> result (upper bound) {:>8.1} ms",
+        f.upper_bound_ms()
+    );
+    println!(
+        "  what the linger costs the result   {:>8.1} ms   (goal <= 20 ms + verification)",
+        f.linger_cost_ms()
+    );
+    Ok(())
+}
+
+/// The medians of one `bench completion`, in milliseconds from spawn.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct CompletionFigures {
+    pub(crate) runs: usize,
+    /// The bare droid's `completion` line.
+    pub(crate) bare_completion_ms: f64,
+    /// The bare droid's exit.
+    pub(crate) bare_exit_ms: f64,
+    /// `droid-executor run --json`: the result's last line.
+    pub(crate) result_ms: f64,
+    /// `droid-executor run --json`: its exit.
+    pub(crate) exit_ms: f64,
+    /// The result's last line when droid exits at its completion event.
+    pub(crate) prompt_result_ms: f64,
+    /// The quartiles (p25, p75) of the bare droid's completion line: how much runs vary.
+    pub(crate) bare_completion_quartiles: (f64, f64),
+    /// The quartiles of the result's last line, droid lingering.
+    pub(crate) result_quartiles: (f64, f64),
+}
+
+impl CompletionFigures {
+    /// The time from droid's completion to our result, at most: spawn to the result minus the
+    /// bare droid's spawn to its completion line (it also holds the run's own work before droid
+    /// starts).
+    pub(crate) fn upper_bound_ms(&self) -> f64 {
+        self.result_ms - self.bare_completion_ms
+    }
+
+    /// What a droid lingering after its completion costs the result.
+    pub(crate) fn linger_cost_ms(&self) -> f64 {
+        self.result_ms - self.prompt_result_ms
+    }
+}
+
+/// `runs` alternating runs of each (after one warm-up), with the fake droid lingering or, with
+/// `real`, the real droid outside airgap mode; `executor` is the `droid-executor` timed.
+pub(crate) fn measure(
+    bins: &Path,
+    executor: PathBuf,
+    real: bool,
+    runs: usize,
+) -> Result<CompletionFigures> {
+    let world = if real {
+        real_world(bins, executor)?
+    } else {
+        fake_world(bins, executor)?
     };
     // one warm-up of each (page cache, droid's first-run work)
     world.bare()?;
@@ -260,28 +347,14 @@ pub(crate) fn completion(args: &[&str]) -> Result<()> {
         ex.push(e.exit);
         pr.push(p.line);
     }
-    let (bc, bx, er, ex, pr) = (
-        median(&mut bc),
-        median(&mut bx),
-        median(&mut er),
-        median(&mut ex),
-        median(&mut pr),
-    );
-    let driver = if real {
-        "the real droid, outside airgap mode".to_owned()
-    } else {
-        format!("the fake droid lingering {LINGER_MS} ms after completion")
-    };
-    println!("bench completion: {runs} runs each, {driver}");
-    println!("  bare droid: completion line       median {bc:>8.1} ms");
-    println!("  bare droid: exit                  median {bx:>8.1} ms");
-    println!("  droid-executor run: result out    median {er:>8.1} ms");
-    println!("  droid-executor run: exit          median {ex:>8.1} ms");
-    println!("  droid exiting at completion: result out median {pr:>8.1} ms");
-    println!("  completion -> result (upper bound) {:>8.1} ms", er - bc);
-    println!(
-        "  what the linger costs the result   {:>8.1} ms   (goal <= 20 ms + verification)",
-        er - pr
-    );
-    Ok(())
+    Ok(CompletionFigures {
+        runs,
+        bare_completion_quartiles: quartiles(&mut bc),
+        result_quartiles: quartiles(&mut er),
+        bare_completion_ms: median(&mut bc),
+        bare_exit_ms: median(&mut bx),
+        result_ms: median(&mut er),
+        exit_ms: median(&mut ex),
+        prompt_result_ms: median(&mut pr),
+    })
 }

@@ -10,9 +10,8 @@
 //! Measured and reported, never asserted. `--bins DIR` measures other release binaries
 //! (`droid-executor` and `fake-droid`, e.g. a build of an older commit) in the same way.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde_json::json;
@@ -86,9 +85,6 @@ pub(crate) fn processes(args: &[&str]) -> Result<()> {
         }
         None => build_bins("release")?,
     };
-    let world = McpWorld::new(&bins)?;
-    let task = json!({"objective": "Look around",
-                      "context": {"repo_root": world.repo.display().to_string()}});
     println!(
         "bench processes: {} ({runs} runs per row; fake droid: one message, one completion)",
         bins.join("droid-executor").display()
@@ -97,8 +93,69 @@ pub(crate) fn processes(args: &[&str]) -> Result<()> {
         "  {:>6}  {:>14}  {:>14}  {:>12}  {:>6}",
         "idle", "run p50 ms", "bare p50 ms", "overhead ms", "ratio"
     );
-    for k in idle {
+    measure(&bins, &idle, runs, |row| {
+        println!(
+            "  {:>6}  {:>14.2}  {:>14.2}  {:>12.2}  {:>6.2}",
+            row.idle,
+            row.run_ms,
+            row.bare_ms,
+            row.overhead_ms(),
+            row.run_ms / row.bare_ms.max(1e-3)
+        );
+    })?;
+    println!("  (goal: overhead <= 3 ms on a tiny repository whatever the idle count)");
+    Ok(())
+}
+
+/// One idle count's figures: p50 of `runs` round trips each.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct IdleRow {
+    /// Extra idle processes on the machine while it was measured.
+    pub(crate) idle: usize,
+    pub(crate) runs: usize,
+    /// `tools/call execute_droid_task` through one MCP session.
+    pub(crate) run_ms: f64,
+    /// The bare fake-droid `exec` of the same scenario.
+    pub(crate) bare_ms: f64,
+    /// Processes on the whole machine while it was measured (the idle ones included).
+    pub(crate) machine_processes: usize,
+}
+
+impl IdleRow {
+    /// What a run costs on top of droid.
+    pub(crate) fn overhead_ms(&self) -> f64 {
+        (self.run_ms - self.bare_ms).max(0.0)
+    }
+}
+
+/// The processes on this machine now (`/proc`'s numeric entries).
+pub(crate) fn machine_processes() -> usize {
+    std::fs::read_dir("/proc").map_or(0, |dir| {
+        dir.flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.parse::<u32>().is_ok())
+            })
+            .count()
+    })
+}
+
+/// Measure each idle count of `idle`, `runs` round trips each; each row goes to `each` as soon as
+/// it is measured.
+pub(crate) fn measure(
+    bins: &Path,
+    idle: &[usize],
+    runs: usize,
+    mut each: impl FnMut(&IdleRow),
+) -> Result<Vec<IdleRow>> {
+    let world = McpWorld::new(bins)?;
+    let task = json!({"objective": "Look around",
+                      "context": {"repo_root": world.repo.display().to_string()}});
+    let mut rows = Vec::new();
+    for &k in idle {
         let _idle = Idle::start(k)?;
+        let machine = machine_processes();
         let mut client = McpClient::start(&world)?;
         client.initialize()?;
         let mut id = 1;
@@ -123,15 +180,15 @@ pub(crate) fn processes(args: &[&str]) -> Result<()> {
         client.finish()?;
         run.sort();
         bare.sort();
-        let (r, b) = (percentile(&run, 50), percentile(&bare, 50));
-        println!(
-            "  {k:>6}  {:>14.2}  {:>14.2}  {:>12.2}  {:>6.2}",
-            ms(r),
-            ms(b),
-            ms(r.saturating_sub(b)),
-            r.as_secs_f64() / b.as_secs_f64().max(Duration::from_micros(1).as_secs_f64())
-        );
+        let row = IdleRow {
+            idle: k,
+            runs,
+            run_ms: ms(percentile(&run, 50)),
+            bare_ms: ms(percentile(&bare, 50)),
+            machine_processes: machine,
+        };
+        each(&row);
+        rows.push(row);
     }
-    println!("  (goal: overhead <= 3 ms on a tiny repository whatever the idle count)");
-    Ok(())
+    Ok(rows)
 }

@@ -5,7 +5,7 @@
 //! times, alternating, N times each: a bare fake-droid `exec` (the agent, answering at once),
 //! `droid-executor run --json` driving that fake droid (release build; the difference of the
 //! medians is the run's overhead), and `git status --porcelain=v2 -z --untracked-files=all`. It
-//! does so clean, dirty (min(5,000, N/10) tracked files modified and as many untracked added
+//! does so clean, dirty (min(5,000, N/10), at least 1, tracked files modified and as many untracked added
 //! before the run), and with one untracked 1 GiB file of real (not sparse) data beside the
 //! smallest repository. `--bins DIR` measures another build (a `target/release` of an older
 //! commit) for before/after figures. Figures are printed, never asserted.
@@ -69,23 +69,91 @@ pub(crate) fn snapshot(args: &[&str]) -> Result<()> {
         "  {:<34} {:>10} {:>10} {:>10} {:>8}",
         "repository", "overhead", "git status", "bare agent", "ratio"
     );
-    let smallest = sizes.iter().copied().min().unwrap_or(1_000);
-    for &files in &sizes {
-        let world = World::new(&bins, files)?;
-        world.report(&format!("{files} files, clean"), runs)?;
-        let dirty = DIRTY.min(files / 10);
-        world.dirty(dirty)?;
-        world.report(
-            &format!("{files} files, {dirty} modified + {dirty} new"),
-            runs,
-        )?;
-        if files == smallest {
-            world.reset()?;
-            world.big_file()?;
-            world.report(&format!("{files} files + untracked 1 GiB"), runs.min(3))?;
+    measure(&bins, &sizes, runs, true, |row| {
+        println!(
+            "  {:<34} {:>7.1} ms {:>7.1} ms {:>7.1} ms {:>7.2}x",
+            row.label(),
+            row.overhead_ms(),
+            row.git_status_ms,
+            row.bare_ms,
+            row.overhead_ms() / row.git_status_ms
+        );
+    })?;
+    Ok(())
+}
+
+/// What a repository held when it was measured.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum RepoState {
+    /// Exactly the commit.
+    Clean,
+    /// This many tracked files modified and as many untracked added.
+    Dirty(usize),
+    /// The commit plus one untracked 1 GiB file of pseudo-random bytes.
+    BigFile,
+}
+
+/// One measured repository: medians of `runs` runs each.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct RepoRow {
+    /// Files committed.
+    pub(crate) files: usize,
+    pub(crate) state: RepoState,
+    pub(crate) runs: usize,
+    /// `droid-executor run --json` on the fake droid.
+    pub(crate) engine_ms: f64,
+    /// The bare fake-droid `exec`.
+    pub(crate) bare_ms: f64,
+    /// `git status --porcelain=v2 -z --untracked-files=all`.
+    pub(crate) git_status_ms: f64,
+}
+
+impl RepoRow {
+    /// What the run costs on top of the agent: the difference of the medians.
+    pub(crate) fn overhead_ms(&self) -> f64 {
+        self.engine_ms - self.bare_ms
+    }
+
+    pub(crate) fn label(&self) -> String {
+        let files = self.files;
+        match self.state {
+            RepoState::Clean => format!("{files} files, clean"),
+            RepoState::Dirty(n) => format!("{files} files, {n} modified + {n} new"),
+            RepoState::BigFile => format!("{files} files + untracked 1 GiB"),
         }
     }
-    Ok(())
+}
+
+/// Measure each repository of `sizes` files clean and dirty (and, with `big`, the smallest with
+/// one untracked 1 GiB file beside it), `runs` runs each (at most 3 for the big file); each row
+/// goes to `each` as soon as it is measured.
+pub(crate) fn measure(
+    bins: &Path,
+    sizes: &[usize],
+    runs: usize,
+    big: bool,
+    mut each: impl FnMut(&RepoRow),
+) -> Result<Vec<RepoRow>> {
+    let mut rows = Vec::new();
+    let mut keep = |row: RepoRow| {
+        each(&row);
+        rows.push(row);
+    };
+    let smallest = sizes.iter().copied().min().unwrap_or(1_000);
+    for &files in sizes {
+        let world = World::new(bins, files)?;
+        keep(world.measure(files, RepoState::Clean, runs)?);
+        // a tiny repository still gets one file changed and one added
+        let dirty = DIRTY.min(files / 10).max(1);
+        world.dirty(dirty)?;
+        keep(world.measure(files, RepoState::Dirty(dirty), runs)?);
+        if big && files == smallest {
+            world.reset()?;
+            world.big_file()?;
+            keep(world.measure(files, RepoState::BigFile, runs.min(3))?);
+        }
+    }
+    Ok(rows)
 }
 
 fn median(v: &mut [Duration]) -> Duration {
@@ -240,7 +308,7 @@ impl World {
         Self::time(cmd)
     }
 
-    fn report(&self, label: &str, runs: usize) -> Result<()> {
+    fn measure(&self, files: usize, state: RepoState, runs: usize) -> Result<RepoRow> {
         // one warm-up of each: page cache, the index's stat cache
         self.git_status()?;
         self.bare()?;
@@ -252,17 +320,14 @@ impl World {
             status.push(self.git_status()?);
         }
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        let (bare, engine, status) = (
-            ms(median(&mut bare)),
-            ms(median(&mut engine)),
-            ms(median(&mut status)),
-        );
-        let overhead = engine - bare;
-        println!(
-            "  {label:<34} {overhead:>7.1} ms {status:>7.1} ms {bare:>7.1} ms {:>7.2}x",
-            overhead / status
-        );
-        Ok(())
+        Ok(RepoRow {
+            files,
+            state,
+            runs,
+            engine_ms: ms(median(&mut engine)),
+            bare_ms: ms(median(&mut bare)),
+            git_status_ms: ms(median(&mut status)),
+        })
     }
 }
 

@@ -210,11 +210,50 @@ pub(crate) fn store(args: &[&str]) -> Result<()> {
         }
     }
     let bins = build_bins(profile)?;
-    let small = World::new(&bins, "small")?;
-    let large = World::new(&bins, "large")?;
+    println!(
+        "bench store ({profile} build): median of R runs, 1 stored task against {tasks}\n\
+         {:<24} {:>4} {:>12} {:>14} {:>8}",
+        "command", "R", "1 task ms", "N tasks ms", "ratio"
+    );
+    measure(&bins, tasks, runs, |row| {
+        println!(
+            "{:<24} {:>4} {:>12.1} {:>14.1} {:>8.2}",
+            row.command,
+            row.runs,
+            row.one_ms,
+            row.many_ms,
+            row.many_ms / row.one_ms
+        );
+    })?;
+    Ok(())
+}
+
+/// One command's figures: medians of `runs` runs against each store.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct StoreRow {
+    /// What was run (`tasks show <id>`, …).
+    pub(crate) command: &'static str,
+    pub(crate) runs: usize,
+    /// Against a store of one task.
+    pub(crate) one_ms: f64,
+    /// Against a store of `tasks` tasks.
+    pub(crate) many_ms: f64,
+}
+
+/// `tasks show`, `tasks list --limit 10`, `tasks list` and `run` against a store of one task and
+/// one of `tasks` (built from `bins`), `runs` runs each (at most 3 for the whole list); each row
+/// goes to `each` as soon as it is measured.
+pub(crate) fn measure(
+    bins: &Path,
+    tasks: usize,
+    runs: usize,
+    mut each: impl FnMut(&StoreRow),
+) -> Result<Vec<StoreRow>> {
+    let small = World::new(bins, "small")?;
+    let large = World::new(bins, "large")?;
     let small_id = small.one_task()?;
     let large_id = large.one_task()?;
-    large.fill(&large_id, tasks - 1)?;
+    large.fill(&large_id, tasks.saturating_sub(1))?;
     eprintln!(
         "bench store: {tasks} tasks in {}",
         large.tasks_dir().display()
@@ -222,7 +261,7 @@ pub(crate) fn store(args: &[&str]) -> Result<()> {
     let repo_small = small.repo.display().to_string();
     let repo_large = large.repo.display().to_string();
     // the oldest task of the large store: the one a scan of every task would reach last
-    let cases: Vec<(&str, Vec<&str>, Vec<&str>, usize)> = vec![
+    let cases: Vec<(&'static str, Vec<&str>, Vec<&str>, usize)> = vec![
         (
             "tasks show <id>",
             vec!["tasks", "show", &small_id, "--json"],
@@ -248,24 +287,21 @@ pub(crate) fn store(args: &[&str]) -> Result<()> {
             runs,
         ),
     ];
-    println!(
-        "bench store ({profile} build): median of R runs, 1 stored task against {tasks}\n\
-         {:<24} {:>4} {:>12} {:>14} {:>8}",
-        "command", "R", "1 task ms", "N tasks ms", "ratio"
-    );
-    for (name, one, many, n) in cases {
+    let mut rows = Vec::new();
+    for (command, one, many, n) in cases {
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for _ in 0..n {
             a.push(small.time(&one)?);
             b.push(large.time(&many)?);
         }
-        let (a, b) = (median(&mut a), median(&mut b));
-        println!(
-            "{name:<24} {n:>4} {:>12.1} {:>14.1} {:>8.2}",
-            ms(a),
-            ms(b),
-            ms(b) / ms(a)
-        );
+        let row = StoreRow {
+            command,
+            runs: n,
+            one_ms: ms(median(&mut a)),
+            many_ms: ms(median(&mut b)),
+        };
+        each(&row);
+        rows.push(row);
     }
-    Ok(())
+    Ok(rows)
 }

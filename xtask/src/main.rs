@@ -23,9 +23,9 @@
 //!   Code, Gemini CLI, OpenCode), each against a scripted model speaking its wire format.
 //! - `bench engine [--provider P|all]`: median ratio of a `droid-executor run --provider P` to a
 //!   bare headless run of the same CLI on one task.
-//! - `bench bridge`: the HTTP bridge against seed 000's Python bridge (`bench/seed_bridge.py`;
-//!   docs/architecture.md#origin):
-//!   requests/s and p50/p99 at 1, 8 and 32 clients, and resident memory.
+//! - `bench bridge [--seconds S] [--repos R]`: the HTTP bridge against seed 000's Python bridge
+//!   (`bench/seed_bridge.py`; docs/architecture.md#origin) under `wrk`: requests/s and p50/p99
+//!   at 1, 8 and 32 clients, processes left, and resident memory.
 //! - `bench mcp`: MCP `tools/call` round trips (p50/p99) and server start-up, against the fake
 //!   droid, as ratios to bare fake-droid spawns and `droid-executor --version`.
 //! - `bench completion [--runs N] [--real] [--executor PATH]`: how long the result takes once a
@@ -36,6 +36,9 @@
 //!   a store of N tasks (10 000), as ratios to the same commands against a store of one.
 //! - `bench processes`: a run's overhead over a bare fake-droid `exec` with 0, 100 and 2,000
 //!   extra idle processes on the machine (`--bins DIR` measures another build the same way).
+//! - `bench report [--quick] [--write]`: the benches behind the README's performance figures in
+//!   one go (processes, snapshot, bridge, store, engine and completion on the real droid), as one
+//!   Markdown section with issue 17's goals judged; `--write` replaces README.md's marked section.
 //! - `bench sandbox [--runs N] [--bins DIR]`: a run with `DROID_EXECUTOR_SANDBOX=landlock` against
 //!   the same run with `off` (the cost of write confinement per run).
 //! - `bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR]`:
@@ -61,6 +64,7 @@ mod bench_acp;
 mod bench_bridge;
 mod bench_completion;
 mod bench_processes;
+mod bench_report;
 mod bench_sandbox;
 mod bench_snapshot;
 mod bench_store;
@@ -101,7 +105,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme | --providers] | bench engine [--runs N] [--provider P|all] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--requests N] [--repos R] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | bench sandbox [--runs N] [--bins DIR] | bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
+const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme | --providers] | bench engine [--runs N] [--provider P|all] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--seconds S] [--repos R] | bench report [--quick] [--write] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | bench sandbox [--runs N] [--bins DIR] | bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
@@ -125,6 +129,7 @@ fn dispatch(args: &[&str]) -> Result<()> {
         ["bench", "snapshot", rest @ ..] => bench_snapshot::snapshot(rest),
         ["bench", "store", rest @ ..] => bench_store::store(rest),
         ["bench", "processes", rest @ ..] => bench_processes::processes(rest),
+        ["bench", "report", rest @ ..] => bench_report::report(rest),
         ["bench", "sandbox", rest @ ..] => bench_sandbox::sandbox(rest),
         ["soak", rest @ ..] => soak::soak(rest),
         ["fuzz", rest @ ..] => fuzz::fuzz(rest),

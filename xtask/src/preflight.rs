@@ -76,6 +76,8 @@ pub(crate) enum Need {
     Sleep,
     /// `kill` (procps): the soak ends what it started.
     Kill,
+    /// `wrk`: the load generator of `bench bridge` and `bench report`.
+    Wrk,
 }
 
 /// What `cargo xtask test` and `ci` need: everything the whole suite runs.
@@ -111,6 +113,9 @@ pub(crate) const PROVIDERS: &[Need] = &[
 ];
 /// What `cargo xtask soak` needs: the fake droid's world.
 pub(crate) const SOAK: &[Need] = &[Need::Git, Need::Sh, Need::Kill];
+/// What `cargo xtask bench bridge` (and `bench report`) needs: the repositories, the seed's
+/// Python bridge, the load generator.
+pub(crate) const BENCH_BRIDGE: &[Need] = &[Need::Git, Need::Python3, Need::Wrk];
 /// What `cargo xtask reliability` needs: droid from npm and the fault suites.
 pub(crate) const RELIABILITY: &[Need] = &[
     Need::Git,
@@ -146,6 +151,7 @@ impl Need {
             Need::Sh => "sh",
             Need::Sleep => "sleep",
             Need::Kill => "kill",
+            Need::Wrk => "wrk",
         }
     }
 
@@ -166,6 +172,7 @@ impl Need {
             Need::Sh => Some("sh"),
             Need::Sleep => Some("sleep"),
             Need::Kill => Some("kill"),
+            Need::Wrk => Some("wrk"),
             Need::Faketime => None,
         }
     }
@@ -188,6 +195,7 @@ impl Need {
             Need::Sh => Some("dash"),
             Need::Sleep => Some("coreutils"),
             Need::Kill => Some("procps"),
+            Need::Wrk => Some("wrk"),
             Need::UserNamespaces => None,
         }
     }
@@ -211,7 +219,8 @@ impl Need {
             | Need::Setsid
             | Need::Sh
             | Need::Sleep
-            | Need::Kill => None,
+            | Need::Kill
+            | Need::Wrk => None,
         }
     }
 
@@ -238,6 +247,7 @@ impl Need {
             Need::Sh => "verification commands and test scripts",
             Need::Sleep => "processes the tests leave for the engine to kill",
             Need::Kill => "the soak's clean-up",
+            Need::Wrk => "the load generator of bench bridge and bench report (not the suite)",
         }
     }
 }
@@ -368,7 +378,8 @@ fn check(host: &Host, need: Need) -> Result<(), String> {
         | Need::Setsid
         | Need::Sh
         | Need::Sleep
-        | Need::Kill => Ok(()),
+        | Need::Kill
+        | Need::Wrk => Ok(()),
     }
 }
 
@@ -464,7 +475,13 @@ pub(crate) fn require(what: &str, needs: &[Need]) -> Result<()> {
 pub(crate) fn report() -> Result<()> {
     let host = Host::current();
     let mut all: Vec<Need> = Vec::new();
-    for &need in TEST.iter().chain(DEMO).chain(SOAK).chain(RELIABILITY) {
+    for &need in TEST
+        .iter()
+        .chain(DEMO)
+        .chain(SOAK)
+        .chain(RELIABILITY)
+        .chain(BENCH_BRIDGE)
+    {
         if !all.contains(&need) {
             all.push(need);
         }
@@ -525,6 +542,7 @@ mod tests {
                 "sh",
                 "sleep",
                 "kill",
+                "wrk",
             ] {
                 fake.program(program, "echo 1.0.0");
             }
