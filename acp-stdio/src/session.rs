@@ -705,6 +705,12 @@ impl Session {
                 SessionEvent::ToolUse { id, name, input } => {
                     let complete = input.as_object().is_some_and(|o| !o.is_empty());
                     let view = tools::view(&name, &input, &self.root);
+                    // the file is not changed yet: where the edit lands, for "follow the agent"
+                    let view = if complete {
+                        view.with_edit_line()
+                    } else {
+                        view
+                    };
                     if name == "TodoWrite" && complete {
                         agent
                             .update(&self.id, updates::plan(&tools::plan(&input)))

@@ -121,6 +121,43 @@ pub struct ToolView {
     pub command: Option<String>,
 }
 
+/// How much of a file is read to find where an edit lands.
+pub const EDIT_SCAN_BYTES: u64 = 4 * 1024 * 1024;
+
+impl ToolView {
+    /// This view with the line an edit lands on (where its old text starts in the file as it
+    /// is now, 1-based) as its location's line, so a client can follow the agent there; the
+    /// view as it was when the file cannot be read (in its first 4 MiB) or does not hold the
+    /// text once.
+    pub fn with_edit_line(mut self) -> Self {
+        use std::io::Read as _;
+        let Some(d) = &self.diff else { return self };
+        let Some(old) = d.old_text.as_deref().filter(|o| !o.is_empty()) else {
+            return self;
+        };
+        let mut text = Vec::new();
+        let read = std::fs::File::open(&d.path)
+            .and_then(|f| f.take(EDIT_SCAN_BYTES).read_to_end(&mut text));
+        if read.is_err() {
+            return self;
+        }
+        let text = String::from_utf8_lossy(&text);
+        let Some(at) = text.find(old) else {
+            return self;
+        };
+        if text[at + 1..].contains(old) {
+            return self;
+        }
+        let line = 1 + text[..at].matches('\n').count() as u64;
+        for loc in &mut self.locations {
+            if loc.0 == d.path {
+                loc.1 = Some(line);
+            }
+        }
+        self
+    }
+}
+
 fn str_of<'a>(input: &'a Value, keys: &[&str]) -> Option<&'a str> {
     keys.iter()
         .find_map(|k| input.get(*k).and_then(Value::as_str))
@@ -522,6 +559,39 @@ mod tests {
             view("Mystery", &json!(null), Path::new(ROOT)).class,
             ToolClass::Other
         );
+    }
+
+    #[test]
+    fn an_edit_is_located_at_the_line_its_old_text_starts() {
+        let dir = std::env::temp_dir().join(format!("tools-edit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("a.rs"),
+            "fn a() {}\nfn b() {}\nfn c() {}\nfn b() {}\n",
+        )
+        .unwrap();
+        let at = |old: &str| {
+            view(
+                "Edit",
+                &json!({"file_path": "a.rs", "old_str": old, "new_str": "x"}),
+                &dir,
+            )
+            .with_edit_line()
+            .locations[0]
+                .1
+        };
+        assert_eq!(at("fn c() {}"), Some(3));
+        assert_eq!(at("fn a"), Some(1));
+        // twice in the file, absent, or no file: no line rather than a wrong one
+        assert_eq!(at("fn b() {}"), None);
+        assert_eq!(at("fn z"), None);
+        let gone = view(
+            "Edit",
+            &json!({"file_path": "none.rs", "old_str": "a"}),
+            &dir,
+        );
+        assert_eq!(gone.with_edit_line().locations[0].1, None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

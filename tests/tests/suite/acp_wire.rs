@@ -564,6 +564,12 @@ async fn a_turn_ends_with_the_measured_changes_and_the_verification() {
     assert_eq!(create["kind"], "edit");
     assert_eq!(create["content"][0]["type"], "diff");
     assert_eq!(create["content"][0]["newText"], "bee\n");
+    let edit = calls
+        .iter()
+        .find(|t| t["title"] == "Edit a.txt")
+        .expect("Edit");
+    // where the edit lands, for a client following the agent
+    assert_eq!(edit["locations"][0]["line"], 1, "{edit}");
     let measured = calls
         .iter()
         .find(|t| t["toolCallId"].as_str().unwrap().starts_with("measured-"))
