@@ -131,6 +131,7 @@ impl Agent {
             "authenticate" => self.authenticate(&params),
             "session/new" => session::new(self, &params).await,
             "session/load" => session::load(self, &params).await,
+            "session/resume" => session::resume(self, &params).await,
             "session/list" => self.list(&params),
             "session/prompt" => {
                 let s = self.session(&params).await?;
@@ -178,7 +179,7 @@ impl Agent {
                 "loadSession": true,
                 "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
                 "mcpCapabilities": {"http": false, "sse": false},
-                "sessionCapabilities": {"list": {}, "close": {}},
+                "sessionCapabilities": {"list": {}, "close": {}, "resume": {}},
             },
             "authMethods": [
                 {

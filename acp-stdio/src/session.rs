@@ -299,6 +299,20 @@ pub async fn new(agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError> 
 /// `session/load`: droid reopens its stored session; the conversation is replayed as updates
 /// before the answer.
 pub async fn load(agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError> {
+    reopen(agent, params, true).await
+}
+
+/// `session/resume`: `session/load` without the replay (the client has the conversation);
+/// `mcpServers` may be left out.
+pub async fn resume(agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError> {
+    let mut params = params.clone();
+    if let Some(obj) = params.as_object_mut() {
+        obj.entry("mcpServers").or_insert_with(|| json!([]));
+    }
+    reopen(agent, &params, false).await
+}
+
+async fn reopen(agent: &Arc<Agent>, params: &Value, replay: bool) -> Result<Value, RpcError> {
     let id = str_param(params, "sessionId")?.to_owned();
     let p = new_params(params)?;
     let cwd = std::fs::canonicalize(&p.cwd).unwrap_or_else(|_| p.cwd.clone());
@@ -317,7 +331,9 @@ pub async fn load(agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError>
     }
     let ignored = p.mcp_servers.clone();
     let (s, history) = open(agent, p, Some(id)).await?;
-    s.replay(agent, &history).await;
+    if replay {
+        s.replay(agent, &history).await;
+    }
     let mut out = s.describe(false);
     if !ignored.is_empty() {
         out["_meta"]["droidExecutor"]["mcpServersNotPassed"] = json!(ignored);

@@ -702,7 +702,8 @@ async fn a_model_error_and_a_droid_crash_end_the_turn_and_the_session_goes_on() 
 
 /// A finished session is listed by `session/list` for its directory, and a new connection's
 /// `session/load` replays its conversation (the user's text and droid's answer) before
-/// answering with its modes and options; an unknown id is `-32004`.
+/// answering with its modes and options; an unknown id is `-32004`; `session/resume` reopens
+/// it without the replay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stored_sessions_are_listed_and_loaded_with_their_history() {
     let world = World::new("").await;
@@ -758,6 +759,22 @@ async fn stored_sessions_are_listed_and_loaded_with_their_history() {
     );
     world.model.set_script(json!([{"text": "Still here."}]));
     let r = c.prompt(&sid, "and now").await;
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{}", c.dump());
+    c.finish().await;
+
+    // resume: the same, without the replay
+    let mut c = Client::start(&world, &world.env(&droid));
+    let init = c.init().await;
+    assert_eq!(
+        init["agentCapabilities"]["sessionCapabilities"]["resume"],
+        json!({})
+    );
+    let resumed = c
+        .ok("session/resume", json!({"sessionId": sid, "cwd": repo}))
+        .await;
+    assert!(resumed["configOptions"].is_array());
+    assert!(c.updates.is_empty(), "resume replays nothing: {}", c.dump());
+    let r = c.prompt(&sid, "one more").await;
     assert_eq!(r["result"]["stopReason"], "end_turn", "{}", c.dump());
     c.finish().await;
     world.none_left().await;
