@@ -791,7 +791,7 @@ impl Session {
                     let option = if interrupted {
                         "cancel"
                     } else {
-                        self.decide(agent, &mut calls, &req, token).await
+                        self.decide(agent, &mut calls, &req, token, deadline).await
                     };
                     if option == "cancel" && !token.is_cancelled() {
                         rejected.extend(
@@ -954,6 +954,7 @@ impl Session {
         calls: &mut HashMap<String, Call>,
         req: &PermissionRequest,
         token: &CancellationToken,
+        deadline: tokio::time::Instant,
     ) -> &'static str {
         let (mode, always) = self
             .settings
@@ -1009,6 +1010,8 @@ impl Session {
         let answer = tokio::select! {
             a = agent.ask("session/request_permission", params) => a,
             () = token.cancelled() => return "cancel",
+            // a question never answered does not hold the turn past its budget
+            () = tokio::time::sleep_until(deadline) => return "cancel",
         };
         let chosen = answer
             .ok()

@@ -148,7 +148,7 @@ struct Client {
     /// Responses read while waiting for another.
     responses: Vec<Value>,
     /// The options chosen for the next permission requests, in order (then `allow_once`);
-    /// this agent's option ids are their kinds.
+    /// this agent's option ids are their kinds; `never`: no answer at all.
     answers: std::collections::VecDeque<&'static str>,
     next: u64,
 }
@@ -229,6 +229,10 @@ impl Client {
         if v["method"] == "session/request_permission" {
             self.asked.push(v["params"].clone());
             let option = self.answers.pop_front().unwrap_or("allow_once");
+            if option == "never" {
+                // a client that never answers
+                return v;
+            }
             let reply = json!({"jsonrpc": "2.0", "id": v["id"], "result": {"outcome": {"outcome": "selected", "optionId": option}}});
             self.raw(&reply.to_string()).await;
         }
@@ -1095,6 +1099,29 @@ async fn droid_without_credentials_is_32002_at_the_prompt() {
         r["error"]["message"].as_str().unwrap().contains("Airgap"),
         "{r}"
     );
+    c.finish().await;
+    world.none_left().await;
+}
+
+/// A permission request the client never answers does not hold the turn past
+/// `default_timeout`: the prompt answers `-32007`, nothing was written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_permission_ends_with_the_turns_budget() {
+    let world = World::new("default_timeout = 3\n").await;
+    let droid = real_droid();
+    let repo = world.repo("unanswered");
+    world.model.set_script(json!([
+        {"text": "Asking.", "tool": [{"name": "Create", "args": {"file_path": repo.join("b.txt"), "content": "b\n"}}]},
+        {"text": "Done."}
+    ]));
+    let mut c = Client::start(&world, &world.env(&droid));
+    c.init().await;
+    let sid = c.new_session(&repo, Value::Null).await;
+    c.answers.push_back("never");
+    let r = c.prompt(&sid, "write").await;
+    assert_eq!(error_code(&r), -32007, "{}", c.dump());
+    assert_eq!(c.asked.len(), 1);
+    assert!(!repo.join("b.txt").exists());
     c.finish().await;
     world.none_left().await;
 }
