@@ -32,6 +32,9 @@ const OUTBOX: usize = 1024;
 const SHUTDOWN_DRAIN: Duration = Duration::from_secs(2);
 /// Sessions listed per page of `session/list`.
 pub const LIST_PAGE: usize = 50;
+/// Requests handled at once (prompts included: at most 16 sessions × 9); beyond, `-32000`
+/// busy, so a client flooding requests cannot grow the agent without bound.
+pub const MAX_IN_FLIGHT: usize = 512;
 /// Sessions open at once on one connection (each is a droid process).
 pub const MAX_SESSIONS: usize = 16;
 
@@ -375,6 +378,16 @@ where
                 other => tracing::debug!("notification {other} ignored"),
             },
             Incoming::Request { id, method, params } => {
+                if tasks.len() >= MAX_IN_FLIGHT {
+                    let busy = RpcError::new(
+                        jsonrpc::SERVER_BUSY,
+                        format!(
+                            "busy: {MAX_IN_FLIGHT} requests are being handled; send this one again when some are answered"
+                        ),
+                    );
+                    agent.send(jsonrpc::response(&id, Err(busy))).await;
+                    continue;
+                }
                 let agent = agent.clone();
                 tasks.spawn(async move {
                     let result = agent.dispatch(&method, params).await;

@@ -13,6 +13,9 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 /// We failed.
 pub const INTERNAL_ERROR: i64 = -32603;
+/// Too many requests in flight: try again (an implementation-defined code of JSON-RPC's
+/// server-error range).
+pub const SERVER_BUSY: i64 = -32000;
 /// seed 001: droid is not installed or cannot start.
 pub const DROID_NOT_AVAILABLE: i64 = -32001;
 /// seed 001: droid is not authenticated.

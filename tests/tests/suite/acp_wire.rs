@@ -1125,3 +1125,39 @@ async fn an_unanswered_permission_ends_with_the_turns_budget() {
     c.finish().await;
     world.none_left().await;
 }
+
+/// A client flooding requests (3,000 `session/list` in one write) gets one answer per request,
+/// each a result or `-32000` busy once 512 are in flight: the agent neither grows without
+/// bound nor drops one, and still answers afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_requests_gets_one_answer_each() {
+    let world = World::new("").await;
+    let droid = real_droid();
+    let mut c = Client::start(&world, &world.env(&droid));
+    c.init().await;
+    let n = 3_000_u64;
+    let flood: Vec<String> = (0..n)
+        .map(|i| {
+            json!({"jsonrpc": "2.0", "id": 1_000 + i, "method": "session/list", "params": {}})
+                .to_string()
+        })
+        .collect();
+    c.raw(&flood.join("\n")).await;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut busy = 0;
+    while seen.len() < usize::try_from(n).unwrap() {
+        let m = c.next_message().await;
+        let id = m["id"].as_u64().unwrap();
+        assert!(seen.insert(id), "answered twice: {id}");
+        if m.get("error").is_some() {
+            assert_eq!(error_code(&m), -32000, "{m}");
+            busy += 1;
+        } else {
+            assert!(m["result"]["sessions"].is_array(), "{m}");
+        }
+    }
+    eprintln!("{busy} of {n} answered busy");
+    let r = c.call("session/list", json!({})).await;
+    assert!(r["result"]["sessions"].is_array(), "{r}");
+    c.finish().await;
+}
