@@ -42,6 +42,7 @@ use std::ops::ControlFlow;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
@@ -50,7 +51,10 @@ use droid_contract::{ChangeType, FileChange};
 use crate::error::EngineError;
 use crate::fnv::Fnv1a;
 use crate::run::excerpt::head_str;
+use crate::run::git_dir::{self, Found, GitDirs};
+use crate::run::scan_diff;
 use crate::run::spawn::{SpawnSpec, capture};
+use crate::run::stat_scan::{self, Capture, Kept, Plan, Scan, Seen, Tracked};
 use crate::run::sweep::MARKER_VAR;
 
 /// How long one git command may take.
@@ -144,10 +148,23 @@ pub(crate) struct Snapshot {
 /// How a snapshot was recorded.
 #[derive(Debug)]
 enum Kind {
+    /// An in-process record of the git work tree below the root ([`crate::run::stat_scan`]).
+    Scan(Box<ScanTree>),
     /// A git tree of the working tree below the root.
     Git(Box<GitTree>),
     /// A bounded walk of the directory.
     Walk(Walk),
+}
+
+/// An in-process record of a git work tree, and what the next record of the run reuses.
+#[derive(Debug)]
+struct ScanTree {
+    /// Where the work tree keeps things.
+    dirs: Arc<GitDirs>,
+    /// The index as the first record of the run read it.
+    tracked: Arc<Tracked>,
+    /// What was found.
+    scan: Arc<Scan>,
 }
 
 /// A git tree object holding the working tree below the root.
@@ -280,9 +297,67 @@ impl Snapshot {
         let mut warnings = Vec::new();
         let mut fallback = None;
         if !walked_before {
+            // the in-process record where the repository allows it: the second record of a
+            // run made that way is made that way too, with the first one's index and location
+            let fast = match previous.map(|p| &p.kind) {
+                Some(Kind::Scan(prev)) => {
+                    Some(Ok((Arc::clone(&prev.dirs), Arc::clone(&prev.tracked))))
+                }
+                Some(Kind::Git(_) | Kind::Walk(_)) => None,
+                None => match git_dir::locate(root, env) {
+                    Found::Repo(dirs) => Some(
+                        read_tracked(&dirs)
+                            .await
+                            .map(|t| (Arc::new(dirs), Arc::new(t))),
+                    ),
+                    Found::NotARepo => Some(Err(None)),
+                    Found::Unusable(why) => {
+                        tracing::debug!("snapshot through git processes: {why}");
+                        None
+                    }
+                },
+            };
+            match fast {
+                Some(Ok((dirs, tracked))) => {
+                    let capture = if previous.is_some() {
+                        Capture::None
+                    } else {
+                        Capture::Content
+                    };
+                    let scan = record(root, &dirs, &tracked, capture, *limits).await?;
+                    return Ok(Snapshot {
+                        root: root.to_path_buf(),
+                        kind: Kind::Scan(Box::new(ScanTree {
+                            dirs,
+                            tracked,
+                            scan: Arc::new(scan),
+                        })),
+                        warnings,
+                        fallback: None,
+                    });
+                }
+                Some(Err(Some(why))) => {
+                    tracing::debug!("snapshot through git processes: {why}");
+                }
+                // not in a work tree: walk (below)
+                Some(Err(None)) => {
+                    tokio::fs::write(&mode_file, WALK_MODE)
+                        .await
+                        .map_err(|source| io_error("write", &mode_file, source))?;
+                    let (walk, walk_warnings) = walk(root, *limits).await?;
+                    warnings.extend(walk_warnings);
+                    return Ok(Snapshot {
+                        root: root.to_path_buf(),
+                        kind: Kind::Walk(walk),
+                        warnings,
+                        fallback: None,
+                    });
+                }
+                None => {}
+            }
             let previous = previous.and_then(|p| match &p.kind {
                 Kind::Git(tree) => Some(&**tree),
-                Kind::Walk(_) => None,
+                Kind::Walk(_) | Kind::Scan(_) => None,
             });
             let reuse = previous.filter(|p| git_markers(root, &p.repo.toplevel) == p.markers);
             let (located, untracked) = match reuse {
@@ -356,8 +431,10 @@ impl Snapshot {
         env: &[(OsString, OsString)],
         max: usize,
     ) -> Option<String> {
-        let Kind::Git(tree) = &self.kind else {
-            return None;
+        let tree = match &self.kind {
+            Kind::Git(tree) => tree,
+            Kind::Scan(t) => return scan_text_of(&self.root, t, path, env, max).await,
+            Kind::Walk(_) => return None,
         };
         let env = with_vars(
             env,
@@ -424,9 +501,26 @@ impl Snapshot {
             .into_iter()
             .find_map(|kind| match kind {
                 Kind::Walk(w) => w.truncated.clone(),
+                Kind::Scan(s) => s.scan.incomplete.clone(),
                 Kind::Git(_) => None,
             });
         let mut files = match (&self.kind, &after.kind) {
+            (Kind::Scan(before), Kind::Scan(now)) => {
+                for w in before.scan.warnings.iter().chain(&now.scan.warnings) {
+                    if !warnings.contains(w) {
+                        warnings.push(w.clone());
+                    }
+                }
+                diff_scans(&self.root, before, now, env, &mut warnings).await?
+            }
+            (Kind::Scan(_), _) | (_, Kind::Scan(_)) => {
+                warnings.push(
+                    "the directory stopped or started being a usable git work tree during the \
+                     run; files_changed was not measured"
+                        .to_owned(),
+                );
+                Vec::new()
+            }
             (Kind::Git(before), Kind::Git(now)) => {
                 diff_git(&self.root, before, now, env, &mut warnings).await?
             }
@@ -455,6 +549,199 @@ fn io_error(action: &'static str, path: &Path, source: std::io::Error) -> Engine
         path: path.to_path_buf(),
         source,
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// in-process record
+
+/// The largest index file read (a 1M-file index is ~100 MiB).
+const MAX_INDEX_BYTES: u64 = 512 * 1024 * 1024;
+
+/// The index of the work tree at `dirs` (empty when there is none yet), or why it cannot be
+/// read in-process (`Err(Some(why))`: git is asked instead).
+async fn read_tracked(dirs: &GitDirs) -> Result<Tracked, Option<String>> {
+    let path = dirs.git_dir.join("index");
+    tokio::task::spawn_blocking(move || {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = match std::fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Tracked::default()),
+            Err(e) => return Err(Some(format!("{}: {e}", path.display()))),
+        };
+        if meta.len() > MAX_INDEX_BYTES {
+            return Err(Some(format!(
+                "{} is over {} MiB",
+                path.display(),
+                MAX_INDEX_BYTES >> 20
+            )));
+        }
+        let bytes = stat_scan::read_bounded(&path, MAX_INDEX_BYTES)
+            .ok_or_else(|| Some(format!("{} could not be read", path.display())))?;
+        let index = crate::run::git_index::parse(&bytes).map_err(|e| Some(e.to_string()))?;
+        if index.entries.iter().any(|e| e.skip_worktree) {
+            return Err(Some(
+                "the index has skip-worktree entries (sparse checkout)".into(),
+            ));
+        }
+        Ok(Tracked::new(index, (meta.mtime(), meta.mtime_nsec())))
+    })
+    .await
+    .map_err(|e| Some(e.to_string()))?
+}
+
+/// Record the work tree below `root` in-process, on a blocking thread.
+async fn record(
+    root: &Path,
+    dirs: &Arc<GitDirs>,
+    tracked: &Arc<Tracked>,
+    capture: Capture,
+    limits: SnapshotLimits,
+) -> Result<Scan, EngineError> {
+    let (root_buf, dirs, tracked) = (root.to_path_buf(), Arc::clone(dirs), Arc::clone(tracked));
+    tokio::task::spawn_blocking(move || {
+        let mut excludes = vec![dirs.common_dir.join("info/exclude")];
+        excludes.extend(dirs.excludes_file.clone());
+        stat_scan::scan(&Plan {
+            root: &root_buf,
+            prefix: &dirs.prefix,
+            toplevel: &dirs.toplevel,
+            tracked: &tracked,
+            excludes,
+            capture,
+            limits,
+        })
+    })
+    .await
+    .map_err(|e| io_error("read", root, std::io::Error::other(e)))
+}
+
+/// The changes between two in-process records.
+async fn diff_scans(
+    root: &Path,
+    before: &ScanTree,
+    after: &ScanTree,
+    env: &[(OsString, OsString)],
+    warnings: &mut Vec<String>,
+) -> Result<Vec<FileChange>, EngineError> {
+    let (root_buf, b, a) = (
+        root.to_path_buf(),
+        Arc::clone(&before.scan),
+        Arc::clone(&after.scan),
+    );
+    let (changes, needed, mut found) = tokio::task::spawn_blocking(move || {
+        let mut w = Vec::new();
+        let changes = scan_diff::changed(&root_buf, &b, &a, &mut w);
+        let needed = scan_diff::blobs_needed(&b, &changes);
+        (changes, needed, w)
+    })
+    .await
+    .map_err(|e| io_error("read", root, std::io::Error::other(e)))?;
+    for w in found.drain(..) {
+        if !warnings.contains(&w) {
+            warnings.push(w);
+        }
+    }
+    let blobs = if needed.is_empty() {
+        HashMap::new()
+    } else {
+        match cat_blobs(root, env, &needed).await {
+            Ok(b) => b,
+            Err(why) => {
+                warnings.push(format!(
+                    "the line counts of {} file(s) are unknown: their old content could not be \
+                     read from the repository ({why})",
+                    needed.len()
+                ));
+                HashMap::new()
+            }
+        }
+    };
+    let (root_buf, b, a) = (
+        root.to_path_buf(),
+        Arc::clone(&before.scan),
+        Arc::clone(&after.scan),
+    );
+    tokio::task::spawn_blocking(move || scan_diff::assemble(&root_buf, &b, &a, &changes, &blobs))
+        .await
+        .map_err(|e| io_error("read", root, std::io::Error::other(e)))
+}
+
+fn hex(id: &[u8; 20]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The content of the blobs `ids` from the repository at `root` (`git cat-file --batch`, one
+/// process, nothing of the repository's run), up to [`scan_diff::BLOBS_MAX_BYTES`] in all; a
+/// blob missing or past the budget is left out (its line counts are then unknown).
+async fn cat_blobs(
+    root: &Path,
+    env: &[(OsString, OsString)],
+    ids: &[[u8; 20]],
+) -> Result<HashMap<[u8; 20], Vec<u8>>, String> {
+    let mut input = Vec::new();
+    for id in ids {
+        input.extend_from_slice(hex(id).as_bytes());
+        input.push(b'\n');
+    }
+    let mut out = HashMap::new();
+    let run = git(root, env, &os_args(&["cat-file", "--batch"]), Some(&input))
+        .await
+        .map_err(|e| e.to_string())?;
+    if !run.success {
+        return Err(format!("git {}: {}", run.args, run.message));
+    }
+    let mut rest = run.stdout.as_slice();
+    let mut total = 0u64;
+    for id in ids {
+        let Some(nl) = rest.iter().position(|b| *b == b'\n') else {
+            break;
+        };
+        let header = String::from_utf8_lossy(rest.get(..nl).unwrap_or_default()).into_owned();
+        rest = rest.get(nl + 1..).unwrap_or_default();
+        let mut fields = header.split(' ');
+        let (Some(_), Some(kind), Some(size)) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue; // `<id> missing`
+        };
+        let Ok(size) = size.parse::<usize>() else {
+            break;
+        };
+        let Some(body) = rest.get(..size) else { break };
+        total += u64::try_from(size).unwrap_or(u64::MAX);
+        if kind == "blob" && total <= scan_diff::BLOBS_MAX_BYTES {
+            out.insert(*id, body.to_vec());
+        }
+        rest = rest.get(size + 1..).unwrap_or_default();
+    }
+    Ok(out)
+}
+
+/// [`Snapshot::text_of`] for an in-process record: what it kept, else the index's blob.
+async fn scan_text_of(
+    root: &Path,
+    tree: &ScanTree,
+    path: &str,
+    env: &[(OsString, OsString)],
+    max: usize,
+) -> Option<String> {
+    let key = path.as_bytes();
+    let bytes = match tree.scan.kept.get(key) {
+        Some(Kept::Bytes(b)) => b.clone(),
+        Some(Kept::Blob(_)) => return None,
+        None => match tree.scan.seen.get(key)? {
+            Seen::File {
+                clean_blob: Some(id),
+                stat,
+            } if usize::try_from(stat.size).is_ok_and(|s| s <= max) => {
+                cat_blobs(root, env, &[*id]).await.ok()?.remove(id)?
+            }
+            _ => return None,
+        },
+    };
+    if bytes.len() > max {
+        return None;
+    }
+    String::from_utf8(bytes).ok().filter(|t| !t.contains('\0'))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1819,10 +2106,8 @@ mod tests {
         );
         // the user's index and object store (indeed all of .git) are byte for byte the same
         assert_eq!(f.git_dir_files(), git_dir);
-        let scratch_objects = std::fs::read_dir(f.scratch.join("objects"))
-            .unwrap()
-            .count();
-        assert!(scratch_objects > 0, "new blobs went to scratch/objects");
+        // recorded in-process: nothing written to scratch either
+        assert!(!f.scratch.join("objects").exists());
     }
 
     #[tokio::test]
@@ -2192,8 +2477,8 @@ mod tests {
                 incomplete: None,
                 files: vec![change("b.txt", Added, Some((1, 0)))],
                 warnings: vec![
-                    "git add --ignore-errors -A -- . could not stage everything: error: \
-                     'nested/' does not have a commit checked out"
+                    "'nested/' is a repository without a commit checked out: its files were \
+                     not compared"
                         .to_owned()
                 ],
             }
@@ -2342,11 +2627,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn git_missing_falls_back_to_the_walk_with_a_warning() {
+    async fn git_missing_still_records_in_process_without_old_line_counts() {
         let mut f = Fixture::new();
         f.init().await;
         f.write("a.txt", "a");
         f.commit_all().await;
+        // no longer racy: its old content is the index's blob, which needs git to read
+        std::thread::sleep(Duration::from_millis(300));
         let empty = f.dir.join("empty-path");
         std::fs::create_dir(&empty).unwrap();
         for (k, v) in &mut f.env {
@@ -2365,8 +2652,9 @@ mod tests {
                 incomplete: None,
                 files: vec![change("a.txt", Modified, None)],
                 warnings: vec![
-                    "git could not be started (could not start git: No such file or directory \
-                     (os error 2)); files were compared by walking the directory (no line counts)"
+                    "the line counts of 1 file(s) are unknown: their old content could not be \
+                     read from the repository (could not start git: No such file or directory \
+                     (os error 2))"
                         .to_owned()
                 ],
             }
@@ -2667,11 +2955,8 @@ mod tests {
                     change("grows.bin", Modified, None),
                     change("new.txt", Added, Some((1, 0))),
                 ],
-                warnings: vec![
-                    "large untracked file(s) compared by size, times and inode, not by \
-                     content, and without line counts: gone.bin, grows.bin"
-                        .to_owned()
-                ],
+                // in-process records hash them (within SnapshotLimits::max_bytes): by content
+                warnings: no_warnings(),
                 incomplete: None,
             }
         );

@@ -1,0 +1,327 @@
+//! The files that differ between two in-process records of a work tree
+//! ([`crate::run::stat_scan`]): added, deleted, modified (content, executable bit, symlink
+//! target, file type, an embedded repository's commit) and renamed, with git's line counts.
+//!
+//! A path whose metadata did not change is unchanged (unless it was racy: then its content is
+//! compared). A path whose metadata changed is compared by content: with what the first record
+//! kept, or with the index's blob when the index vouched for the file (its blob id computed
+//! from the file, no repository read). Only then is old content fetched, for line counts and
+//! only for files that did change: kept bytes, or the blob from the repository
+//! (`git cat-file --batch`, one process, and only when such a file exists).
+//!
+//! Renames are paired as `git diff -M` pairs them: an identical file first, then the most
+//! similar text at 50 % or more ([`crate::run::line_diff::similarity`]), among at most
+//! [`RENAME_PAIRS`] pairs.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use droid_contract::{ChangeType, FileChange};
+
+use crate::run::line_diff;
+use crate::run::stat_scan::{
+    KEEP_FILE_BYTES, Kept, Scan, Seen, blob_id, blob_id_of_file, display, os_path, read_bounded,
+};
+
+/// Files larger than this get no line counts (reading both sides costs more than they tell).
+const LINES_MAX_BYTES: u64 = 8 * 1024 * 1024;
+/// Deleted × added pairs compared for a similar-content rename at most (git's `diff.renameLimit`
+/// is per side; this bounds the product).
+const RENAME_PAIRS: usize = 10_000;
+/// The similarity at which a deleted and an added file are a rename (git's default).
+const RENAME_SCORE: u8 = 50;
+/// Blobs fetched from the repository for line counts, in bytes at most.
+pub(crate) const BLOBS_MAX_BYTES: u64 = 32 * 1024 * 1024;
+
+/// How a path changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Change {
+    Added,
+    Deleted,
+    Modified,
+}
+
+/// The paths that changed between `before` and `after` (records of `root`), sorted.
+pub(crate) fn changed(
+    root: &Path,
+    before: &Scan,
+    after: &Scan,
+    warnings: &mut Vec<String>,
+) -> Vec<(Vec<u8>, Change)> {
+    let mut out = Vec::new();
+    for (path, b) in &before.seen {
+        match after.seen.get(path) {
+            None => out.push((path.clone(), Change::Deleted)),
+            Some(a) => {
+                if differs(root, before, path, b, a, warnings) {
+                    out.push((path.clone(), Change::Modified));
+                }
+            }
+        }
+    }
+    for path in after.seen.keys() {
+        if !before.seen.contains_key(path) {
+            out.push((path.clone(), Change::Added));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn differs(
+    root: &Path,
+    before: &Scan,
+    path: &[u8],
+    b: &Seen,
+    a: &Seen,
+    warnings: &mut Vec<String>,
+) -> bool {
+    match (b, a) {
+        (
+            Seen::File {
+                stat: sb,
+                clean_blob,
+            },
+            Seen::File { stat: sa, .. },
+        ) => {
+            if b.executable() != a.executable() {
+                return true;
+            }
+            if sb == sa && !before.racy.contains(path) {
+                return false;
+            }
+            if sb.size != sa.size {
+                return true;
+            }
+            let abs = root.join(os_path(path));
+            match before.kept.get(path) {
+                Some(Kept::Bytes(old)) => {
+                    read_bounded(&abs, KEEP_FILE_BYTES).is_none_or(|now| now != *old)
+                }
+                Some(Kept::Blob(id)) => blob_id_of_file(&abs) != Some(*id),
+                None => match clean_blob {
+                    Some(id) => blob_id_of_file(&abs) != Some(*id),
+                    // racy, the budgets spent: the metadata is all there is, and it is the same
+                    None if sb == sa => false,
+                    None => {
+                        warnings.push(format!(
+                            "{} was compared by size and times only (too large to keep \
+                             before the run): a mere touch counts as modified",
+                            display(path)
+                        ));
+                        true
+                    }
+                },
+            }
+        }
+        (Seen::Symlink { target: tb, .. }, Seen::Symlink { target: ta, .. }) => tb != ta,
+        (Seen::Gitlink { head: hb }, Seen::Gitlink { head: ha }) => hb != ha,
+        _ => true,
+    }
+}
+
+/// The blob ids whose content the line counts need from the repository: clean tracked files
+/// that changed or went away, of which nothing was kept.
+pub(crate) fn blobs_needed(before: &Scan, changes: &[(Vec<u8>, Change)]) -> Vec<[u8; 20]> {
+    let mut out = Vec::new();
+    for (path, change) in changes {
+        if *change == Change::Added || before.kept.contains_key(path) {
+            continue;
+        }
+        if let Some(Seen::File {
+            clean_blob: Some(id),
+            stat,
+        }) = before.seen.get(path)
+            && stat.size <= LINES_MAX_BYTES
+        {
+            out.push(*id);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// What a side of a change held, for line counts: `None` when unknown or too large.
+fn old_content<'a>(
+    before: &'a Scan,
+    path: &[u8],
+    blobs: &'a HashMap<[u8; 20], Vec<u8>>,
+) -> Option<std::borrow::Cow<'a, [u8]>> {
+    match before.seen.get(path)? {
+        Seen::File { clean_blob, .. } => match before.kept.get(path) {
+            Some(Kept::Bytes(b)) => Some(b.as_slice().into()),
+            Some(Kept::Blob(_)) => None,
+            None => clean_blob
+                .and_then(|id| blobs.get(&id))
+                .map(|b| b.as_slice().into()),
+        },
+        Seen::Symlink { target, .. } => Some(target.as_slice().into()),
+        Seen::Gitlink { head } => Some(subproject(head.as_deref()).into()),
+    }
+}
+
+fn new_content<'a>(
+    root: &Path,
+    after: &'a Scan,
+    path: &[u8],
+) -> Option<std::borrow::Cow<'a, [u8]>> {
+    match after.seen.get(path)? {
+        Seen::File { stat, .. } => {
+            if stat.size > LINES_MAX_BYTES {
+                return None;
+            }
+            read_bounded(&root.join(os_path(path)), LINES_MAX_BYTES).map(Into::into)
+        }
+        Seen::Symlink { target, .. } => Some(target.as_slice().into()),
+        Seen::Gitlink { head } => Some(subproject(head.as_deref()).into()),
+    }
+}
+
+/// The text git diffs for an embedded repository's commit.
+fn subproject(head: Option<&str>) -> Vec<u8> {
+    head.map_or_else(Vec::new, |h| {
+        format!("Subproject commit {h}\n").into_bytes()
+    })
+}
+
+/// The blob id of what a deleted file held, when known without reading the repository.
+fn old_id(before: &Scan, path: &[u8]) -> Option<[u8; 20]> {
+    match before.seen.get(path)? {
+        Seen::File { clean_blob, .. } => match before.kept.get(path) {
+            Some(Kept::Bytes(b)) => Some(blob_id(b)),
+            Some(Kept::Blob(id)) => Some(*id),
+            None => *clean_blob,
+        },
+        _ => None,
+    }
+}
+
+fn counts(old: Option<&[u8]>, new: Option<&[u8]>) -> (Option<u64>, Option<u64>) {
+    match (old, new) {
+        (Some(o), Some(n)) => {
+            line_diff::line_counts(o, n).map_or((None, None), |(a, r)| (Some(a), Some(r)))
+        }
+        _ => (None, None),
+    }
+}
+
+/// The result's entries for `changes`, renames paired, sorted by path.
+pub(crate) fn assemble(
+    root: &Path,
+    before: &Scan,
+    after: &Scan,
+    changes: &[(Vec<u8>, Change)],
+    blobs: &HashMap<[u8; 20], Vec<u8>>,
+) -> Vec<FileChange> {
+    let is_file = |scan: &Scan, p: &[u8]| matches!(scan.seen.get(p), Some(Seen::File { .. }));
+    let deleted: Vec<&[u8]> = changes
+        .iter()
+        .filter(|(p, c)| *c == Change::Deleted && is_file(before, p))
+        .map(|(p, _)| p.as_slice())
+        .collect();
+    let added: Vec<&[u8]> = changes
+        .iter()
+        .filter(|(p, c)| *c == Change::Added && is_file(after, p))
+        .map(|(p, _)| p.as_slice())
+        .collect();
+    let mut renamed: HashMap<&[u8], &[u8]> = HashMap::new(); // new → old
+    let mut paired_old: HashSet<&[u8]> = HashSet::new();
+    let mut new_cache: HashMap<&[u8], Option<Vec<u8>>> = HashMap::new();
+    if !deleted.is_empty() && !added.is_empty() {
+        // identical content first
+        let mut by_id: HashMap<[u8; 20], Vec<&[u8]>> = HashMap::new();
+        for d in &deleted {
+            if let Some(id) = old_id(before, d) {
+                by_id.entry(id).or_default().push(d);
+            }
+        }
+        for a in &added {
+            let abs = root.join(os_path(a));
+            if let Some(id) = blob_id_of_file(&abs)
+                && let Some(olds) = by_id.get_mut(&id)
+                && let Some(old) = olds.pop()
+            {
+                renamed.insert(a, old);
+                paired_old.insert(old);
+            }
+        }
+        // then the most similar text
+        let left_d: Vec<&[u8]> = deleted
+            .iter()
+            .copied()
+            .filter(|d| !paired_old.contains(d))
+            .collect();
+        let left_a: Vec<&[u8]> = added
+            .iter()
+            .copied()
+            .filter(|a| !renamed.contains_key(a))
+            .collect();
+        if !left_d.is_empty()
+            && !left_a.is_empty()
+            && left_d.len().saturating_mul(left_a.len()) <= RENAME_PAIRS
+        {
+            let mut scores = Vec::new();
+            for d in &left_d {
+                let Some(old) = old_content(before, d, blobs) else {
+                    continue;
+                };
+                for a in &left_a {
+                    let new = new_cache.entry(a).or_insert_with(|| {
+                        new_content(root, after, a).map(std::borrow::Cow::into_owned)
+                    });
+                    if let Some(new) = new {
+                        let s = line_diff::similarity(&old, new);
+                        if s >= RENAME_SCORE {
+                            scores.push((s, *d, *a));
+                        }
+                    }
+                }
+            }
+            scores.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(y.1)).then(x.2.cmp(y.2)));
+            for (_, d, a) in scores {
+                if !paired_old.contains(d) && !renamed.contains_key(a) {
+                    renamed.insert(a, d);
+                    paired_old.insert(d);
+                }
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(changes.len());
+    for (path, change) in changes {
+        let p = path.as_slice();
+        if *change == Change::Deleted && paired_old.contains(p) {
+            continue;
+        }
+        let old_path = renamed.get(p).copied();
+        let change_type = match (change, old_path) {
+            (Change::Added, Some(_)) => ChangeType::Renamed,
+            (Change::Added, None) => ChangeType::Added,
+            (Change::Deleted, _) => ChangeType::Deleted,
+            (Change::Modified, _) => ChangeType::Modified,
+        };
+        let new = match change {
+            Change::Deleted => Some(std::borrow::Cow::Borrowed(&[][..])),
+            _ => match new_cache.remove(p) {
+                Some(cached) => cached.map(std::borrow::Cow::Owned),
+                None => new_content(root, after, p),
+            },
+        };
+        let old = match (change, old_path) {
+            (Change::Added, None) => Some(std::borrow::Cow::Borrowed(&[][..])),
+            (Change::Added, Some(o)) => old_content(before, o, blobs),
+            _ => old_content(before, p, blobs),
+        };
+        let (lines_added, lines_removed) = counts(old.as_deref(), new.as_deref());
+        out.push(FileChange {
+            path: display(p),
+            change_type,
+            old_path: old_path.map(display),
+            highlights: Vec::new(),
+            lines_added,
+            lines_removed,
+        });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}

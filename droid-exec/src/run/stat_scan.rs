@@ -1,0 +1,625 @@
+//! A record of a git work tree below a run's root made in-process, at the cost of `git status`
+//! or less: the directories are read (in parallel on large trees), each entry's metadata taken
+//! relative to its directory (`fstatat`), `.gitignore` rules applied as git applies them
+//! ([`crate::run::ignore_rules`]: an ignored directory is not entered), and every path recorded
+//! with what tells whether it changed later: size, modification and change times, inode, mode
+//! (git's own stat check), a symlink's target, an embedded repository's checked-out commit.
+//! Nothing is hashed or written for a file whose metadata the index vouches for.
+//!
+//! The first record of a run ([`Capture::Content`]) also keeps what the second cannot get back
+//! from git: the content of every file that is untracked, differs from the index, or was
+//! modified so recently that a later change could leave the same times ("racy", as git calls
+//! it: file times come from a coarse clock): its bytes up to [`KEEP_FILE_BYTES`] a file and
+//! [`KEEP_TOTAL_BYTES`] a run, else its blob id while [`SnapshotLimits::max_bytes`] of hashing
+//! lasts. A clean tracked file's content is the index's blob, read from the repository only if
+//! the file changed (`crate::run::scan_diff`).
+//!
+//! The walk is bounded by [`SnapshotLimits`] (files and time); past either the record says it is
+//! incomplete and the result carries an issue, never a silently short list.
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::fs::Metadata;
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crate::run::git_dir;
+use crate::run::git_index::{Index, IndexStat};
+use crate::run::ignore_rules::Rules;
+use crate::run::snapshot::SnapshotLimits;
+
+/// Files up to this size whose content the index cannot give back are kept whole by the first
+/// record (for the line counts of a later change).
+pub(crate) const KEEP_FILE_BYTES: u64 = 1024 * 1024;
+/// At most this much content is kept by one run's first record; past it, blob ids only.
+pub(crate) const KEEP_TOTAL_BYTES: u64 = 16 * 1024 * 1024;
+/// A file modified less than this long before a record began is "racy": an edit after the
+/// record could leave its times unchanged (coarse file-system clock), so its content is kept.
+const RACY_NANOS: i128 = 200_000_000;
+/// Below this many index entries the walk runs on the calling thread (threads cost more than
+/// they save on a small tree).
+const PARALLEL_FROM: usize = 2_000;
+/// Threads of a parallel walk at most.
+const MAX_THREADS: usize = 4;
+
+/// What git's stat check compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stat {
+    pub(crate) size: u64,
+    pub(crate) mtime: (i64, i64),
+    pub(crate) ctime: (i64, i64),
+    pub(crate) ino: u64,
+    pub(crate) dev: u64,
+    pub(crate) mode: u32,
+}
+
+impl Stat {
+    fn of(meta: &Metadata) -> Self {
+        Self {
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            ino: meta.ino(),
+            dev: meta.dev(),
+            mode: meta.mode(),
+        }
+    }
+
+    /// Whether the index entry's cached stat vouches for this file (git's `ie_match_stat`:
+    /// the 32-bit fields as git stores them), the index written after the file last changed.
+    fn matches(&self, entry: &IndexStat, index_mtime: (i64, i64)) -> bool {
+        let low = |v: i64| u32::try_from(v & 0xffff_ffff).unwrap_or(0);
+        let low_u = |v: u64| u32::try_from(v & 0xffff_ffff).unwrap_or(0);
+        entry.size == low_u(self.size)
+            && entry.mtime == (low(self.mtime.0), low(self.mtime.1))
+            && entry.ctime == (low(self.ctime.0), low(self.ctime.1))
+            && entry.ino == low_u(self.ino)
+            && self.mtime < index_mtime
+    }
+
+    /// The later of the modification and change times, in nanoseconds.
+    fn changed_nanos(&self) -> i128 {
+        let n = |(s, ns): (i64, i64)| i128::from(s) * 1_000_000_000 + i128::from(ns);
+        n(self.mtime).max(n(self.ctime))
+    }
+}
+
+/// One recorded path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// A regular file.
+    File {
+        stat: Stat,
+        /// The index entry's blob when the stat check says the file still holds it.
+        clean_blob: Option<[u8; 20]>,
+    },
+    /// A symbolic link (never followed).
+    Symlink { stat: Stat, target: Vec<u8> },
+    /// An embedded repository (or a checked-out submodule): its checked-out commit.
+    Gitlink { head: Option<String> },
+}
+
+impl Seen {
+    pub(crate) fn executable(&self) -> bool {
+        match self {
+            Seen::File { stat, .. } => stat.mode & 0o111 != 0,
+            _ => false,
+        }
+    }
+}
+
+/// What the first record keeps of a file's content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Kept {
+    /// The whole content.
+    Bytes(Vec<u8>),
+    /// Its git blob id only.
+    Blob([u8; 20]),
+}
+
+/// Whether a record keeps content (the first record of a run does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Capture {
+    /// Keep what a later record cannot get back.
+    Content,
+    /// Metadata only.
+    None,
+}
+
+/// The index as the walk uses it: tracked paths (relative to the top level).
+#[derive(Debug, Default)]
+pub(crate) struct Tracked {
+    /// Path → (mode, blob id, cached stat); `None` for a path in conflict or added with
+    /// intent-to-add (never clean).
+    entries: HashMap<Vec<u8>, Option<(u32, [u8; 20], IndexStat)>>,
+    /// When the index was last written (an entry's stat is trusted only for files older).
+    index_mtime: (i64, i64),
+}
+
+impl Tracked {
+    /// The tracked paths of `index`, written at `index_mtime`.
+    pub(crate) fn new(index: Index, index_mtime: (i64, i64)) -> Self {
+        let mut entries = HashMap::with_capacity(index.entries.len());
+        for e in index.entries {
+            let clean = (e.stage == 0 && !e.intent_to_add).then_some((e.mode, e.oid, e.stat));
+            entries
+                .entry(e.path)
+                .and_modify(|v| *v = None)
+                .or_insert(clean);
+        }
+        Self {
+            entries,
+            index_mtime,
+        }
+    }
+
+    /// How many paths are tracked.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn is_gitlink(&self, path: &[u8]) -> bool {
+        matches!(self.entries.get(path), Some(Some((m, _, _))) if m & 0o170_000 == 0o160_000)
+    }
+
+    /// The blob a tracked file at `path` (top-level relative) holds if the stat says so.
+    fn clean_blob(&self, path: &[u8], stat: &Stat) -> Option<[u8; 20]> {
+        let (mode, oid, entry) = self.entries.get(path)?.as_ref()?;
+        let exec_same = (mode & 0o111 != 0) == (stat.mode & 0o111 != 0);
+        let regular = mode & 0o170_000 == 0o100_000;
+        (regular && exec_same && stat.matches(entry, self.index_mtime)).then_some(*oid)
+    }
+}
+
+/// A finished record.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    /// Root-relative path → what was there.
+    pub(crate) seen: HashMap<Vec<u8>, Seen>,
+    /// Root-relative path → content kept (first record only).
+    pub(crate) kept: HashMap<Vec<u8>, Kept>,
+    /// Files modified within [`RACY_NANOS`] of the record's start: compared by content.
+    pub(crate) racy: std::collections::HashSet<Vec<u8>>,
+    /// What could not be read (a directory refused, a file gone mid-read).
+    pub(crate) warnings: Vec<String>,
+    /// Why the record stopped early (file or time limit), so a diff may miss changes.
+    pub(crate) incomplete: Option<String>,
+}
+
+/// What to record.
+#[derive(Debug)]
+pub(crate) struct Plan<'a> {
+    /// The root, absolute.
+    pub(crate) root: &'a Path,
+    /// The root relative to the top level, with a trailing `/`; empty at the top.
+    pub(crate) prefix: &'a [u8],
+    /// The top level.
+    pub(crate) toplevel: &'a Path,
+    /// The tracked paths.
+    pub(crate) tracked: &'a Tracked,
+    /// `info/exclude` and `core.excludesFile`.
+    pub(crate) excludes: Vec<PathBuf>,
+    /// Keep content or not.
+    pub(crate) capture: Capture,
+    /// Bounds.
+    pub(crate) limits: SnapshotLimits,
+}
+
+/// A directory waiting to be read: root-relative with a trailing `/` (empty: the root), and
+/// the ignore rules in force there.
+struct Task {
+    dir: Vec<u8>,
+    rules: Rules,
+}
+
+/// The walk's shared state.
+struct Shared<'a> {
+    plan: &'a Plan<'a>,
+    /// Pending directories and how many workers are busy.
+    queue: Mutex<(Vec<Task>, usize)>,
+    wake: Condvar,
+    /// Files recorded so far (the file limit).
+    files: AtomicUsize,
+    /// Content bytes kept so far.
+    kept_bytes: AtomicU64,
+    /// Bytes hashed so far.
+    hashed_bytes: AtomicU64,
+    /// A limit was hit: stop.
+    stop: AtomicBool,
+    why_stopped: Mutex<Option<String>>,
+    until: Instant,
+    racy_from: i128,
+}
+
+/// One worker's findings.
+#[derive(Default)]
+struct Found {
+    seen: HashMap<Vec<u8>, Seen>,
+    kept: HashMap<Vec<u8>, Kept>,
+    racy: Vec<Vec<u8>>,
+    warnings: Vec<String>,
+}
+
+fn now_nanos() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
+}
+
+fn os(bytes: &[u8]) -> &OsStr {
+    OsStr::from_bytes(bytes)
+}
+
+/// Record the work tree below `plan.root`. Runs on the calling thread (blocking): call it from
+/// a blocking context.
+pub(crate) fn scan(plan: &Plan<'_>) -> Scan {
+    let started = Instant::now();
+    // the ignore rules of the directories from the top level down to the root's parent
+    let mut rules = {
+        let files: Vec<&Path> = plan.excludes.iter().map(PathBuf::as_path).collect();
+        Rules::base(plan.toplevel, &files)
+    };
+    let mut dir = plan.toplevel.to_path_buf();
+    let mut rel: Vec<u8> = Vec::new();
+    let comps: Vec<&[u8]> = plan
+        .prefix
+        .split(|b| *b == b'/')
+        .filter(|c| !c.is_empty())
+        .collect();
+    for c in &comps {
+        let file = dir.join(".gitignore");
+        if file.is_file() {
+            rules = rules.enter(&rel, &dir, &file);
+        }
+        dir.push(os(c));
+        rel.extend_from_slice(c);
+        rel.push(b'/');
+    }
+    let shared = Shared {
+        plan,
+        queue: Mutex::new((
+            vec![Task {
+                dir: Vec::new(),
+                rules,
+            }],
+            0,
+        )),
+        wake: Condvar::new(),
+        files: AtomicUsize::new(0),
+        kept_bytes: AtomicU64::new(0),
+        hashed_bytes: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        why_stopped: Mutex::new(None),
+        until: started + plan.limits.max_time,
+        racy_from: now_nanos() - RACY_NANOS,
+    };
+    let threads = if plan.tracked.len() < PARALLEL_FROM {
+        1
+    } else {
+        std::thread::available_parallelism()
+            .map_or(2, std::num::NonZero::get)
+            .clamp(1, MAX_THREADS)
+    };
+    let mut parts: Vec<Found> = if threads == 1 {
+        vec![work(&shared)]
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads).map(|_| s.spawn(|| work(&shared))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
+        })
+    };
+    let mut out = Scan::default();
+    if let Some(first) = parts.first_mut() {
+        out.seen = std::mem::take(&mut first.seen);
+        out.kept = std::mem::take(&mut first.kept);
+    }
+    for part in parts {
+        out.seen.extend(part.seen);
+        out.kept.extend(part.kept);
+        out.racy.extend(part.racy);
+        out.warnings.extend(part.warnings);
+    }
+    out.incomplete = shared
+        .why_stopped
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    if out.incomplete.is_none() {
+        unseen_tracked(&shared, &mut out);
+    }
+    out
+}
+
+/// The worker loop: take directories until none is left and no worker can add more.
+fn work(shared: &Shared<'_>) -> Found {
+    let mut found = Found::default();
+    loop {
+        let task = {
+            let mut q = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            loop {
+                if shared.stop.load(Ordering::Relaxed) {
+                    q.0.clear();
+                }
+                if let Some(t) = q.0.pop() {
+                    q.1 += 1;
+                    break Some(t);
+                }
+                if q.1 == 0 {
+                    shared.wake.notify_all();
+                    break None;
+                }
+                q = shared.wake.wait(q).unwrap_or_else(PoisonError::into_inner);
+            }
+        };
+        let Some(task) = task else {
+            return found;
+        };
+        let more = read_dir(shared, &task, &mut found);
+        let mut q = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        q.0.extend(more);
+        q.1 -= 1;
+        shared.wake.notify_all();
+    }
+}
+
+fn stop(shared: &Shared<'_>, why: String) {
+    shared.stop.store(true, Ordering::Relaxed);
+    let mut w = shared
+        .why_stopped
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    w.get_or_insert(why);
+}
+
+/// Read one directory: record its files, return its subdirectories to read.
+fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
+    let plan = shared.plan;
+    if Instant::now() >= shared.until {
+        stop(
+            shared,
+            format!(
+                "the repository was not read whole within {} s",
+                plan.limits.max_time.as_secs()
+            ),
+        );
+        return Vec::new();
+    }
+    let abs = plan.root.join(os(trim_slash(&task.dir)));
+    let entries: Vec<std::fs::DirEntry> = match std::fs::read_dir(&abs) {
+        Ok(rd) => rd.filter_map(Result::ok).collect(),
+        Err(e) => {
+            found
+                .warnings
+                .push(format!("{} could not be read: {e}", abs.display()));
+            return Vec::new();
+        }
+    };
+    let top_dir: Vec<u8> = [plan.prefix, task.dir.as_slice()].concat();
+    if !task.dir.is_empty() && entries.iter().any(|e| e.file_name() == ".git") {
+        // an embedded repository: only its checked-out commit counts (git cannot record one
+        // without a commit, and says so)
+        match git_dir::checked_out(&abs) {
+            Some(head) => {
+                found.seen.insert(
+                    trim_slash(&task.dir).to_vec(),
+                    Seen::Gitlink { head: Some(head) },
+                );
+            }
+            None => found.warnings.push(format!(
+                "'{}/' is a repository without a commit checked out: its files were not compared",
+                display(trim_slash(&task.dir))
+            )),
+        }
+        return Vec::new();
+    }
+    let rules = if entries.iter().any(|e| e.file_name() == ".gitignore") {
+        task.rules.enter(&top_dir, &abs, &abs.join(".gitignore"))
+    } else {
+        task.rules.clone()
+    };
+    let mut subdirs = Vec::new();
+    for entry in entries {
+        let name = entry.file_name();
+        if task.dir.is_empty() && name == ".git" {
+            continue;
+        }
+        let mut path = task.dir.clone();
+        path.extend_from_slice(name.as_bytes());
+        let mut top = top_dir.clone();
+        top.extend_from_slice(name.as_bytes());
+        let Ok(ft) = entry.file_type() else { continue };
+        if ft.is_dir() {
+            if plan.tracked.is_gitlink(&top) {
+                let head = git_dir::checked_out(&entry.path());
+                found.seen.insert(path, Seen::Gitlink { head });
+            } else if !rules.ignored(&top, true) {
+                path.push(b'/');
+                subdirs.push(Task {
+                    dir: path,
+                    rules: rules.clone(),
+                });
+            }
+            continue;
+        }
+        let tracked = plan.tracked.entries.contains_key(&top);
+        if !tracked && rules.ignored(&top, false) {
+            continue;
+        }
+        if shared.files.fetch_add(1, Ordering::Relaxed) >= plan.limits.max_files {
+            stop(
+                shared,
+                format!(
+                    "the repository holds more than {} files",
+                    plan.limits.max_files
+                ),
+            );
+            return Vec::new();
+        }
+        let Ok(meta) = entry.metadata() else { continue };
+        record(shared, found, &entry.path(), path, &top, &meta);
+    }
+    subdirs
+}
+
+/// Record one non-directory at `abs` (root-relative `path`, top-level relative `top`).
+fn record(
+    shared: &Shared<'_>,
+    found: &mut Found,
+    abs: &Path,
+    path: Vec<u8>,
+    top: &[u8],
+    meta: &Metadata,
+) {
+    let ft = meta.file_type();
+    let stat = Stat::of(meta);
+    let seen = if ft.is_file() {
+        let clean_blob = shared.plan.tracked.clean_blob(top, &stat);
+        let racy = stat.changed_nanos() >= shared.racy_from;
+        if racy {
+            found.racy.push(path.clone());
+        }
+        if shared.plan.capture == Capture::Content
+            && (clean_blob.is_none() || racy)
+            && let Some(kept) = keep(shared, abs, &stat)
+        {
+            found.kept.insert(path.clone(), kept);
+        }
+        Seen::File { stat, clean_blob }
+    } else if ft.is_symlink() {
+        let target = std::fs::read_link(abs)
+            .map(|t| t.into_os_string().into_vec())
+            .unwrap_or_default();
+        Seen::Symlink { stat, target }
+    } else {
+        // FIFOs, sockets and devices: git records none of them
+        return;
+    };
+    found.seen.insert(path, seen);
+}
+
+/// The content (or blob id) of a file worth keeping, within the run's budgets.
+fn keep(shared: &Shared<'_>, abs: &Path, stat: &Stat) -> Option<Kept> {
+    let size = stat.size;
+    if size <= KEEP_FILE_BYTES && take(&shared.kept_bytes, size, KEEP_TOTAL_BYTES) {
+        return read_bounded(abs, KEEP_FILE_BYTES).map(Kept::Bytes);
+    }
+    if take(&shared.hashed_bytes, size, shared.plan.limits.max_bytes) {
+        return blob_id_of_file(abs).map(Kept::Blob);
+    }
+    None
+}
+
+/// Take `n` from a budget of `cap` of which `used` is spent, if it is left.
+fn take(used: &AtomicU64, n: u64, cap: u64) -> bool {
+    used.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+        u.checked_add(n).filter(|t| *t <= cap)
+    })
+    .is_ok()
+}
+
+/// A file's content when it is at most `max` bytes.
+pub(crate) fn read_bounded(path: &Path, max: u64) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).ok()?;
+    let mut out = Vec::new();
+    file.take(max + 1).read_to_end(&mut out).ok()?;
+    (u64::try_from(out.len()).ok()? <= max).then_some(out)
+}
+
+/// git's blob id of `bytes`.
+pub(crate) fn blob_id(bytes: &[u8]) -> [u8; 20] {
+    let mut h = sha1_smol::Sha1::new();
+    h.update(format!("blob {}\0", bytes.len()).as_bytes());
+    h.update(bytes);
+    h.digest().bytes()
+}
+
+/// git's blob id of a file's content, streamed (any size).
+pub(crate) fn blob_id_of_file(path: &Path) -> Option<[u8; 20]> {
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(path).ok()?;
+    let size = file.metadata().ok()?.len();
+    let mut h = sha1_smol::Sha1::new();
+    h.update(format!("blob {size}\0").as_bytes());
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = file.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        total += u64::try_from(n).ok()?;
+        h.update(buf.get(..n)?);
+    }
+    // a file that changed size while read has no single id
+    (total == size).then(|| h.digest().bytes())
+}
+
+fn trim_slash(dir: &[u8]) -> &[u8] {
+    dir.strip_suffix(b"/").unwrap_or(dir)
+}
+
+/// Tracked files below the root that the walk did not reach (inside an ignored directory):
+/// recorded by their path, provided no directory on the way is a symlink.
+fn unseen_tracked(shared: &Shared<'_>, out: &mut Scan) {
+    let plan = shared.plan;
+    let mut found = Found::default();
+    let mut real_dirs: HashMap<Vec<u8>, bool> = HashMap::new();
+    for top in plan.tracked.entries.keys() {
+        let Some(path) = top.strip_prefix(plan.prefix) else {
+            continue;
+        };
+        if out.seen.contains_key(path) {
+            continue;
+        }
+        // every directory from the root down must be a real directory (not a symlink, not an
+        // embedded repository already recorded)
+        let mut ok = true;
+        let mut at = 0;
+        while let Some(i) = path
+            .get(at..)
+            .and_then(|p| p.iter().position(|b| *b == b'/'))
+        {
+            let dir = path.get(..at + i).unwrap_or_default();
+            let real = *real_dirs.entry(dir.to_vec()).or_insert_with(|| {
+                !out.seen.contains_key(dir)
+                    && std::fs::symlink_metadata(plan.root.join(os(dir))).is_ok_and(|m| m.is_dir())
+            });
+            if !real {
+                ok = false;
+                break;
+            }
+            at += i + 1;
+        }
+        if !ok {
+            continue;
+        }
+        let abs = plan.root.join(os(path));
+        if let Ok(meta) = std::fs::symlink_metadata(&abs) {
+            if meta.is_dir() {
+                continue;
+            }
+            record(shared, &mut found, &abs, path.to_vec(), top, &meta);
+        }
+    }
+    out.seen.extend(found.seen);
+    out.kept.extend(found.kept);
+    out.racy.extend(found.racy);
+}
+
+/// A path as text for messages and results.
+pub(crate) fn display(path: &[u8]) -> String {
+    String::from_utf8_lossy(path).into_owned()
+}
+
+/// A root-relative path as an `OsString`.
+pub(crate) fn os_path(path: &[u8]) -> OsString {
+    OsString::from_vec(path.to_vec())
+}
