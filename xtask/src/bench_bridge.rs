@@ -12,7 +12,7 @@
 //! over R git repositories: the engine serializes runs on one repository (two droids editing one
 //! tree would trample each other), the seed does not, so a single repository would measure that
 //! lock rather than the bridge. Ours runs with `max_concurrent` 32
-//! (`DROID_EXECUTOR_MAX_CONCURRENT`) and its ground truth on (git snapshots before and after each
+//! (`DROID_EXECUTOR_MAX_CONCURRENT`) and its ground truth on (repository records before and after each
 //! run, droid's tree ended); the seed has no limit at all and only starts droid. The report also
 //! counts SYNs the kernel dropped on a full listen queue during each level (http.server listens
 //! with a backlog of 5): each one costs its client a one-second retry; and after each level,
@@ -75,7 +75,7 @@ pub(crate) fn bridge(args: &[&str]) -> Result<()> {
          enough repositories keep that lock out of the figures)"
     );
     println!(
-        "  ours: droid-executor serve (release), max_concurrent {MAX_CONCURRENT}, git snapshots \
+        "  ours: droid-executor serve (release), max_concurrent {MAX_CONCURRENT}, repository records \
          before and after each run (files_changed), droid's whole tree ended"
     );
     println!(

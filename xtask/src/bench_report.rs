@@ -630,7 +630,7 @@ pub(crate) fn render(r: &Report) -> String {
     match &r.bridge {
         Ok((when, f)) => {
             line(&format!(
-                "`wrk` loads each bridge for {} s per level with `POST /execute` (the seed's request shape), rotating over {} git repositories, against the fake droid completing at once. Ours: `droid-executor serve` (release), `max_concurrent` 32, ground truth on (git snapshots before and after each run, droid's whole tree ended); the seed (`bench/seed_bridge.py`): `subprocess.run` of droid, nothing else. Every answer was checked to be 200 with status `success`. *Left*: processes of the runs still alive 15 s after the level ended. *Drops*: SYNs the kernel dropped on a full listen queue (the seed listens with a backlog of 5; each drop costs its client a 1 s retry, which shows in req/s but not in p50/p99: wrk times a request from when it is written on a connected socket).",
+                "`wrk` loads each bridge for {} s per level with `POST /execute` (the seed's request shape), rotating over {} git repositories, against the fake droid completing at once. Ours: `droid-executor serve` (release), `max_concurrent` 32, ground truth on (the repository recorded before and after each run, droid's whole tree ended); the seed (`bench/seed_bridge.py`): `subprocess.run` of droid, nothing else. Every answer was checked to be 200 with status `success`. *Left*: processes of the runs still alive 15 s after the level ended. *Drops*: SYNs the kernel dropped on a full listen queue (the seed listens with a backlog of 5; each drop costs its client a 1 s retry, which shows in req/s but not in p50/p99: wrk times a request from when it is written on a connected socket).",
                 f.seconds, f.repos
             ));
             line("");

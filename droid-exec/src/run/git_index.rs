@@ -368,6 +368,7 @@ mod tests {
             repo
         }
 
+        #[allow(clippy::disallowed_methods)] // the test's own git, checking the parser against it
         fn run(&self, args: &[&str]) -> Output {
             let mut cmd = Command::new("git");
             cmd.current_dir(&self.work)

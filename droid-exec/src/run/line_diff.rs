@@ -449,6 +449,7 @@ mod tests {
 
     /// Runs git (user and system config ignored) in a fresh temp dir holding `files`, removes the
     /// dir, and returns git's stdout.
+    #[allow(clippy::disallowed_methods)] // the test's own git, checking the counts against it
     fn git_with(files: &[(&str, &[u8])], args: &[&str]) -> String {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);

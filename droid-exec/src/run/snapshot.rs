@@ -2,7 +2,16 @@
 //! runs and again after it, and the files that differ between the two records. What droid says it
 //! changed is never trusted; this is what the result reports.
 //!
-//! In a git work tree a snapshot is a git tree object built from the working tree below `root`:
+//! In a git work tree a snapshot is, where the layout allows, an in-process record
+//! ([`crate::run::stat_scan`]: metadata of every path, the index read in-process, `.gitignore`
+//! applied, content kept only for what the index cannot give back), compared by
+//! [`crate::run::scan_diff`]: no git process, no object written, at the cost of one `git status`
+//! a record (issue 17; `cargo xtask bench snapshot`). The rest of this section describes the
+//! git-process path, taken where [`crate::run::git_dir`] or [`crate::run::git_index`] cannot read
+//! the repository with certainty (`GIT_DIR` set, a split or sparse index, configuration
+//! `include`s, another object format):
+//!
+//! a snapshot is a git tree object built from the working tree below `root`:
 //! the repository's index is copied into the run's scratch directory (the copy keeps git's stat
 //! cache, so unchanged files are not hashed again), then `git add -A -- .` and `git write-tree`
 //! run with `GIT_INDEX_FILE` pointing at the copy and `GIT_OBJECT_DIRECTORY` at
@@ -2108,6 +2117,53 @@ mod tests {
         assert_eq!(f.git_dir_files(), git_dir);
         // recorded in-process: nothing written to scratch either
         assert!(!f.scratch.join("objects").exists());
+    }
+
+    /// The in-process record (issue 17): a same-size edit right after the first record (same
+    /// coarse file time) is still seen; a tracked file inside an ignored directory is still
+    /// compared; a tree large enough for the parallel walk sees every change; and no git process
+    /// runs unless a changed file's old content must come from the repository.
+    #[tokio::test]
+    async fn in_process_record_sees_racy_edits_ignored_tracked_files_and_large_trees() {
+        let f = Fixture::new();
+        f.init().await;
+        f.write(".gitignore", "build/\n");
+        f.write("build/tracked.txt", "t\n");
+        f.git(&["add", "-f", "build/tracked.txt"]).await;
+        for i in 0..2_500 {
+            f.write(&format!("d{}/f{i}.txt", i % 50), format!("{i}\n"));
+        }
+        f.write("racy.txt", "aaaa\n");
+        f.commit_all().await;
+        // the committed files are no longer racy: their old content is the repository's blob
+        std::thread::sleep(Duration::from_millis(300));
+        f.write("racy.txt", "bbbb\n");
+
+        let before = f.take().await;
+        assert!(matches!(before.kind, Kind::Scan(_)), "recorded in-process");
+        f.write("racy.txt", "cccc\n"); // same size, same (coarse) second
+        f.write("build/tracked.txt", "t2\n");
+        f.write("build/untracked.txt", "ignored\n");
+        f.write("d7/f2057.txt", "changed\n");
+        f.remove("d49/f2499.txt");
+        f.write("d3/new.txt", "n\n");
+        let after = f.take_after(&before).await;
+        assert!(matches!(after.kind, Kind::Scan(_)));
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                incomplete: None,
+                files: vec![
+                    change("build/tracked.txt", Modified, Some((1, 1))),
+                    change("d3/new.txt", Added, Some((1, 0))),
+                    change("d49/f2499.txt", Deleted, Some((0, 1))),
+                    change("d7/f2057.txt", Modified, Some((1, 1))),
+                    change("racy.txt", Modified, Some((1, 1))),
+                ],
+                warnings: no_warnings(),
+            }
+        );
+        assert!(!f.scratch.join("objects").exists(), "nothing written");
     }
 
     #[tokio::test]

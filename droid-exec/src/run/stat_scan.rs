@@ -130,12 +130,15 @@ pub(crate) enum Capture {
     None,
 }
 
+/// A clean-able index entry: mode, blob id, cached stat.
+type Entry = (u32, [u8; 20], IndexStat);
+
 /// The index as the walk uses it: tracked paths (relative to the top level).
 #[derive(Debug, Default)]
 pub(crate) struct Tracked {
     /// Path → (mode, blob id, cached stat); `None` for a path in conflict or added with
     /// intent-to-add (never clean).
-    entries: HashMap<Vec<u8>, Option<(u32, [u8; 20], IndexStat)>>,
+    entries: HashMap<Vec<u8>, Option<Entry>>,
     /// When the index was last written (an entry's stat is trusted only for files older).
     index_mtime: (i64, i64),
 }

@@ -123,15 +123,42 @@ impl Scheduler {
         self.bump_seq()
     }
 
+    /// The counter is rewritten in place under `sched.lock`, unsynced: every run bumps it, and
+    /// two `fsync`s a run (temp file and directory) cost more than the counter is worth. A
+    /// crash can at worst leave it torn, which reads as corrupt and restarts it above anything
+    /// handed out (below).
     fn bump_seq(&self) -> Result<u64, EngineError> {
+        use std::io::{Read as _, Seek as _, Write as _};
+        use std::os::unix::fs::OpenOptionsExt as _;
         let path = self.locks().join("seq");
+        let open = |create: bool| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(create)
+                .mode(0o600)
+                .open(&path)
+        };
+        // a counter that does not exist yet starts at 1; one that exists but is empty was torn
+        let (mut file, fresh) = match open(false) {
+            Ok(f) => (f, false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                (open(true).map_err(io("create", &path))?, true)
+            }
+            Err(e) => return Err(io("open", &path)(e)),
+        };
+        let mut bytes = Vec::new();
+        (&mut file)
+            .take(64)
+            .read_to_end(&mut bytes)
+            .map_err(io("read", &path))?;
         // bytes, not a string: a counter that is not even UTF-8 is as corrupt as any other
-        let last = match std::fs::read(&path) {
-            Ok(b) => std::str::from_utf8(&b)
+        let last = if fresh {
+            Some(0)
+        } else {
+            std::str::from_utf8(&bytes)
                 .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(0),
-            Err(e) => return Err(io("read", &path)(e)),
+                .and_then(|s| s.trim().parse::<u64>().ok())
         };
         // a corrupt counter restarts above anything it can have handed out: microseconds since
         // the epoch exceed any count this store can reach
@@ -143,8 +170,11 @@ impl Scheduler {
             },
             |n| n + 1,
         );
-        // like every store file: 0600, written to a temporary file, synced, renamed
-        crate::tasks::store::write_atomic(&path, format!("{next}\n").as_bytes())?;
+        let text = format!("{next}\n");
+        file.rewind()
+            .and_then(|()| file.write_all(text.as_bytes()))
+            .and_then(|()| file.set_len(u64::try_from(text.len()).unwrap_or(u64::MAX)))
+            .map_err(io("write", &path))?;
         Ok(next)
     }
 
