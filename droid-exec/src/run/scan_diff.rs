@@ -20,7 +20,8 @@ use droid_contract::{ChangeType, FileChange};
 
 use crate::run::line_diff;
 use crate::run::stat_scan::{
-    KEEP_FILE_BYTES, Kept, Scan, Seen, blob_id, blob_id_of_file, display, os_path, read_bounded,
+    KEEP_FILE_BYTES, Kept, Scan, Seen, blob_id, blob_id_of_file, display, os_path, path_hash,
+    read_bounded,
 };
 
 /// Files larger than this get no line counts (reading both sides costs more than they tell).
@@ -51,6 +52,8 @@ pub(crate) fn changed(
     let mut out = Vec::new();
     for (path, b) in &before.seen {
         match after.seen.get(path) {
+            // the later record found it as the earlier one did
+            None if after.unchanged.contains(&path_hash(path)) => {}
             None => out.push((path.clone(), Change::Deleted)),
             Some(a) => {
                 if differs(root, before, path, b, a, warnings) {
@@ -87,7 +90,7 @@ fn differs(
             if b.executable() != a.executable() {
                 return true;
             }
-            if sb == sa && !before.racy.contains(path) {
+            if sb == sa && !before.racy.contains_key(path) {
                 return false;
             }
             if sb.size != sa.size {

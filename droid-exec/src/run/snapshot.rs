@@ -333,7 +333,20 @@ impl Snapshot {
                     } else {
                         Capture::Content
                     };
-                    let scan = record(root, &dirs, &tracked, capture, *limits).await?;
+                    let against = match previous.map(|p| &p.kind) {
+                        Some(Kind::Scan(prev)) => Some(Arc::clone(&prev.scan)),
+                        _ => None,
+                    };
+                    let started = std::time::Instant::now();
+                    let scan = record(root, &dirs, &tracked, capture, against, *limits).await?;
+                    tracing::debug!(
+                        "recorded {} in-process in {:?}: {} path(s) stored, {} unchanged, {} kept",
+                        root.display(),
+                        started.elapsed(),
+                        scan.seen.len(),
+                        scan.unchanged.len(),
+                        scan.kept.len()
+                    );
                     return Ok(Snapshot {
                         root: root.to_path_buf(),
                         kind: Kind::Scan(Box::new(ScanTree {
@@ -604,6 +617,7 @@ async fn record(
     dirs: &Arc<GitDirs>,
     tracked: &Arc<Tracked>,
     capture: Capture,
+    against: Option<Arc<Scan>>,
     limits: SnapshotLimits,
 ) -> Result<Scan, EngineError> {
     let (root_buf, dirs, tracked) = (root.to_path_buf(), Arc::clone(dirs), Arc::clone(tracked));
@@ -617,6 +631,7 @@ async fn record(
             tracked: &tracked,
             excludes,
             capture,
+            against: against.as_deref(),
             limits,
         })
     })

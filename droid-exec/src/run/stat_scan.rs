@@ -17,9 +17,10 @@
 //! The walk is bounded by [`SnapshotLimits`] (files and time); past either the record says it is
 //! incomplete and the result carries an issue, never a silently short list.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::Metadata;
+use std::hash::{BuildHasherDefault, Hash as _, Hasher};
 use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -46,6 +47,44 @@ const PARALLEL_FROM: usize = 2_000;
 /// Threads of a parallel walk at most.
 const MAX_THREADS: usize = 4;
 
+/// A fast hasher for paths (FxHash's multiply-rotate over 8-byte words): a record hashes each
+/// of 100,000 paths several times, and SipHash was a tenth of its time. Not collision-proof
+/// against chosen names; a collision costs time, never a wrong answer (keys are compared).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct PathHasher(u64);
+
+impl Hasher for PathHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut h = self.0;
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            let word = <[u8; 8]>::try_from(w).map_or(0, u64::from_le_bytes);
+            h = (h.rotate_left(5) ^ word).wrapping_mul(K);
+        }
+        for &b in words.remainder() {
+            h = (h.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+        self.0 = h;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Maps keyed by paths.
+pub(crate) type PathMap<V> = HashMap<Vec<u8>, V, BuildHasherDefault<PathHasher>>;
+/// A set of path hashes ([`path_hash`]).
+pub(crate) type HashesSet = HashSet<u64, BuildHasherDefault<PathHasher>>;
+
+/// The hash a record keeps of a path it found unchanged.
+pub(crate) fn path_hash(path: &[u8]) -> u64 {
+    let mut h = PathHasher::default();
+    path.hash(&mut h);
+    h.finish()
+}
+
 /// What git's stat check compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stat {
@@ -66,6 +105,17 @@ impl Stat {
             ino: meta.ino(),
             dev: meta.dev(),
             mode: meta.mode(),
+        }
+    }
+
+    fn of_raw(st: &nix::sys::stat::FileStat) -> Self {
+        Self {
+            size: u64::try_from(st.st_size).unwrap_or(0),
+            mtime: (st.st_mtime, st.st_mtime_nsec),
+            ctime: (st.st_ctime, st.st_ctime_nsec),
+            ino: st.st_ino,
+            dev: st.st_dev,
+            mode: st.st_mode,
         }
     }
 
@@ -104,6 +154,25 @@ pub(crate) enum Seen {
 }
 
 impl Seen {
+    /// Whether `now` is what `self` recorded, by metadata (and target, commit).
+    pub(crate) fn same(&self, now: &Seen) -> bool {
+        match (self, now) {
+            (Seen::File { stat: a, .. }, Seen::File { stat: b, .. }) => a == b,
+            (
+                Seen::Symlink {
+                    stat: a,
+                    target: ta,
+                },
+                Seen::Symlink {
+                    stat: b,
+                    target: tb,
+                },
+            ) => a == b && ta == tb,
+            (Seen::Gitlink { head: a }, Seen::Gitlink { head: b }) => a == b,
+            _ => false,
+        }
+    }
+
     pub(crate) fn executable(&self) -> bool {
         match self {
             Seen::File { stat, .. } => stat.mode & 0o111 != 0,
@@ -138,7 +207,7 @@ type Entry = (u32, [u8; 20], IndexStat);
 pub(crate) struct Tracked {
     /// Path → (mode, blob id, cached stat); `None` for a path in conflict or added with
     /// intent-to-add (never clean).
-    entries: HashMap<Vec<u8>, Option<Entry>>,
+    entries: PathMap<Option<Entry>>,
     /// When the index was last written (an entry's stat is trusted only for files older).
     index_mtime: (i64, i64),
 }
@@ -146,7 +215,8 @@ pub(crate) struct Tracked {
 impl Tracked {
     /// The tracked paths of `index`, written at `index_mtime`.
     pub(crate) fn new(index: Index, index_mtime: (i64, i64)) -> Self {
-        let mut entries = HashMap::with_capacity(index.entries.len());
+        let mut entries =
+            PathMap::with_capacity_and_hasher(index.entries.len(), BuildHasherDefault::default());
         for e in index.entries {
             let clean = (e.stage == 0 && !e.intent_to_add).then_some((e.mode, e.oid, e.stat));
             entries
@@ -181,12 +251,15 @@ impl Tracked {
 /// A finished record.
 #[derive(Debug, Default)]
 pub(crate) struct Scan {
-    /// Root-relative path → what was there.
-    pub(crate) seen: HashMap<Vec<u8>, Seen>,
+    /// Root-relative path → what was there (a record made against an earlier one: only what
+    /// differs from it, or is new).
+    pub(crate) seen: PathMap<Seen>,
+    /// A record made against an earlier one: the [`path_hash`] of each path found as it was.
+    pub(crate) unchanged: HashesSet,
     /// Root-relative path → content kept (first record only).
-    pub(crate) kept: HashMap<Vec<u8>, Kept>,
+    pub(crate) kept: PathMap<Kept>,
     /// Files modified within [`RACY_NANOS`] of the record's start: compared by content.
-    pub(crate) racy: std::collections::HashSet<Vec<u8>>,
+    pub(crate) racy: PathMap<()>,
     /// What could not be read (a directory refused, a file gone mid-read).
     pub(crate) warnings: Vec<String>,
     /// Why the record stopped early (file or time limit), so a diff may miss changes.
@@ -208,6 +281,9 @@ pub(crate) struct Plan<'a> {
     pub(crate) excludes: Vec<PathBuf>,
     /// Keep content or not.
     pub(crate) capture: Capture,
+    /// The run's earlier record: paths found as it recorded them are only counted
+    /// ([`Scan::unchanged`]), not stored.
+    pub(crate) against: Option<&'a Scan>,
     /// Bounds.
     pub(crate) limits: SnapshotLimits,
 }
@@ -236,15 +312,33 @@ struct Shared<'a> {
     why_stopped: Mutex<Option<String>>,
     until: Instant,
     racy_from: i128,
+    /// Workers walking.
+    threads: usize,
 }
 
 /// One worker's findings.
 #[derive(Default)]
 struct Found {
-    seen: HashMap<Vec<u8>, Seen>,
-    kept: HashMap<Vec<u8>, Kept>,
+    seen: PathMap<Seen>,
+    unchanged: Vec<u64>,
+    kept: PathMap<Kept>,
     racy: Vec<Vec<u8>>,
     warnings: Vec<String>,
+}
+
+impl Found {
+    /// Record `seen` at `path`, or only count it when the earlier record has it so.
+    fn put(&mut self, against: Option<&Scan>, path: Vec<u8>, seen: Seen) {
+        if let Some(before) = against
+            && let Some(b) = before.seen.get(&path)
+            && !before.racy.contains_key(&path)
+            && b.same(&seen)
+        {
+            self.unchanged.push(path_hash(&path));
+            return;
+        }
+        self.seen.insert(path, seen);
+    }
 }
 
 fn now_nanos() -> i128 {
@@ -282,6 +376,13 @@ pub(crate) fn scan(plan: &Plan<'_>) -> Scan {
         rel.extend_from_slice(c);
         rel.push(b'/');
     }
+    let threads = if plan.tracked.len() < PARALLEL_FROM {
+        1
+    } else {
+        std::thread::available_parallelism()
+            .map_or(2, std::num::NonZero::get)
+            .clamp(1, MAX_THREADS)
+    };
     let shared = Shared {
         plan,
         queue: Mutex::new((
@@ -299,13 +400,7 @@ pub(crate) fn scan(plan: &Plan<'_>) -> Scan {
         why_stopped: Mutex::new(None),
         until: started + plan.limits.max_time,
         racy_from: now_nanos() - RACY_NANOS,
-    };
-    let threads = if plan.tracked.len() < PARALLEL_FROM {
-        1
-    } else {
-        std::thread::available_parallelism()
-            .map_or(2, std::num::NonZero::get)
-            .clamp(1, MAX_THREADS)
+        threads,
     };
     let mut parts: Vec<Found> = if threads == 1 {
         vec![work(&shared)]
@@ -319,14 +414,19 @@ pub(crate) fn scan(plan: &Plan<'_>) -> Scan {
         })
     };
     let mut out = Scan::default();
+    // the largest part's map is kept, the others moved into it
+    parts.sort_by_key(|p| std::cmp::Reverse(p.seen.len()));
     if let Some(first) = parts.first_mut() {
         out.seen = std::mem::take(&mut first.seen);
         out.kept = std::mem::take(&mut first.kept);
     }
+    let unchanged: usize = parts.iter().map(|p| p.unchanged.len()).sum();
+    out.unchanged.reserve(unchanged);
     for part in parts {
         out.seen.extend(part.seen);
         out.kept.extend(part.kept);
-        out.racy.extend(part.racy);
+        out.unchanged.extend(part.unchanged);
+        out.racy.extend(part.racy.into_iter().map(|p| (p, ())));
         out.warnings.extend(part.warnings);
     }
     out.incomplete = shared
@@ -343,6 +443,11 @@ pub(crate) fn scan(plan: &Plan<'_>) -> Scan {
 /// The worker loop: take directories until none is left and no worker can add more.
 fn work(shared: &Shared<'_>) -> Found {
     let mut found = Found::default();
+    if shared.plan.against.is_none() {
+        found
+            .seen
+            .reserve(shared.plan.tracked.len() / shared.threads.max(1));
+    }
     loop {
         let task = {
             let mut q = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
@@ -381,8 +486,30 @@ fn stop(shared: &Shared<'_>, why: String) {
     w.get_or_insert(why);
 }
 
-/// Read one directory: record its files, return its subdirectories to read.
+/// What a directory entry is, from the directory listing or, where it does not say, `fstatat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EntryKind {
+    Dir,
+    File,
+    Symlink,
+    Other,
+}
+
+fn kind_of_mode(mode: u32) -> EntryKind {
+    match mode & 0o170_000 {
+        0o040_000 => EntryKind::Dir,
+        0o100_000 => EntryKind::File,
+        0o120_000 => EntryKind::Symlink,
+        _ => EntryKind::Other,
+    }
+}
+
+/// Read one directory: record its files, return its subdirectories to read. The directory is
+/// opened once (no symlink followed) and every entry's metadata taken relative to it
+/// (`fstatat`), without building a path per entry: the walk's cost is the kernel's.
 fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
+    use nix::fcntl::{OFlag, open};
+    use nix::sys::stat::{Mode, fstatat};
     let plan = shared.plan;
     if Instant::now() >= shared.until {
         stop(
@@ -395,8 +522,20 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
         return Vec::new();
     }
     let abs = plan.root.join(os(trim_slash(&task.dir)));
-    let entries: Vec<std::fs::DirEntry> = match std::fs::read_dir(&abs) {
-        Ok(rd) => rd.filter_map(Result::ok).collect(),
+    let opened = open(
+        &abs,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+        Mode::empty(),
+    )
+    .and_then(|fd| {
+        // one descriptor to list, one to stat relative to
+        let listing = fd
+            .try_clone()
+            .map_err(|e| nix::Error::from_raw(e.raw_os_error().unwrap_or(0)))?;
+        Ok((nix::dir::Dir::from_fd(listing)?, fd))
+    });
+    let (mut dir, fd) = match opened {
+        Ok(d) => d,
         Err(e) => {
             found
                 .warnings
@@ -404,13 +543,31 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
             return Vec::new();
         }
     };
+    let mut entries: Vec<(std::ffi::CString, Option<EntryKind>)> = Vec::new();
+    for entry in dir.iter() {
+        let Ok(entry) = entry else { break };
+        let name = entry.file_name();
+        let bytes = name.to_bytes();
+        if bytes == b"." || bytes == b".." {
+            continue;
+        }
+        let kind = entry.file_type().map(|t| match t {
+            nix::dir::Type::Directory => EntryKind::Dir,
+            nix::dir::Type::File => EntryKind::File,
+            nix::dir::Type::Symlink => EntryKind::Symlink,
+            _ => EntryKind::Other,
+        });
+        entries.push((name.to_owned(), kind));
+    }
+    drop(dir);
     let top_dir: Vec<u8> = [plan.prefix, task.dir.as_slice()].concat();
-    if !task.dir.is_empty() && entries.iter().any(|e| e.file_name() == ".git") {
+    if !task.dir.is_empty() && entries.iter().any(|(n, _)| n.to_bytes() == b".git") {
         // an embedded repository: only its checked-out commit counts (git cannot record one
         // without a commit, and says so)
         match git_dir::checked_out(&abs) {
             Some(head) => {
-                found.seen.insert(
+                found.put(
+                    plan.against,
                     trim_slash(&task.dir).to_vec(),
                     Seen::Gitlink { head: Some(head) },
                 );
@@ -422,27 +579,48 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
         }
         return Vec::new();
     }
-    let rules = if entries.iter().any(|e| e.file_name() == ".gitignore") {
+    let rules = if entries.iter().any(|(n, _)| n.to_bytes() == b".gitignore") {
         task.rules.enter(&top_dir, &abs, &abs.join(".gitignore"))
     } else {
         task.rules.clone()
     };
     let mut subdirs = Vec::new();
-    for entry in entries {
-        let name = entry.file_name();
-        if task.dir.is_empty() && name == ".git" {
+    for (name, listed) in entries {
+        let name_bytes = name.to_bytes();
+        if task.dir.is_empty() && name_bytes == b".git" {
             continue;
         }
-        let mut path = task.dir.clone();
-        path.extend_from_slice(name.as_bytes());
-        let mut top = top_dir.clone();
-        top.extend_from_slice(name.as_bytes());
-        let Ok(ft) = entry.file_type() else { continue };
-        if ft.is_dir() {
-            if plan.tracked.is_gitlink(&top) {
-                let head = git_dir::checked_out(&entry.path());
-                found.seen.insert(path, Seen::Gitlink { head });
-            } else if !rules.ignored(&top, true) {
+        let mut path = Vec::with_capacity(task.dir.len() + name_bytes.len() + 1);
+        path.extend_from_slice(&task.dir);
+        path.extend_from_slice(name_bytes);
+        // the path from the top level: the root-relative one when the root is the top level
+        let top_owned;
+        let top: &[u8] = if plan.prefix.is_empty() {
+            &path
+        } else {
+            top_owned = [top_dir.as_slice(), name_bytes].concat();
+            &top_owned
+        };
+        let mut stat = None;
+        let kind = match listed {
+            Some(k) => k,
+            None => match fstatat(
+                &fd,
+                name.as_c_str(),
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            ) {
+                Ok(st) => {
+                    stat = Some(st);
+                    kind_of_mode(st.st_mode)
+                }
+                Err(_) => continue,
+            },
+        };
+        if kind == EntryKind::Dir {
+            if plan.tracked.is_gitlink(top) {
+                let head = git_dir::checked_out(&abs.join(os(name_bytes)));
+                found.put(plan.against, path, Seen::Gitlink { head });
+            } else if !rules.ignored(top, true) {
                 path.push(b'/');
                 subdirs.push(Task {
                     dir: path,
@@ -451,8 +629,13 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
             }
             continue;
         }
-        let tracked = plan.tracked.entries.contains_key(&top);
-        if !tracked && rules.ignored(&top, false) {
+        if kind == EntryKind::Other {
+            // FIFOs, sockets and devices: git records none of them
+            continue;
+        }
+        // the rules first: most paths are not ignored, and a lookup in a large index is a
+        // cache miss
+        if rules.ignored(top, false) && !plan.tracked.entries.contains_key(top) {
             continue;
         }
         if shared.files.fetch_add(1, Ordering::Relaxed) >= plan.limits.max_files {
@@ -465,46 +648,74 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
             );
             return Vec::new();
         }
-        let Ok(meta) = entry.metadata() else { continue };
-        record(shared, found, &entry.path(), path, &top, &meta);
+        let st = match stat {
+            Some(st) => st,
+            None => match fstatat(
+                &fd,
+                name.as_c_str(),
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            ) {
+                Ok(st) => st,
+                Err(_) => continue,
+            },
+        };
+        let kind = kind_of_mode(st.st_mode);
+        if kind == EntryKind::Dir || kind == EntryKind::Other {
+            continue; // replaced since it was listed
+        }
+        record(
+            shared,
+            found,
+            &abs,
+            name_bytes,
+            path,
+            kind,
+            Stat::of_raw(&st),
+        );
     }
     subdirs
 }
 
-/// Record one non-directory at `abs` (root-relative `path`, top-level relative `top`).
+/// Record one file or symlink named `name` in the directory `dir_abs` (root-relative `path`).
 fn record(
     shared: &Shared<'_>,
     found: &mut Found,
-    abs: &Path,
+    dir_abs: &Path,
+    name: &[u8],
     path: Vec<u8>,
-    top: &[u8],
-    meta: &Metadata,
+    kind: EntryKind,
+    stat: Stat,
 ) {
-    let ft = meta.file_type();
-    let stat = Stat::of(meta);
-    let seen = if ft.is_file() {
-        let clean_blob = shared.plan.tracked.clean_blob(top, &stat);
+    let plan = shared.plan;
+    let against = plan.against;
+    let seen = if kind == EntryKind::File {
+        // a later record compares with the earlier one, not with the index
+        let clean_blob = if against.is_some() {
+            None
+        } else if plan.prefix.is_empty() {
+            plan.tracked.clean_blob(&path, &stat)
+        } else {
+            plan.tracked
+                .clean_blob(&[plan.prefix, path.as_slice()].concat(), &stat)
+        };
         let racy = stat.changed_nanos() >= shared.racy_from;
         if racy {
             found.racy.push(path.clone());
         }
-        if shared.plan.capture == Capture::Content
+        if plan.capture == Capture::Content
             && (clean_blob.is_none() || racy)
-            && let Some(kept) = keep(shared, abs, &stat)
+            && let Some(kept) = keep(shared, &dir_abs.join(os(name)), &stat)
         {
             found.kept.insert(path.clone(), kept);
         }
         Seen::File { stat, clean_blob }
-    } else if ft.is_symlink() {
-        let target = std::fs::read_link(abs)
+    } else {
+        let target = std::fs::read_link(dir_abs.join(os(name)))
             .map(|t| t.into_os_string().into_vec())
             .unwrap_or_default();
         Seen::Symlink { stat, target }
-    } else {
-        // FIFOs, sockets and devices: git records none of them
-        return;
     };
-    found.seen.insert(path, seen);
+    found.put(against, path, seen);
 }
 
 /// The content (or blob id) of a file worth keeping, within the run's budgets.
@@ -574,12 +785,12 @@ fn trim_slash(dir: &[u8]) -> &[u8] {
 fn unseen_tracked(shared: &Shared<'_>, out: &mut Scan) {
     let plan = shared.plan;
     let mut found = Found::default();
-    let mut real_dirs: HashMap<Vec<u8>, bool> = HashMap::new();
+    let mut real_dirs: PathMap<bool> = PathMap::default();
     for top in plan.tracked.entries.keys() {
         let Some(path) = top.strip_prefix(plan.prefix) else {
             continue;
         };
-        if out.seen.contains_key(path) {
+        if out.seen.contains_key(path) || out.unchanged.contains(&path_hash(path)) {
             continue;
         }
         // every directory from the root down must be a real directory (not a symlink, not an
@@ -606,15 +817,31 @@ fn unseen_tracked(shared: &Shared<'_>, out: &mut Scan) {
         }
         let abs = plan.root.join(os(path));
         if let Ok(meta) = std::fs::symlink_metadata(&abs) {
-            if meta.is_dir() {
+            let kind = if meta.is_file() {
+                EntryKind::File
+            } else if meta.is_symlink() {
+                EntryKind::Symlink
+            } else {
                 continue;
-            }
-            record(shared, &mut found, &abs, path.to_vec(), top, &meta);
+            };
+            let (Some(dir), Some(name)) = (abs.parent(), abs.file_name()) else {
+                continue;
+            };
+            record(
+                shared,
+                &mut found,
+                dir,
+                name.as_bytes(),
+                path.to_vec(),
+                kind,
+                Stat::of(&meta),
+            );
         }
     }
     out.seen.extend(found.seen);
+    out.unchanged.extend(found.unchanged);
     out.kept.extend(found.kept);
-    out.racy.extend(found.racy);
+    out.racy.extend(found.racy.into_iter().map(|p| (p, ())));
 }
 
 /// A path as text for messages and results.
