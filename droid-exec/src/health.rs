@@ -452,13 +452,17 @@ pub fn sandbox_check(mode: SandboxMode, abi: Option<u32>) -> Check {
     }
 }
 
-/// Is git there, and new enough for the snapshot ([`crate::run::snapshot::GIT_MIN`])? Without it
-/// files_changed is measured by walking the directory: `.gitignore` is ignored and the walk
-/// stops after 10 s or 1,000,000 files. A WARN, not a FAIL: runs still work.
+/// Is git there, and new enough for the snapshot ([`crate::run::snapshot::GIT_MIN`])? A plain
+/// work tree is read in-process without git (but for the old content of changed files); the
+/// layouts that are not (a split or sparse index, `GIT_DIR`, configuration includes) are then
+/// measured by walking the directory: `.gitignore` is ignored and the walk stops after 10 s or
+/// 1,000,000 files. A WARN, not a FAIL: runs still work.
 pub async fn git_check(child_env: &[(std::ffi::OsString, std::ffi::OsString)]) -> Check {
     let (major, minor) = crate::run::snapshot::GIT_MIN;
-    let walk = "files_changed is measured by walking the directory (.gitignore ignored, at most \
-                10 s or 1,000,000 files)";
+    let walk = "work trees not read in-process (a split or sparse index, GIT_DIR set, \
+                configuration includes) are measured by walking the directory (.gitignore \
+                ignored, at most 10 s or 1,000,000 files), and changed files' old content \
+                comes from git";
     let fix = format!("install git {major}.{minor} or later on droid's PATH");
     match crate::run::snapshot::git_version(Path::new("/"), child_env).await {
         Ok((v, text)) if v >= (major, minor) => Check {

@@ -765,8 +765,10 @@ async fn the_git_line_warns_about_a_git_older_than_2_31() {
             line(
                 "WARN",
                 "git",
-                "git version 2.30.2 is older than 2.31: files_changed is measured by walking the \
-                 directory (.gitignore ignored, at most 10 s or 1,000,000 files)"
+                "git version 2.30.2 is older than 2.31: work trees not read in-process (a split \
+                 or sparse index, GIT_DIR set, configuration includes) are measured by walking \
+                 the directory (.gitignore ignored, at most 10 s or 1,000,000 files), and \
+                 changed files' old content comes from git"
             ),
             fix("install git 2.31 or later on droid's PATH")
         ]
