@@ -20,8 +20,8 @@ use droid_contract::{ChangeType, FileChange};
 
 use crate::run::line_diff;
 use crate::run::stat_scan::{
-    KEEP_FILE_BYTES, Kept, Scan, Seen, blob_id, blob_id_of_file, display, os_path, path_hash,
-    read_bounded,
+    KEEP_FILE_BYTES, Kept, PathMap, Scan, Seen, Tracked, blob_id, blob_id_of_file, display,
+    os_path, path_hash, read_bounded,
 };
 
 /// Files larger than this get no line counts (reading both sides costs more than they tell).
@@ -42,14 +42,62 @@ pub(crate) enum Change {
     Modified,
 }
 
-/// The paths that changed between `before` and `after` (records of `root`), sorted.
+/// What the first record holds of `path`: stored, or (a clean tracked file) in `extra`.
+fn before_seen<'a>(before: &'a Scan, extra: &'a PathMap<Seen>, path: &[u8]) -> Option<&'a Seen> {
+    before.seen.get(path).or_else(|| extra.get(path))
+}
+
+/// The paths that changed between `before` and `after` (records of `root`, `prefix` its place
+/// in the work tree whose index is `tracked`), sorted, and what the first record held of the
+/// clean tracked files among them (it stored nothing of those: the index says).
 pub(crate) fn changed(
     root: &Path,
     before: &Scan,
     after: &Scan,
+    (tracked, prefix): (&Tracked, &[u8]),
     warnings: &mut Vec<String>,
-) -> Vec<(Vec<u8>, Change)> {
+) -> (Vec<(Vec<u8>, Change)>, PathMap<Seen>) {
     let mut out = Vec::new();
+    let mut extra = PathMap::default();
+    let clean_before = |path: &[u8]| -> Option<Seen> {
+        if before.clean.is_empty() {
+            return None;
+        }
+        let top = [prefix, path].concat();
+        let (pos, seen) = tracked.clean_seen(&top)?;
+        (before.clean.get(usize::try_from(pos).ok()?) == Some(&true)).then_some(seen)
+    };
+    if !before.clean.is_empty() {
+        for (top, pos) in tracked.positions() {
+            if before.clean.get(usize::try_from(pos).unwrap_or(usize::MAX)) != Some(&true) {
+                continue;
+            }
+            let Some(path) = top.strip_prefix(prefix) else {
+                continue;
+            };
+            let change = match after.seen.get(path) {
+                // the later record found it still holding the index's blob
+                None if after.clean.get(usize::try_from(pos).unwrap_or(usize::MAX))
+                    == Some(&true) =>
+                {
+                    None
+                }
+                None if after.unchanged.contains(&path_hash(path)) => None,
+                None => Some(Change::Deleted),
+                Some(a) => {
+                    let b = tracked.clean_seen(top).map(|(_, s)| s);
+                    b.filter(|b| differs(root, before, path, b, a, warnings))
+                        .map(|_| Change::Modified)
+                }
+            };
+            if let Some(change) = change
+                && let Some((_, seen)) = tracked.clean_seen(top)
+            {
+                extra.insert(path.to_vec(), seen);
+                out.push((path.to_vec(), change));
+            }
+        }
+    }
     for (path, b) in &before.seen {
         match after.seen.get(path) {
             // the later record found it as the earlier one did
@@ -63,12 +111,15 @@ pub(crate) fn changed(
         }
     }
     for path in after.seen.keys() {
-        if !before.seen.contains_key(path) {
+        if !before.seen.contains_key(path)
+            && !extra.contains_key(path)
+            && clean_before(path).is_none()
+        {
             out.push((path.clone(), Change::Added));
         }
     }
     out.sort();
-    out
+    (out, extra)
 }
 
 fn differs(
@@ -125,7 +176,11 @@ fn differs(
 
 /// The blob ids whose content the line counts need from the repository: clean tracked files
 /// that changed or went away, of which nothing was kept.
-pub(crate) fn blobs_needed(before: &Scan, changes: &[(Vec<u8>, Change)]) -> Vec<[u8; 20]> {
+pub(crate) fn blobs_needed(
+    before: &Scan,
+    extra: &PathMap<Seen>,
+    changes: &[(Vec<u8>, Change)],
+) -> Vec<[u8; 20]> {
     let mut out = Vec::new();
     for (path, change) in changes {
         if *change == Change::Added || before.kept.contains_key(path) {
@@ -134,7 +189,7 @@ pub(crate) fn blobs_needed(before: &Scan, changes: &[(Vec<u8>, Change)]) -> Vec<
         if let Some(Seen::File {
             clean_blob: Some(id),
             stat,
-        }) = before.seen.get(path)
+        }) = before_seen(before, extra, path)
             && stat.size <= LINES_MAX_BYTES
         {
             out.push(*id);
@@ -148,10 +203,11 @@ pub(crate) fn blobs_needed(before: &Scan, changes: &[(Vec<u8>, Change)]) -> Vec<
 /// What a side of a change held, for line counts: `None` when unknown or too large.
 fn old_content<'a>(
     before: &'a Scan,
+    extra: &'a PathMap<Seen>,
     path: &[u8],
     blobs: &'a HashMap<[u8; 20], Vec<u8>>,
 ) -> Option<std::borrow::Cow<'a, [u8]>> {
-    match before.seen.get(path)? {
+    match before_seen(before, extra, path)? {
         Seen::File { clean_blob, .. } => match before.kept.get(path) {
             Some(Kept::Bytes(b)) => Some(b.as_slice().into()),
             Some(Kept::Blob(_)) => None,
@@ -189,8 +245,8 @@ fn subproject(head: Option<&str>) -> Vec<u8> {
 }
 
 /// The blob id of what a deleted file held, when known without reading the repository.
-fn old_id(before: &Scan, path: &[u8]) -> Option<[u8; 20]> {
-    match before.seen.get(path)? {
+fn old_id(before: &Scan, extra: &PathMap<Seen>, path: &[u8]) -> Option<[u8; 20]> {
+    match before_seen(before, extra, path)? {
         Seen::File { clean_blob, .. } => match before.kept.get(path) {
             Some(Kept::Bytes(b)) => Some(blob_id(b)),
             Some(Kept::Blob(id)) => Some(*id),
@@ -214,13 +270,17 @@ pub(crate) fn assemble(
     root: &Path,
     before: &Scan,
     after: &Scan,
+    extra: &PathMap<Seen>,
     changes: &[(Vec<u8>, Change)],
     blobs: &HashMap<[u8; 20], Vec<u8>>,
 ) -> Vec<FileChange> {
     let is_file = |scan: &Scan, p: &[u8]| matches!(scan.seen.get(p), Some(Seen::File { .. }));
     let deleted: Vec<&[u8]> = changes
         .iter()
-        .filter(|(p, c)| *c == Change::Deleted && is_file(before, p))
+        .filter(|(p, c)| {
+            *c == Change::Deleted
+                && matches!(before_seen(before, extra, p), Some(Seen::File { .. }))
+        })
         .map(|(p, _)| p.as_slice())
         .collect();
     let added: Vec<&[u8]> = changes
@@ -235,7 +295,7 @@ pub(crate) fn assemble(
         // identical content first
         let mut by_id: HashMap<[u8; 20], Vec<&[u8]>> = HashMap::new();
         for d in &deleted {
-            if let Some(id) = old_id(before, d) {
+            if let Some(id) = old_id(before, extra, d) {
                 by_id.entry(id).or_default().push(d);
             }
         }
@@ -266,7 +326,7 @@ pub(crate) fn assemble(
         {
             let mut scores = Vec::new();
             for d in &left_d {
-                let Some(old) = old_content(before, d, blobs) else {
+                let Some(old) = old_content(before, extra, d, blobs) else {
                     continue;
                 };
                 for a in &left_a {
@@ -312,8 +372,8 @@ pub(crate) fn assemble(
         };
         let old = match (change, old_path) {
             (Change::Added, None) => Some(std::borrow::Cow::Borrowed(&[][..])),
-            (Change::Added, Some(o)) => old_content(before, o, blobs),
-            _ => old_content(before, p, blobs),
+            (Change::Added, Some(o)) => old_content(before, extra, o, blobs),
+            _ => old_content(before, extra, p, blobs),
         };
         let (lines_added, lines_removed) = counts(old.as_deref(), new.as_deref());
         out.push(FileChange {

@@ -652,11 +652,13 @@ async fn diff_scans(
         Arc::clone(&before.scan),
         Arc::clone(&after.scan),
     );
-    let (changes, needed, mut found) = tokio::task::spawn_blocking(move || {
+    let (tracked, dirs) = (Arc::clone(&before.tracked), Arc::clone(&before.dirs));
+    let (changes, extra, needed, mut found) = tokio::task::spawn_blocking(move || {
         let mut w = Vec::new();
-        let changes = scan_diff::changed(&root_buf, &b, &a, &mut w);
-        let needed = scan_diff::blobs_needed(&b, &changes);
-        (changes, needed, w)
+        let (changes, extra) =
+            scan_diff::changed(&root_buf, &b, &a, (&tracked, &dirs.prefix), &mut w);
+        let needed = scan_diff::blobs_needed(&b, &extra, &changes);
+        (changes, extra, needed, w)
     })
     .await
     .map_err(|e| io_error("read", root, std::io::Error::other(e)))?;
@@ -685,9 +687,11 @@ async fn diff_scans(
         Arc::clone(&before.scan),
         Arc::clone(&after.scan),
     );
-    tokio::task::spawn_blocking(move || scan_diff::assemble(&root_buf, &b, &a, &changes, &blobs))
-        .await
-        .map_err(|e| io_error("read", root, std::io::Error::other(e)))
+    tokio::task::spawn_blocking(move || {
+        scan_diff::assemble(&root_buf, &b, &a, &extra, &changes, &blobs)
+    })
+    .await
+    .map_err(|e| io_error("read", root, std::io::Error::other(e)))
 }
 
 fn hex(id: &[u8; 20]) -> String {
@@ -749,15 +753,20 @@ async fn scan_text_of(
     max: usize,
 ) -> Option<String> {
     let key = path.as_bytes();
+    let clean = || {
+        let top = [tree.dirs.prefix.as_slice(), key].concat();
+        let (pos, seen) = tree.tracked.clean_seen(&top)?;
+        (tree.scan.clean.get(usize::try_from(pos).ok()?) == Some(&true)).then_some(seen)
+    };
     let bytes = match tree.scan.kept.get(key) {
         Some(Kept::Bytes(b)) => b.clone(),
         Some(Kept::Blob(_)) => return None,
-        None => match tree.scan.seen.get(key)? {
+        None => match tree.scan.seen.get(key).cloned().or_else(clean)? {
             Seen::File {
                 clean_blob: Some(id),
                 stat,
             } if usize::try_from(stat.size).is_ok_and(|s| s <= max) => {
-                cat_blobs(root, env, &[*id]).await.ok()?.remove(id)?
+                cat_blobs(root, env, &[id]).await.ok()?.remove(&id)?
             }
             _ => return None,
         },
