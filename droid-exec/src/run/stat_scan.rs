@@ -674,7 +674,6 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
     };
     let mut subdirs = Vec::new();
     // names in order, merged with the index's entries below this directory (also in order)
-    let mut entries = entries;
     entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
     let mut cursor = plan.tracked.lower_bound(&top_dir);
     for (name, listed) in entries {
@@ -772,8 +771,7 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
             found,
             &abs,
             name_bytes,
-            path,
-            at,
+            (path, at),
             kind,
             Stat::of_raw(&st),
         );
@@ -787,8 +785,7 @@ fn record(
     found: &mut Found,
     dir_abs: &Path,
     name: &[u8],
-    path: Vec<u8>,
-    at: Option<usize>,
+    (path, at): (Vec<u8>, Option<usize>),
     kind: EntryKind,
     stat: Stat,
 ) {
@@ -946,8 +943,7 @@ fn unseen_tracked(shared: &Shared<'_>, out: &mut Scan) {
                 &mut found,
                 dir,
                 name.as_bytes(),
-                path.to_vec(),
-                Some(pos),
+                (path.to_vec(), Some(pos)),
                 kind,
                 Stat::of(&meta),
             );
