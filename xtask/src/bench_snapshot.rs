@@ -156,6 +156,40 @@ pub(crate) fn measure(
     Ok(rows)
 }
 
+/// The machine's busy and total CPU time so far (`/proc/stat`'s first line, in ticks).
+fn cpu_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let total: u64 = fields.iter().sum();
+    // idle and iowait
+    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+    Some((total.saturating_sub(idle), total))
+}
+
+/// Wait until the CPUs were at least 90 % idle over half a second, or `limit` passed.
+fn settle(limit: Duration) {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        let Some((busy0, total0)) = cpu_ticks() else {
+            return;
+        };
+        std::thread::sleep(Duration::from_millis(500));
+        let Some((busy1, total1)) = cpu_ticks() else {
+            return;
+        };
+        let (busy, total) = (busy1.saturating_sub(busy0), total1.saturating_sub(total0));
+        if total > 0 && busy * 10 <= total {
+            return;
+        }
+    }
+}
+
 fn median(v: &mut [Duration]) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -309,6 +343,14 @@ impl World {
     }
 
     fn measure(&self, files: usize, state: RepoState, runs: usize) -> Result<RepoRow> {
+        // the files just written are flushed first, and the machine left to go idle (at most
+        // 30 s): after 100,000 files are created the kernel keeps a CPU busy for 20 s or so,
+        // and the first runs measured at half speed, whichever they were
+        let synced = Command::new("sync").status().context("running sync")?;
+        if !synced.success() {
+            bail!("sync failed: {synced}");
+        }
+        settle(Duration::from_secs(30));
         // one warm-up of each: page cache, the index's stat cache
         self.git_status()?;
         self.bare()?;
