@@ -598,7 +598,7 @@ pub(crate) fn render(r: &Report) -> String {
     line("#### Overhead by repository size, next to `git status` (`bench snapshot`)");
     line("");
     line(
-        "`droid-executor run --json` (a process per run, as the CLI does) on the fake droid against a bare fake-droid `exec`, medians; `git status --porcelain=v2 -z --untracked-files=all` on the same repository. Dirty: min(5,000, N/10) committed files modified and as many untracked files added before the run. The 1 GiB file is untracked, pseudo-random (incompressible) data, beside the smallest repository.",
+        "`droid-executor run --json` (a process per run, as the CLI does) on the fake droid against a bare fake-droid `exec`, medians; `git status --porcelain=v2 -z --untracked-files=all` on the same repository. Dirty: min(5,000, N/10) committed files modified and as many untracked files added before the run. The 1 GiB file is untracked, pseudo-random (incompressible) data, beside the smallest repository. Before each row the file system is synced and the CPUs left to go idle (at most 30 s).",
     );
     line("");
     match &r.repos {
