@@ -346,8 +346,11 @@ impl Sampler {
     /// Start sampling `pid`.
     pub(super) fn start(pid: i32) -> Sampler {
         let (stop, mut stopped) = watch::channel(false);
+        // the first sample now, not when the task first runs: a CLI run that ends in ~10 ms
+        // could otherwise be reaped before the task ever looked (a peak of 0: nothing measured)
+        let first_kib = vm_hwm_kib(pid).unwrap_or(0);
         let task = tokio::spawn(async move {
-            let mut peak_kib = 0;
+            let mut peak_kib = first_kib;
             loop {
                 if let Some(kib) = vm_hwm_kib(pid) {
                     peak_kib = peak_kib.max(kib);
