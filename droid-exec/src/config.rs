@@ -52,6 +52,9 @@ pub struct Settings {
     /// Extra paths a confined run may write under (besides repo_root, scratch, temp, the
     /// agent's state and the package caches: docs/operations.md#security-model).
     pub sandbox_writable: Vec<PathBuf>,
+    /// Each run's processes in a cgroup v2 leaf where this process may make one (ended with
+    /// `cgroup.kill`); `false`, or where there is none: a supervisor process per run.
+    pub cgroups: bool,
     /// Default `max_runtime_seconds`.
     pub default_timeout: u32,
     /// Seconds a finished task's result is kept.
@@ -98,6 +101,7 @@ impl Default for Settings {
             verify: true,
             sandbox: SandboxMode::Auto,
             sandbox_writable: Vec::new(),
+            cgroups: true,
             default_timeout: 600,
             task_ttl: 24 * 3600,
             excerpt_bytes: 4096,
@@ -321,6 +325,9 @@ impl Settings {
                 message,
             })?;
         }
+        if let Some(v) = parse_env::<bool>(env, "DROID_EXECUTOR_CGROUPS")? {
+            self.cgroups = v;
+        }
         if let Some(v) = var(env, "DROID_EXECUTOR_SANDBOX_WRITABLE") {
             self.sandbox_writable = root_list(v);
         }
@@ -446,6 +453,7 @@ impl Settings {
             max_concurrent: self.max_concurrent,
             task_ttl: Duration::from_secs(self.task_ttl),
             supervisor: None,
+            cgroups: self.cgroups,
             redact: Vec::new(),
         }
     }
@@ -540,6 +548,10 @@ pub fn server_env_names(settings: &Settings) -> Vec<String> {
     names
 }
 
+fn cgroups_default() -> bool {
+    true
+}
+
 /// What the engine needs to run. Serializable so that a background task's supervisor process runs
 /// with exactly the configuration of the front-end that submitted it (sent over its stdin, never
 /// written to disk: it holds droid's environment).
@@ -591,6 +603,11 @@ pub struct EngineConfig {
     /// the front-end sets it to its own executable. `None`: no background tasks, and no guardian
     /// (what a run leaves behind is still swept, unless the process running it dies first).
     pub supervisor: Option<PathBuf>,
+    /// Run each run's processes in a cgroup v2 leaf where this process may make one
+    /// ([`crate::run::cgroup`]; needs `supervisor`, which runs the leaves' reaper); `false`, or
+    /// where there is none: a supervisor process per run ([`crate::run::guard`]).
+    #[serde(default = "cgroups_default")]
+    pub cgroups: bool,
     /// Values hidden wherever they would be stored or logged, besides the credentials of `env`
     /// (the bridge sets its own token here). Never passed to droid.
     #[serde(default)]

@@ -10,6 +10,12 @@ pub enum EngineError {
     /// A run marker that would match other runs' processes (a guardian refuses it).
     #[error("invalid run marker {0:?}: it must be non-empty and hold no '=' or NUL")]
     InvalidMarker(String),
+    /// A reaper was given a directory that is not a host cgroup of ours (`droid-executor-…` on
+    /// a cgroup v2 file system, an absolute path): it touches nothing.
+    #[error(
+        "{0} is not a droid-executor host cgroup (an absolute path on cgroup2, named droid-executor-…)"
+    )]
+    InvalidCgroup(String),
     /// A process could not be started.
     #[error("could not start {program}: {source}")]
     Spawn {

@@ -73,6 +73,7 @@ pub fn engine(dir: &WorkDir) -> Engine {
         max_concurrent: 4,
         task_ttl: Duration::from_secs(3600),
         supervisor: None,
+        cgroups: true,
         redact: Vec::new(),
     })
 }

@@ -215,6 +215,7 @@ mod tests {
             max_concurrent: 1,
             task_ttl: Duration::from_secs(3600),
             supervisor: None,
+            cgroups: true,
             redact: Vec::new(),
         };
         Server::new(Engine::new(cfg), Default::default(), None)

@@ -83,6 +83,14 @@ pub(crate) enum Command {
         #[arg(last = true)]
         command: Vec<std::ffi::OsString>,
     },
+    /// Reap a front-end's cgroup (started by the engine; not for direct use): when stdin
+    /// reaches its end (the front-end exited or died), kill every process in the cgroup and
+    /// remove it.
+    #[command(hide = true)]
+    Reap {
+        /// The cgroup (`…/droid-executor-<pid>-<id>` on a cgroup v2 file system).
+        host: std::path::PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -211,6 +219,33 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
             Some((program, args)) => supervise(&marker, program.into(), args.to_vec(), stdin).await,
             None => guard(&marker).await,
         },
+        Command::Reap { host } => reap(&host).await,
+    }
+}
+
+/// `droid-executor reap <host>`: see `droid_exec::run::cgroup`. Exit 0 when the cgroup was
+/// emptied and removed, 1 when some process outlived the budget, 2 for a directory it refuses.
+async fn reap(host: &std::path::Path) -> ExitCode {
+    let owner = match droid_exec::run::guard::stdin_control() {
+        Ok(pipe) => pipe,
+        Err(e) => {
+            eprintln!("droid-executor reap: stdin is not the front-end's pipe: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match droid_exec::run::cgroup::reap_host(host, owner).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!(
+                "droid-executor reap: {} could not be emptied",
+                host.display()
+            );
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("droid-executor reap: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 

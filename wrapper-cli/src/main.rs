@@ -33,8 +33,12 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args = <cli::Cli as clap::Parser>::parse();
     cli::init_logging();
-    // a run's supervisor or guardian starts with every run: one thread starts fastest
-    let mut builder = if matches!(args.command, cli::Command::Guard { .. }) {
+    // a run's supervisor or guardian starts with every run, a reaper with every front-end: one
+    // thread starts fastest
+    let mut builder = if matches!(
+        args.command,
+        cli::Command::Guard { .. } | cli::Command::Reap { .. }
+    ) {
         tokio::runtime::Builder::new_current_thread()
     } else {
         tokio::runtime::Builder::new_multi_thread()

@@ -20,11 +20,12 @@ use crate::config::EngineConfig;
 use crate::error::EngineError;
 use crate::host::FsFacts;
 use crate::providers::{self, AgentEvent, Invocation, PromptInput, Provider};
+use crate::run::cgroup::{Host, Leaf};
 use crate::run::classify::{agent_commands, inside_repo, tool_files};
 use crate::run::event::{Phase, RunEvent};
 use crate::run::excerpt::head_str;
 use crate::run::git_guard::{GitGuard, Restored};
-use crate::run::guard;
+use crate::run::guard::{self, TreeControl};
 use crate::run::prompt;
 use crate::run::reap::{Reapers, Reaping};
 use crate::run::redact::Redactor;
@@ -32,7 +33,7 @@ use crate::run::report;
 use crate::run::sandbox::{self, Writable};
 use crate::run::scratch::{Scratch, unique_id};
 use crate::run::snapshot::{Changes, Snapshot, SnapshotLimits};
-use crate::run::spawn::{SpawnSpec, capture, spawn_confined};
+use crate::run::spawn::{SpawnSpec, capture, spawn_confined, spawn_in};
 use crate::run::supervise::{Limits, Publisher, Supervised, supervise};
 use crate::run::sweep::MARKER_VAR;
 use crate::run::verify::{Verified, VerifyPlan, verify};
@@ -72,6 +73,9 @@ pub struct Engine {
     scheduler: Option<Scheduler>,
     /// Ending droids that completed, after their results were returned.
     reapers: Reapers,
+    /// The cgroup of this engine's runs ([`crate::run::cgroup`]), made by the first run;
+    /// `None` where there can be none (the runs use a supervisor process instead).
+    cgroups: std::sync::OnceLock<Option<Arc<Host>>>,
 }
 
 /// What a run leaves to the background once its result is returned: droid being ended, and
@@ -103,7 +107,34 @@ impl Engine {
             provider,
             scheduler,
             reapers: Reapers::default(),
+            cgroups: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The cgroup of this engine's runs, made (with its reaper) the first time it is asked for.
+    fn cgroup_host(&self) -> Option<&Arc<Host>> {
+        self.cgroups
+            .get_or_init(|| {
+                let program = self
+                    .cfg
+                    .supervisor
+                    .as_deref()
+                    .filter(|_| self.cfg.cgroups)?;
+                Host::start(program)
+                    .inspect_err(|why| {
+                        tracing::info!("runs use a supervisor process, not a cgroup: {why}");
+                    })
+                    .ok()
+            })
+            .as_ref()
+    }
+
+    /// A cgroup leaf for one run's processes, where this engine has a host.
+    fn leaf(&self) -> Option<Leaf> {
+        self.cgroup_host()?
+            .leaf()
+            .inspect_err(|e| tracing::warn!("this run has no cgroup: {e}"))
+            .ok()
     }
 
     /// Wait until every droid this engine's runs left running after their completion events
@@ -597,20 +628,31 @@ impl Engine {
             })
         };
         let mut held_guardian = None;
-        let supervised = cfg
-            .supervisor
-            .as_deref()
-            .filter(|_| crate::run::spawn::resolve_program(&program, None).is_some())
-            .and_then(|supervisor| {
-                guard::start_supervised(supervisor, &marker, &spec, confine)
-                    .inspect_err(|e| tracing::warn!("the agent runs without a supervisor: {e}"))
-                    .ok()
-            });
-        let spawned = match supervised {
-            Some((child, tree)) => Ok((child, Some(tree))),
+        let spawned = match self.leaf() {
+            // in a cgroup leaf: the leaf is the tree, and the host's reaper its guardian
+            Some(leaf) => spawn_in(&spec, confine, &leaf).map(|child| {
+                let group = child.id();
+                (child, Some(TreeControl::Cgroup { leaf, group }))
+            }),
             None => {
-                held_guardian = guardian();
-                spawn_confined(&spec, confine).map(|child| (child, None))
+                let supervised = cfg
+                    .supervisor
+                    .as_deref()
+                    .filter(|_| crate::run::spawn::resolve_program(&program, None).is_some())
+                    .and_then(|supervisor| {
+                        guard::start_supervised(supervisor, &marker, &spec, confine)
+                            .inspect_err(|e| {
+                                tracing::warn!("the agent runs without a supervisor: {e}");
+                            })
+                            .ok()
+                    });
+                match supervised {
+                    Some((child, tree)) => Ok((child, Some(tree))),
+                    None => {
+                        held_guardian = guardian();
+                        spawn_confined(&spec, confine).map(|child| (child, None))
+                    }
+                }
             }
         };
         let (child, tree) = match spawned {
@@ -672,9 +714,11 @@ impl Engine {
                 || (sup.end == RunEnd::Failed
                     && changes.as_ref().is_ok_and(|c| !c.files.is_empty())))
         {
-            if held_guardian.is_none() {
-                // the commands run straight under us (droid's supervisor, if still there, is
-                // only ending droid's tree)
+            // the commands run straight under us, in a leaf of their own (droid's may still be
+            // ending), else with a guardian (droid's supervisor, if still there, is only ending
+            // droid's tree)
+            let leaf = self.leaf();
+            if leaf.is_none() && held_guardian.is_none() {
                 held_guardian = guardian();
             }
             publish.send(RunEvent::Progress {
@@ -692,6 +736,7 @@ impl Engine {
                         marker: &marker,
                         redact: &redact,
                         confine: verify_confine.as_ref(),
+                        leaf: leaf.as_ref(),
                     },
                     cancel,
                 )

@@ -52,6 +52,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, ChildStdin};
 
 use crate::error::EngineError;
+use crate::run::cgroup::{END_BUDGET, Leaf};
 use crate::run::sandbox::Confinement;
 use crate::run::spawn::{SpawnSpec, signal_group, spawn, spawn_inheriting, spawn_supervisor};
 use crate::run::sweep;
@@ -130,23 +131,58 @@ const TREE_BUDGET: Duration = Duration::from_secs(10);
 /// The exit code of a supervisor that could not start droid (the shell's "cannot execute").
 pub const SUPERVISOR_SPAWN_FAILED: u8 = 126;
 
-/// The engine's hold on a run's supervisor: its control pipe. Dropping it closes the pipe: the
-/// supervisor kills the tree at once and exits.
+/// The engine's hold on droid's whole tree: either the control pipe of droid's supervisor (the
+/// child is the supervisor; dropping the pipe makes it kill the tree at once and exit), or the
+/// cgroup leaf droid was started in ([`crate::run::cgroup`]; the child is droid).
 #[derive(Debug)]
-pub(crate) struct TreeControl {
-    pipe: std::fs::File,
+pub(crate) enum TreeControl {
+    /// The supervisor's control pipe.
+    Supervisor(std::fs::File),
+    /// droid's leaf, and droid's process group.
+    Cgroup {
+        /// The leaf.
+        leaf: Leaf,
+        /// droid's pid, the leader of its process group.
+        group: Option<u32>,
+    },
 }
 
 impl TreeControl {
-    /// Ask for droid's process group to get SIGTERM (the start of a graceful stop).
+    /// droid's process group gets SIGTERM (the start of a graceful stop).
     pub(crate) fn terminate(&self) {
-        // a supervisor already gone has nothing left to stop
-        let _ = (&self.pipe).write_all(&[CONTROL_TERM]);
+        match self {
+            // a supervisor already gone has nothing left to stop
+            Self::Supervisor(pipe) => {
+                let _ = (&*pipe).write_all(&[CONTROL_TERM]);
+            }
+            Self::Cgroup { group, .. } => {
+                if let Some(g) = group {
+                    signal_group(*g, Signal::SIGTERM);
+                }
+            }
+        }
     }
 
-    /// Ask for the whole tree to be SIGKILLed.
+    /// The whole tree gets SIGKILL.
     pub(crate) fn kill(&self) {
-        let _ = (&self.pipe).write_all(&[CONTROL_KILL]);
+        match self {
+            Self::Supervisor(pipe) => {
+                let _ = (&*pipe).write_all(&[CONTROL_KILL]);
+            }
+            Self::Cgroup { leaf, .. } => leaf.kill(),
+        }
+    }
+
+    /// Now that the child exited (with `status`, the engine having `asked` it to stop or not):
+    /// is droid's whole tree proven gone? A supervisor exits only once the tree is gone, but one
+    /// killed by a signal it was not asked for may have been killed itself (droid's own signal
+    /// death looks the same). A leaf is killed and must be found empty within [`END_BUDGET`].
+    pub(crate) async fn ended(&self, status: Option<ExitStatus>, asked: bool) -> bool {
+        use std::os::unix::process::ExitStatusExt as _;
+        match self {
+            Self::Supervisor(_) => asked || status.is_some_and(|s| s.signal().is_none()),
+            Self::Cgroup { leaf, .. } => leaf.end(END_BUDGET).await,
+        }
     }
 }
 
@@ -200,12 +236,7 @@ pub(crate) fn start_supervised(
         })?
         .into_owned_fd()
         .map_err(failed)?;
-    Ok((
-        child,
-        TreeControl {
-            pipe: std::fs::File::from(pipe),
-        },
-    ))
+    Ok((child, TreeControl::Supervisor(std::fs::File::from(pipe))))
 }
 
 /// The supervisor's stdin as its control pipe, read without a blocking thread: a read pending
@@ -224,10 +255,11 @@ pub fn stdin_control() -> std::io::Result<tokio::net::unix::pipe::Receiver> {
 /// supervisor itself and falls back to the marker sweep.
 pub(crate) const KILL_WAIT: Duration = Duration::from_secs(5);
 
-/// Stop a supervised run (`child` is the supervisor): SIGTERM droid's group, wait up to `grace`,
-/// SIGKILL the tree, wait for the supervisor to exit (it does once the tree is gone). A
-/// supervisor that does not exit then is SIGKILLed and the marker swept. Returns the exit
-/// status (droid's, as the supervisor reports it).
+/// Stop a run whose tree is `tree` (`child` is droid's supervisor, or droid in its leaf):
+/// SIGTERM droid's group, wait up to `grace`, SIGKILL the tree, wait for the child to exit (a
+/// supervisor does once the tree is gone; a leaf must then be found empty). A child that does not
+/// exit then is SIGKILLed, and what is left without proof is found by the marker sweep. Returns
+/// the exit status (droid's, as the supervisor reports it).
 pub(crate) async fn stop(
     child: &mut Child,
     tree: &TreeControl,
@@ -235,17 +267,26 @@ pub(crate) async fn stop(
     marker: &str,
 ) -> Option<ExitStatus> {
     tree.terminate();
-    if let Ok(status) = tokio::time::timeout(grace, child.wait()).await {
-        return status.ok();
-    }
-    tree.kill();
-    if let Ok(status) = tokio::time::timeout(KILL_WAIT, child.wait()).await {
-        return status.ok();
-    }
-    if let Some(pid) = child.id() {
-        signal_group(pid, Signal::SIGKILL);
-    }
-    let status = child.wait().await.ok();
+    let waited = match tokio::time::timeout(grace, child.wait()).await {
+        Ok(status) => Some(status.ok()),
+        Err(_) => {
+            tree.kill();
+            tokio::time::timeout(KILL_WAIT, child.wait())
+                .await
+                .ok()
+                .map(Result::ok)
+        }
+    };
+    let status = match waited {
+        Some(status) if tree.ended(status, true).await => return status,
+        Some(status) => status,
+        None => {
+            if let Some(pid) = child.id() {
+                signal_group(pid, Signal::SIGKILL);
+            }
+            child.wait().await.ok()
+        }
+    };
     sweep::sweep(marker, Duration::from_secs(3)).await;
     status
 }

@@ -5,6 +5,7 @@
 //! commands), reading the agent's events ([`classify`], [`report`]), and the result's hygiene
 //! ([`redact`], [`excerpt`]). What is specific to one agent CLI lives in `crate::providers`.
 
+pub mod cgroup;
 pub mod classify;
 pub(crate) mod engine;
 pub mod event;

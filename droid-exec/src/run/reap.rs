@@ -29,7 +29,6 @@
 //! [`Engine::settle_now`]: crate::Engine::settle_now
 //! [`Reach::Exact`]: crate::run::sweep::Reach::Exact
 
-use std::os::unix::process::ExitStatusExt as _;
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,11 +82,9 @@ impl Reaping {
         let hurry = CancellationToken::new();
         let hurried = hurry.clone();
         let handle = tokio::spawn(async move {
-            // `trusted`: a supervisor exited after ending droid's tree
-            let (status, trusted) = match exited {
-                // a supervisor exiting by itself with a code ended the tree first; killed by a
-                // signal it may have been killed itself (droid's own signal death looks the same)
-                Some(status) => (Some(status), tree.is_some() && status.signal().is_none()),
+            // `Some`: the child exited, after being asked to stop (or not)
+            let (status, asked) = match exited {
+                Some(status) => (Some(status), false),
                 None => {
                     let waited = tokio::select! {
                         status = child.wait() => Some(status.ok()),
@@ -95,7 +92,7 @@ impl Reaping {
                         () = hurried.cancelled() => None,
                     };
                     match (waited, &tree) {
-                        (Some(status), tree) => (status, tree.is_some()),
+                        (Some(status), _) => (status, true),
                         (None, Some(tree)) => {
                             tree.kill();
                             match tokio::time::timeout(KILL_WAIT, child.wait()).await {
@@ -116,6 +113,11 @@ impl Reaping {
                         }
                     }
                 }
+            };
+            // a supervisor that exited ended the tree first; a leaf is emptied now
+            let trusted = match &tree {
+                Some(tree) => tree.ended(status, asked).await,
+                None => false,
             };
             if !trusted {
                 // droid (or its supervisor) is gone; what it left in its group or elsewhere

@@ -148,7 +148,7 @@ impl Redactor {
                 out = out.replace(s.as_str(), MASK);
             }
         }
-        mask_runs(&out, SECRET_PREFIXES)
+        mask_runs(&out)
     }
 
     /// `value` with secrets replaced in every string of its JSON form (a result, an event);
@@ -180,59 +180,87 @@ impl Redactor {
     }
 }
 
+/// The automata of [`mask_runs`], built once: [`SECRET_PREFIXES`] then [`WORD_PREFIXES`],
+/// without regard to ASCII case; and, with regard to case, `AKIA` and `ASIA` (patterns 0 and 1)
+/// and `://` (pattern 2).
+fn finders() -> (
+    &'static aho_corasick::AhoCorasick,
+    &'static aho_corasick::AhoCorasick,
+) {
+    use std::sync::LazyLock;
+    static SECRETS: LazyLock<aho_corasick::AhoCorasick> = LazyLock::new(|| {
+        build(
+            SECRET_PREFIXES.iter().chain(WORD_PREFIXES).map(|p| p.0),
+            true,
+        )
+    });
+    static EXACT: LazyLock<aho_corasick::AhoCorasick> =
+        LazyLock::new(|| build(["AKIA", "ASIA", "://"], false));
+    fn build<'a>(
+        patterns: impl IntoIterator<Item = &'a str>,
+        fold: bool,
+    ) -> aho_corasick::AhoCorasick {
+        match aho_corasick::AhoCorasick::builder()
+            .ascii_case_insensitive(fold)
+            .build(patterns)
+        {
+            Ok(ac) => ac,
+            // a handful of short literal patterns is far from any limit of the builder
+            Err(e) => unreachable!("the redactor's prefixes: {e}"),
+        }
+    }
+    (&SECRETS, &EXACT)
+}
+
 /// Mask every run of token characters (at least as long as its prefix asks) that follows one of
-/// `prefixes`, matched without regard to ASCII case. The runs are all found in the same text
-/// before any is masked, so a run that swallows the next prefix (`fk-abcBearer <token>`, two
+/// [`SECRET_PREFIXES`] (or, at the start of a word, [`WORD_PREFIXES`]), matched without regard
+/// to ASCII case. The runs are all found in the same text before any is masked, so a run that swallows the next prefix (`fk-abcBearer <token>`, two
 /// tokens written back to back) cannot hide the secret after it.
-fn mask_runs(text: &str, prefixes: &[(&str, usize)]) -> String {
+fn mask_runs(text: &str) -> String {
+    let prefixes = SECRET_PREFIXES;
     // RFC 6750's b64token characters (`~` included), which covers Factory keys too; all ASCII, so
     // a run's length in bytes is its length in characters
     let is_tok = |b: u8| {
         b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'=' | b'+' | b'/')
     };
-    // ASCII lowercasing keeps every byte offset
-    let lower = text.to_ascii_lowercase();
-    let mut runs: Vec<(usize, usize)> = Vec::new();
-    for (prefix, min) in prefixes {
-        let min = *min;
-        for (i, _) in lower.match_indices(prefix) {
-            let start = i + prefix.len();
-            let len = text.as_bytes()[start..]
-                .iter()
-                .take_while(|b| is_tok(**b))
-                .count();
-            if len >= min {
-                runs.push((start, start + len));
-            }
-        }
-    }
     let bytes = text.as_bytes();
     let word_start =
         |i: usize| i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
-    for (prefix, min) in WORD_PREFIXES {
-        for (i, _) in lower.match_indices(prefix) {
-            let start = i + prefix.len();
-            let len = bytes[start..].iter().take_while(|b| is_tok(**b)).count();
-            if word_start(i) && len >= *min {
-                runs.push((start, start + len));
-            }
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let (finder, exact) = finders();
+    for m in finder.find_overlapping_iter(text) {
+        let (prefix, min) = if m.pattern().as_usize() < prefixes.len() {
+            prefixes[m.pattern().as_usize()]
+        } else {
+            WORD_PREFIXES[m.pattern().as_usize() - prefixes.len()]
+        };
+        let start = m.start() + prefix.len();
+        let len = bytes[start..].iter().take_while(|b| is_tok(**b)).count();
+        let word = m.pattern().as_usize() >= prefixes.len();
+        if len >= min && (!word || word_start(m.start())) {
+            runs.push((start, start + len));
         }
     }
     // AWS access key ids: exactly these upper-case prefixes and 16 upper-case letters or digits
-    for prefix in ["AKIA", "ASIA"] {
-        for (i, _) in text.match_indices(prefix) {
-            let start = i + prefix.len();
-            let len = bytes[start..]
-                .iter()
-                .take_while(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
-                .count();
-            if word_start(i) && len >= 16 {
-                runs.push((start, start + len));
-            }
+    for m in exact.find_overlapping_iter(text) {
+        if m.pattern().as_usize() > 1 {
+            continue;
+        }
+        let start = m.end();
+        let len = bytes[start..]
+            .iter()
+            .take_while(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+            .count();
+        if word_start(m.start()) && len >= 16 {
+            runs.push((start, start + len));
         }
     }
     // a URL's password: `://user:password@`
-    for (i, _) in text.match_indices("://") {
+    for i in exact
+        .find_overlapping_iter(text)
+        .filter(|m| m.pattern().as_usize() == 2)
+        .map(|m| m.start())
+    {
         let start = i + 3;
         let authority = bytes[start..]
             .iter()

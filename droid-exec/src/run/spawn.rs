@@ -20,6 +20,7 @@
 //! `spawn_blocking`, whose threads retire when idle.
 
 use std::ffi::OsString;
+use std::os::fd::{AsRawFd as _, BorrowedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -31,6 +32,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
 use crate::error::EngineError;
+use crate::run::cgroup::Leaf;
 use crate::run::excerpt::Tail;
 use crate::run::sandbox::Confinement;
 use crate::run::sweep;
@@ -82,7 +84,37 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, EngineError> {
     } else {
         Tie::Owned
     };
-    spawn_tied(spec, tie, None)
+    spawn_tied(spec, tie, None, &[])
+}
+
+/// [`spawn`], the child joining each cgroup of `joins` in turn (their `cgroup.procs`, open for
+/// writing) before it executes ([`crate::run::cgroup`]): it runs in the last one.
+///
+/// # Errors
+/// [`EngineError::Spawn`] when a move is refused or the program cannot be started.
+pub(crate) fn spawn_joining(
+    spec: &SpawnSpec,
+    joins: &[BorrowedFd<'_>],
+) -> Result<Child, EngineError> {
+    let tie = if spec.detach_log.is_some() {
+        Tie::Detached
+    } else {
+        Tie::Owned
+    };
+    spawn_tied(spec, tie, None, joins)
+}
+
+/// [`spawn_confined`] with the child in `leaf` ([`crate::run::cgroup`]) from before it executes,
+/// so that all it starts is born there.
+///
+/// # Errors
+/// [`EngineError::Spawn`] as for [`spawn_confined`], or when the move into the leaf is refused.
+pub(crate) fn spawn_in(
+    spec: &SpawnSpec,
+    confine: Option<&Confinement>,
+    leaf: &Leaf,
+) -> Result<Child, EngineError> {
+    spawn_tied(spec, Tie::Owned, confine, &[leaf.procs()])
 }
 
 /// [`spawn`] confined by `confine` ([`crate::run::sandbox`]): the ruleset is built here and
@@ -100,7 +132,7 @@ pub(crate) fn spawn_confined(
     } else {
         Tie::Owned
     };
-    spawn_tied(spec, tie, confine)
+    spawn_tied(spec, tie, confine, &[])
 }
 
 /// Start a run's supervisor ([`crate::run::guard::supervise_tree`]): its own process group, its stdin,
@@ -115,7 +147,7 @@ pub(crate) fn spawn_supervisor(
     spec: &SpawnSpec,
     confine: Option<&Confinement>,
 ) -> Result<Child, EngineError> {
-    spawn_tied(spec, Tie::Supervisor, confine)
+    spawn_tied(spec, Tie::Supervisor, confine, &[])
 }
 
 /// Start the agent from its supervisor: [`spawn`], but writing to this process's own stdout and
@@ -124,7 +156,7 @@ pub(crate) fn spawn_supervisor(
 /// # Errors
 /// [`EngineError::Spawn`] when the program cannot be started.
 pub(crate) fn spawn_inheriting(spec: &SpawnSpec) -> Result<Child, EngineError> {
-    spawn_tied(spec, Tie::Inherit, None)
+    spawn_tied(spec, Tie::Inherit, None, &[])
 }
 
 #[allow(clippy::disallowed_methods)] // the one spawn site
@@ -132,6 +164,7 @@ fn spawn_tied(
     spec: &SpawnSpec,
     tie: Tie,
     confine: Option<&Confinement>,
+    joins: &[BorrowedFd<'_>],
 ) -> Result<Child, EngineError> {
     let failed = |source| EngineError::Spawn {
         program: spec.program.display().to_string(),
@@ -191,14 +224,19 @@ fn spawn_tied(
         }
     }
     let parent = nix::unistd::getpid();
+    let joins: Vec<RawFd> = joins.iter().map(|fd| fd.as_raw_fd()).collect();
     #[allow(unsafe_code)]
     // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
-    // calls are allowed; setsid, prctl, getppid and landlock_restrict_self are plain system
-    // calls (the ruleset was built before the fork), and the closure allocates nothing (errors
-    // are raw errno values).
+    // calls are allowed; setsid, prctl, getppid, write and landlock_restrict_self are plain
+    // system calls (the ruleset was built before the fork), and the closure allocates nothing
+    // (errors are raw errno values). The descriptors of `joins` are borrowed from the caller for
+    // the whole of this call, and the child's copies stay open until it executes.
     unsafe {
         cmd.pre_exec(move || {
             in_child(tie, parent)?;
+            for fd in &joins {
+                join_cgroup(BorrowedFd::borrow_raw(*fd))?;
+            }
             match ruleset.take() {
                 Some(rules) => confine_self(rules),
                 None => Ok(()),
@@ -226,6 +264,15 @@ fn in_child(tie: Tie, parent: Pid) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Move this (child) process into the cgroup whose `cgroup.procs` is `procs`.
+fn join_cgroup(procs: BorrowedFd<'_>) -> std::io::Result<()> {
+    match nix::unistd::write(procs, b"0") {
+        Ok(1) => Ok(()),
+        Ok(_) => Err(std::io::Error::from_raw_os_error(nix::libc::EIO)),
+        Err(errno) => Err(std::io::Error::from_raw_os_error(errno as i32)),
+    }
+}
+
 /// Enforce `rules` on this (child) process: `no_new_privs`, then `landlock_restrict_self`. A
 /// ruleset the kernel did not enforce fails the spawn (ENOSYS): a run that was to be confined
 /// never runs unconfined.
@@ -251,7 +298,15 @@ pub(crate) async fn terminate(
     grace: Duration,
     marker: &str,
 ) -> Option<std::process::ExitStatus> {
-    let status = match child.id() {
+    let status = terminate_group(child, grace).await;
+    sweep::sweep(marker, Duration::from_secs(3)).await;
+    status
+}
+
+/// Stop a child: SIGTERM its group, wait up to `grace`, SIGKILL the group, reap it. What left
+/// the group is the caller's to end.
+async fn terminate_group(child: &mut Child, grace: Duration) -> Option<std::process::ExitStatus> {
+    match child.id() {
         None => child.wait().await.ok(),
         Some(pid) => {
             signal_group(pid, Signal::SIGTERM);
@@ -267,9 +322,7 @@ pub(crate) async fn terminate(
                 }
             }
         }
-    };
-    sweep::sweep(marker, Duration::from_secs(3)).await;
-    status
+    }
 }
 
 /// How long the output pipes of a finished command may stay open once its process group is
@@ -308,10 +361,13 @@ pub async fn capture(
     keep: usize,
     marker: &str,
 ) -> Result<Captured, EngineError> {
-    capture_confined(spec, input, timeout, keep, marker, None).await
+    capture_confined(spec, input, timeout, keep, marker, None, None).await
 }
 
-/// [`capture`], the command confined by `confine` ([`spawn_confined`]).
+/// [`capture`], the command confined by `confine` ([`spawn_confined`]). With `leaf` the command
+/// runs in that cgroup ([`spawn_in`]) and, once it exited or was stopped, everything in the leaf
+/// is killed before the pipes are drained (`setsid` children included, marked or not); the
+/// marker is swept only if the leaf could not be emptied.
 ///
 /// # Errors
 /// [`EngineError::Spawn`] when the program cannot be started or confined.
@@ -322,11 +378,15 @@ pub(crate) async fn capture_confined(
     keep: usize,
     marker: &str,
     confine: Option<&Confinement>,
+    leaf: Option<&Leaf>,
 ) -> Result<Captured, EngineError> {
     let started = Instant::now();
     let mut spec = spec.clone();
     spec.stdin_piped = input.is_some();
-    let mut child = spawn_confined(&spec, confine)?;
+    let mut child = match leaf {
+        Some(leaf) => spawn_in(&spec, confine, leaf)?,
+        None => spawn_confined(&spec, confine)?,
+    };
     let mut stdin = child.stdin.take();
     let input = input.map(<[u8]>::to_vec);
     let feed = async move {
@@ -342,12 +402,21 @@ pub(crate) async fn capture_confined(
     let pid = child.id();
     let (status, timed_out) = tokio::select! {
         (status, ()) = async { tokio::join!(child.wait(), feed) } => (status.ok(), false),
-        () = tokio::time::sleep(timeout) => (terminate(&mut child, Duration::from_secs(2), marker).await, true),
+        () = tokio::time::sleep(timeout) => (terminate_group(&mut child, Duration::from_secs(2)).await, true),
     };
-    if !timed_out && let Some(pid) = pid {
-        // the command is gone; what it left in its group (`server &`) goes with it, before the
-        // pipes are drained, so a background child holding them costs nothing
-        signal_group(pid, Signal::SIGKILL);
+    // the command is gone; what it left (`server &`, a `setsid` child) goes with it, before the
+    // pipes are drained, so a background child holding them costs nothing
+    let ended = match leaf {
+        Some(leaf) => leaf.end(crate::run::cgroup::END_BUDGET).await,
+        None => {
+            if let Some(pid) = pid {
+                signal_group(pid, Signal::SIGKILL);
+            }
+            false
+        }
+    };
+    if timed_out && !ended {
+        sweep::sweep(marker, Duration::from_secs(3)).await;
     }
     let (stdout, stderr) = match tokio::time::timeout(PIPES_SETTLE, &mut readers).await {
         Ok(Ok(pair)) => pair,

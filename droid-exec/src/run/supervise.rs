@@ -9,7 +9,6 @@
 //! and is reaped in the background
 //! ([`crate::run::reap`]) while the run snapshots and verifies.
 
-use std::os::unix::process::ExitStatusExt as _;
 use std::process::ExitStatus;
 use std::time::Duration;
 
@@ -236,17 +235,17 @@ pub(crate) async fn supervise(
     };
     let (exit, stopped_by_us) = match stop {
         Stop::Exited(status) => {
-            match &limits.tree {
-                // the supervisor exits only once droid's tree is gone; killed by a signal it may
-                // have been killed itself before that (droid's own signal death looks the same)
-                Some(_) if status.is_some_and(|s| s.signal().is_none()) => {}
-                _ => {
-                    // the process is gone; kill whatever it left behind in its group or elsewhere
-                    if let Some(pid) = pid {
-                        crate::run::spawn::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
-                    }
-                    crate::run::sweep::sweep(&limits.marker, Duration::from_secs(3)).await;
+            // a supervisor exits only once droid's tree is gone; a leaf is killed and emptied
+            let ended = match &limits.tree {
+                Some(tree) => tree.ended(status, false).await,
+                None => false,
+            };
+            if !ended {
+                // the process is gone; kill whatever it left behind in its group or elsewhere
+                if let Some(pid) = pid {
+                    crate::run::spawn::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
                 }
+                crate::run::sweep::sweep(&limits.marker, Duration::from_secs(3)).await;
             }
             (status, false)
         }

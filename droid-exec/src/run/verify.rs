@@ -2,9 +2,11 @@
 //! in its own process group under the time left in the run's budget, with bounded excerpts. The
 //! result's `tests` come from here, never from droid's word.
 //!
-//! Nothing a command starts outlives it, whatever its outcome: once its shell exits, its process
-//! group is killed before its output is drained (a `server &` holding the pipes does not delay
-//! the run), then everything carrying its marker (`<run marker>-verify-<i>`, `setsid` children
+//! Nothing a command starts outlives it, whatever its outcome. Where the run has a cgroup leaf for
+//! its commands ([`crate::run::cgroup`]) each command runs in it, and once its shell exits the
+//! leaf is killed and found empty before the output is drained (a `server &` holding the pipes
+//! does not delay the run; `setsid` children are in the leaf too). Without one, its process group
+//! is killed, then everything carrying its marker (`<run marker>-verify-<i>`, `setsid` children
 //! included) is swept.
 
 use std::ffi::OsString;
@@ -15,6 +17,7 @@ use droid_contract::{CommandRun, CommandSource, ShellCommand, Tests};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::run::cgroup::{END_BUDGET, Leaf};
 use crate::run::redact::Redactor;
 use crate::run::sandbox::Confinement;
 use crate::run::spawn::{SpawnSpec, capture_confined};
@@ -40,6 +43,8 @@ pub(crate) struct VerifyPlan<'a> {
     pub redact: &'a Redactor,
     /// The run's confinement: the commands write where the agent could, nowhere else.
     pub confine: Option<&'a Confinement>,
+    /// The cgroup the commands run in, one after the other (`None`: the marker sweep).
+    pub leaf: Option<&'a Leaf>,
 }
 
 pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) -> Verified {
@@ -74,13 +79,19 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
             detach_log: None,
         };
         let outcome = tokio::select! {
-            r = capture_confined(&spec, None, left, plan.keep, &marker, plan.confine) => Some(r),
+            r = capture_confined(&spec, None, left, plan.keep, &marker, plan.confine, plan.leaf) => Some(r),
             () = cancel.cancelled() => None,
         };
         // whatever the outcome, nothing the command started outlives it: its group was killed
         // when its shell exited (`server &`); this finds the rest (a `setsid` child that closed
         // its output) and, after a cancel, the whole tree
-        crate::run::sweep::sweep(&marker, Duration::from_secs(3)).await;
+        let ended = match plan.leaf {
+            Some(leaf) => leaf.end(END_BUDGET).await,
+            None => false,
+        };
+        if !ended {
+            crate::run::sweep::sweep(&marker, Duration::from_secs(3)).await;
+        }
         let Some(result) = outcome else {
             cancelled = true;
             runs.push(not_run(cmd, "stopped: the task was cancelled"));

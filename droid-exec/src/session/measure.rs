@@ -158,6 +158,8 @@ impl TurnMeter {
                 marker: &marker,
                 redact: &self.redact,
                 confine: session.confinement(),
+                // an ACP session's commands are ended by the marker sweep
+                leaf: None,
             };
             let v = verify(&plan, cancel).await;
             m.tests = Some((v.tests, v.runs));

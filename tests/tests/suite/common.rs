@@ -36,6 +36,7 @@ pub fn engine(droid: PathBuf, env: Vec<(OsString, OsString)>, scratch: &Path) ->
         max_concurrent: 4,
         task_ttl: Duration::from_secs(24 * 3600),
         supervisor: None,
+        cgroups: true,
         redact: Vec::new(),
     })
 }

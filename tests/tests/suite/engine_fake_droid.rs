@@ -886,7 +886,100 @@ fn supervised(kill_grace: Duration) -> Fake {
     Fake::tuned(json!([]), |cfg| {
         cfg.kill_grace = kill_grace;
         cfg.supervisor = Some(tests::droid_bin::droid_executor_bin());
+        // the supervisor process, not a cgroup leaf (see `in_a_cgroup_leaf_…` for those)
+        cfg.cgroups = false;
     })
+}
+
+/// The cgroup v2 directory of live process `pid` (`0::<path>` of `/proc/<pid>/cgroup`).
+fn cgroup_of(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// With a cgroup v2 hierarchy this process may write to (the front-ends' case wherever there is
+/// one), droid runs straight under the engine in a leaf of its own, no supervisor process: the
+/// result of a run whose droid lingers after its completion event (ignoring SIGTERM) comes while
+/// droid is alive; a grandchild in its own session and one started with `env -i` are in the
+/// leaf too, and `cgroup.kill` ends them all once the kill grace is over. The verification
+/// command runs in a leaf of its own, and its `setsid` child (unmarked) is ended with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_cgroup_leaf_the_tree_ends_with_the_run_without_a_supervisor() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let fake = Fake::tuned(json!([]), |cfg| {
+        cfg.kill_grace = Duration::from_secs(1);
+        cfg.supervisor = Some(tests::droid_bin::droid_executor_bin());
+        cfg.cgroups = true;
+    });
+    let pid_file = fake.file("sh.pid");
+    let env_i = fake.file("env_i.pid");
+    let verify_child = fake.file("verify.pid");
+    fake.play(json!([
+        {"spawn_grandchild": {"command": "sleep 600; exit 0", "pid_file": pid_file}},
+        {"spawn_grandchild": {"command": format!("exec env -i sh -c 'echo $$ > {}; exec sleep 600'", env_i.display()), "pid_file": fake.file("unused.pid")}},
+        {"wait_file": env_i},
+        {"write_file": {"path": "a.txt", "content": "y\n"}},
+        {"ignore_sigterm": true},
+        {"completion": "Changed a.txt."},
+        {"hang": true},
+    ]));
+    // the command waits until its unmarked child is up, so that only the leaf can end it
+    let verify = format!(
+        "setsid env -i sh -c 'echo $$ > {0}; exec sleep 600' < /dev/null > /dev/null 2>&1 & \
+         while [ ! -s {0} ]; do sleep 0.01; done; echo ok",
+        verify_child.display()
+    );
+    let ran = run(
+        &fake.engine,
+        &request(
+            repo.path(),
+            "Change a.txt",
+            json!({"suggested_commands": [verify]}),
+        ),
+    )
+    .await;
+    assert_eq!(ran.result.status, Status::Success, "{:#?}", ran.result);
+    assert_eq!(ran.result.tests.passed, Some(true), "{:#?}", ran.result);
+    let droid = ran.droid_pid();
+    let argv = std::fs::read(format!("/proc/{droid}/cmdline")).unwrap_or_default();
+    assert_ne!(
+        argv.split(|b| *b == 0).nth(1),
+        Some(b"guard".as_slice()),
+        "the run went under a supervisor process: this machine gives no writable cgroup v2 \
+         hierarchy (mount cgroup2 read-write and run the suite as a user that may write to its \
+         own cgroup, e.g. root in a container or a systemd unit with Delegate=yes)"
+    );
+    let leaf = cgroup_of(droid);
+    assert!(
+        leaf.contains("/droid-executor-") && leaf.contains("/run-"),
+        "droid (pid {droid}) is in cgroup {leaf:?}, not a run's leaf"
+    );
+    assert!(
+        is_alive(droid),
+        "droid (pid {droid}) was gone before the result came: the result waited for it"
+    );
+    let sh = read_pid_file(&pid_file, Duration::from_secs(30)).await;
+    let unmarked = read_pid_file(&env_i, Duration::from_secs(30)).await;
+    assert_eq!(cgroup_of(sh), leaf, "the setsid grandchild left the leaf");
+    assert_eq!(
+        cgroup_of(unmarked),
+        leaf,
+        "the env -i grandchild left the leaf"
+    );
+    let from_verify = read_pid_file(&verify_child, Duration::from_secs(30)).await;
+    assert!(
+        wait_gone(from_verify, GONE).await,
+        "the verification command's setsid child (pid {from_verify}) survived it"
+    );
+    settled(&fake.engine).await;
+    for (what, pid) in [("droid", droid), ("setsid sh", sh), ("env -i sh", unmarked)] {
+        assert!(wait_gone(pid, GONE).await, "{what} (pid {pid}) survived");
+    }
+    assert_nothing_survives(&ran, &fake.record().unwrap()).await;
 }
 
 /// The run's supervisor (the pid of the run's `Started` event) and droid, its one live child.

@@ -65,6 +65,7 @@ fn config(env: Vec<(OsString, OsString)>, scratch: &Path, max_autonomy: Autonomy
         max_concurrent: 4,
         task_ttl: Duration::from_secs(24 * 3600),
         supervisor: None,
+        cgroups: true,
         redact: Vec::new(),
     }
 }

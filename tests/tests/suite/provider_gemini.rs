@@ -74,6 +74,7 @@ impl World {
             max_concurrent: 4,
             task_ttl: Duration::from_secs(24 * 3600),
             supervisor: None,
+            cgroups: true,
             redact: Vec::new(),
         });
         World {

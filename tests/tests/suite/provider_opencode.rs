@@ -84,6 +84,7 @@ impl World {
             max_concurrent: 4,
             task_ttl: Duration::from_secs(24 * 3600),
             supervisor: None,
+            cgroups: true,
             redact: Vec::new(),
         });
         World {

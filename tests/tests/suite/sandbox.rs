@@ -92,9 +92,20 @@ impl Drop for Outside {
 
 const MODEL: &str = "custom:Mock-0";
 
-/// An engine on the real droid under `mode`, with the run's supervisor (`droid-executor guard`)
-/// when `supervised`, else droid spawned directly.
-fn engine(o: &Outside, scratch: &Path, mode: SandboxMode, supervised: bool) -> Engine {
+/// How an engine holds droid's tree.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tree {
+    /// droid spawned directly, with a guardian-less marker sweep.
+    Direct,
+    /// The run's supervisor process (`droid-executor guard`).
+    Supervisor,
+    /// A cgroup leaf (where the test process may make one; else the supervisor).
+    Cgroup,
+}
+
+/// An engine on the real droid under `mode`, holding droid's tree as `tree` says.
+fn engine(o: &Outside, scratch: &Path, mode: SandboxMode, tree: Tree) -> Engine {
+    let supervised = tree != Tree::Direct;
     Engine::new(EngineConfig {
         droid_bin: Some(real_droid()),
         droid_source: "test".into(),
@@ -115,6 +126,7 @@ fn engine(o: &Outside, scratch: &Path, mode: SandboxMode, supervised: bool) -> E
         max_concurrent: 4,
         task_ttl: Duration::from_secs(24 * 3600),
         supervisor: supervised.then(droid_executor_bin),
+        cgroups: tree == Tree::Cgroup,
         redact: Vec::new(),
     })
 }
@@ -160,7 +172,7 @@ async fn a_confined_run_writes_the_repository_and_nothing_else() {
     ]));
     let verify_escaped = home.join("verify-escaped");
     let ran = run(
-        &engine(&o, scratch.path(), SandboxMode::Auto, true),
+        &engine(&o, scratch.path(), SandboxMode::Auto, Tree::Cgroup),
         &request(
             &repo,
             "Create inside.txt",
@@ -242,7 +254,7 @@ async fn droid_spawned_without_a_supervisor_is_confined_too() {
         {"text": "Done."}
     ]));
     let ran = run(
-        &engine(&o, scratch.path(), SandboxMode::Landlock, false),
+        &engine(&o, scratch.path(), SandboxMode::Landlock, Tree::Direct),
         &request(&o.repo(), "Try", json!({"model": MODEL})),
     )
     .await;
@@ -271,7 +283,7 @@ async fn sandbox_off_runs_unconfined_and_says_so() {
         {"text": "Done."}
     ]));
     let ran = run(
-        &engine(&o, scratch.path(), SandboxMode::Off, true),
+        &engine(&o, scratch.path(), SandboxMode::Off, Tree::Supervisor),
         &request(&o.repo(), "Write", json!({"model": MODEL})),
     )
     .await;
@@ -374,7 +386,7 @@ async fn a_request_may_open_a_directory_under_the_allowed_roots_and_no_other() {
         {"tool": [create(&planted, "x\n")]},
         {"text": "Done."}
     ]));
-    let engine = engine(&o, scratch.path(), SandboxMode::Landlock, true);
+    let engine = engine(&o, scratch.path(), SandboxMode::Landlock, Tree::Supervisor);
     let ran = run(
         &engine,
         &request(

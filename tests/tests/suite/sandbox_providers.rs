@@ -198,6 +198,7 @@ impl World {
             max_concurrent: 4,
             task_ttl: Duration::from_secs(24 * 3600),
             supervisor: None,
+            cgroups: true,
             redact: Vec::new(),
             sandbox: SandboxMode::Landlock,
             sandbox_writable: Vec::new(),

@@ -1,0 +1,404 @@
+//! A run's processes in a cgroup v2 leaf, where this process may make cgroups: the tree of the
+//! agent, whatever it does (`setsid`, a double fork, `env -i`, a rewritten environment), is the
+//! leaf's members, `cgroup.kill` ends it at once, and `populated 0` in `cgroup.events` is the
+//! proof that nothing is left. No scan of the machine and no process of ours per run.
+//!
+//! # Layout
+//! The first run of a front-end makes a *host* cgroup beside it,
+//! `<its own cgroup>/droid-executor-<pid>-<unique>`, and one *leaf* per run under it (the agent,
+//! then one for the verification commands). A child joins its leaf between fork and exec
+//! ([`crate::run::spawn`] writes `0` to the leaf's `cgroup.procs`), so everything it starts is
+//! born inside. A leaf found empty when its run lets go of it is kept for the next run (making
+//! and removing one costs ~0.1 ms); one still populated is killed and left for the reaper.
+//!
+//! # The reaper
+//! A front-end may die (SIGKILL included) while runs are under way. With the host comes one
+//! process per front-end, not per run: `<program> reap <host>` ([`reap_host`]), in a session of
+//! its own, whose stdin is a pipe only the front-end holds. At its end-of-file (the front-end
+//! exited or died, or dropped its engine) it kills the whole host with `cgroup.kill`, waits for
+//! it to empty and removes it. Starting it is also the probe: between its fork and exec it joins
+//! a leaf and goes back to the front-end's own cgroup, the very moves a run needs; if either
+//! fails (no write access to the hierarchy, a cgroup namespace boundary, a read-only mount) there
+//! is no host and runs fall back to the per-run supervisor ([`crate::run::guard`]). A host left by
+//! a front-end whose reaper died too is removed by the next front-end that starts beside it.
+//!
+//! Key choices: the host lives under the front-end's own cgroup, the only place an unprivileged
+//! user with a delegated cgroup (systemd `Delegate=`, a user session) may write, and the moves
+//! stay under one common ancestor, as cgroup v2 requires; no controller is enabled (none is
+//! needed for `cgroup.kill`, and enabling one would forbid processes in the front-end's own
+//! cgroup). `cgroup.kill` needs Linux 5.14; older kernels use the supervisor.
+
+use std::fs::File;
+use std::io::{Read as _, Write as _};
+use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt as _};
+
+use crate::error::EngineError;
+use crate::run::spawn::{SpawnSpec, spawn_joining};
+
+/// The start of every host's name; the reaper refuses to touch anything else.
+pub const HOST_PREFIX: &str = "droid-executor-";
+/// The subcommand of the supervisor program that runs a host's reaper.
+pub const REAP_COMMAND: &str = "reap";
+/// How long the end of a leaf or a host may take (a process in uninterruptible sleep dies only
+/// when it wakes).
+pub(crate) const END_BUDGET: Duration = Duration::from_secs(10);
+/// `statfs` magic of a cgroup v2 file system.
+const CGROUP2_MAGIC: i64 = 0x6367_7270;
+/// Empty leaves kept for later runs.
+const KEEP_FREE: usize = 16;
+
+/// The cgroup of this front-end's runs, and the pipe that keeps its reaper waiting.
+#[derive(Debug)]
+pub(crate) struct Host {
+    dir: PathBuf,
+    next: AtomicU64,
+    /// Empty leaves, their `cgroup.procs` open, ready for a run.
+    free: Mutex<Vec<(PathBuf, OwnedFd)>>,
+    /// The reaper's stdin, never written: closed with the host (or by the kernel when this
+    /// process dies), which is the reaper's signal.
+    _reaper: File,
+}
+
+impl Host {
+    /// Make this process's host and start its reaper with `program` (`<program> reap <host>`).
+    ///
+    /// # Errors
+    /// Why there can be no host here (no cgroup v2 hierarchy, no write access, no `cgroup.kill`,
+    /// the reaper could not start or move): runs use the supervisor instead.
+    pub(crate) fn start(program: &Path) -> Result<Arc<Self>, String> {
+        let own = own_cgroup()?;
+        remove_stale_hosts(&own);
+        // `<pid>-<time>-<count>`: the pid first, for `remove_stale_hosts`
+        let dir = own.join(format!("{HOST_PREFIX}{}", crate::run::scratch::unique_id()));
+        std::fs::create_dir(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        match Self::probe_and_reap(program, &own, &dir) {
+            Ok(reaper) => Ok(Arc::new(Self {
+                dir,
+                next: AtomicU64::new(0),
+                free: Mutex::new(Vec::new()),
+                _reaper: reaper,
+            })),
+            Err(why) => {
+                let _ = remove_tree(&dir);
+                Err(why)
+            }
+        }
+    }
+
+    /// Start the reaper, which joins a probe leaf and goes back to `own` before it executes.
+    fn probe_and_reap(program: &Path, own: &Path, dir: &Path) -> Result<File, String> {
+        if !dir.join("cgroup.kill").exists() {
+            return Err("the kernel has no cgroup.kill (Linux 5.14 or later)".into());
+        }
+        let probe = dir.join("probe");
+        std::fs::create_dir(&probe).map_err(|e| format!("cannot make {}: {e}", probe.display()))?;
+        let opened = open_procs(&probe).and_then(|p| Ok((p, open_procs(own)?)));
+        let spawned = opened.and_then(|(into, back)| {
+            let spec = SpawnSpec {
+                program: program.to_path_buf(),
+                args: vec![REAP_COMMAND.into(), dir.as_os_str().to_owned()],
+                // holds no directory of a run busy
+                cwd: "/".into(),
+                env: Vec::new(),
+                stdin_piped: true,
+                stdin_file: None,
+                detach_log: Some("/dev/null".into()),
+            };
+            spawn_joining(&spec, &[into.as_fd(), back.as_fd()])
+                .map_err(|e| std::io::Error::other(e.to_string()))
+        });
+        let _ = std::fs::remove_dir(&probe);
+        let mut child = spawned.map_err(|e| format!("the reaper could not move: {e}"))?;
+        let pipe = child
+            .stdin
+            .take()
+            .ok_or("the reaper's stdin was not piped")?
+            .into_owned_fd()
+            .map_err(|e| e.to_string())?;
+        // tokio reaps it once it exits
+        drop(child);
+        Ok(File::from(pipe))
+    }
+
+    /// A leaf for one run's processes: an empty one kept from an earlier run, else a new one.
+    ///
+    /// # Errors
+    /// When the leaf cannot be made or its `cgroup.procs` opened.
+    pub(crate) fn leaf(self: &Arc<Self>) -> std::io::Result<Leaf> {
+        let kept = self.free.lock().ok().and_then(|mut f| f.pop());
+        let (dir, procs) = match kept {
+            Some(k) => k,
+            None => {
+                let n = self.next.fetch_add(1, Ordering::Relaxed);
+                let dir = self.dir.join(format!("run-{n}"));
+                std::fs::create_dir(&dir)?;
+                let procs = open_procs(&dir)?;
+                (dir, procs)
+            }
+        };
+        Ok(Leaf {
+            host: Arc::clone(self),
+            dir,
+            procs: Some(procs),
+        })
+    }
+}
+
+/// One run's cgroup: what joins it (see [`Leaf::procs`]) and all it starts.
+#[derive(Debug)]
+pub(crate) struct Leaf {
+    host: Arc<Host>,
+    dir: PathBuf,
+    /// `cgroup.procs`, open for writing (`Some` until the leaf is dropped).
+    procs: Option<OwnedFd>,
+}
+
+impl Leaf {
+    /// The leaf's `cgroup.procs`: a child writing `0` to it joins the leaf.
+    pub(crate) fn procs(&self) -> BorrowedFd<'_> {
+        match &self.procs {
+            Some(fd) => fd.as_fd(),
+            // `procs` is taken only by `drop`
+            None => unreachable!("a leaf's cgroup.procs is open until it is dropped"),
+        }
+    }
+
+    /// SIGKILL every process in the leaf, at once (`cgroup.kill`).
+    pub(crate) fn kill(&self) {
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.kill"))
+            .and_then(|mut f| f.write_all(b"1"));
+    }
+
+    /// Is any process still in the leaf? (An unreadable `cgroup.events` says yes: no proof.)
+    pub(crate) fn populated(&self) -> bool {
+        populated(&self.dir)
+    }
+
+    /// Kill what is in the leaf and wait, up to `budget`, for it to be empty. `true`: the
+    /// leaf is empty, the proof that nothing of it is left.
+    pub(crate) async fn end(&self, budget: Duration) -> bool {
+        if !self.populated() {
+            return true;
+        }
+        self.kill();
+        let until = Instant::now() + budget;
+        let mut polls = 0_u32;
+        while self.populated() {
+            if Instant::now() >= until {
+                return false;
+            }
+            // SIGKILL takes effect when each process next runs: give them the CPU first
+            if polls < 8 {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            polls += 1;
+        }
+        true
+    }
+}
+
+impl Drop for Leaf {
+    fn drop(&mut self) {
+        let Some(procs) = self.procs.take() else {
+            return;
+        };
+        if populated(&self.dir) {
+            // the run's future was dropped with its processes still there: nothing of it may
+            // outlive it; the leaf itself goes with the host
+            self.kill();
+            return;
+        }
+        if let Ok(mut free) = self.host.free.lock()
+            && free.len() < KEEP_FREE
+        {
+            free.push((std::mem::take(&mut self.dir), procs));
+            return;
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Does `dir`'s `cgroup.events` say `populated 1`, or can it not be read?
+fn populated(dir: &Path) -> bool {
+    let mut buf = [0u8; 128];
+    let Ok(n) = File::open(dir.join("cgroup.events")).and_then(|mut f| f.read(&mut buf)) else {
+        return true;
+    };
+    !buf[..n]
+        .split(|b| *b == b'\n')
+        .any(|line| line == b"populated 0")
+}
+
+fn open_procs(dir: &Path) -> std::io::Result<OwnedFd> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.procs"))
+        .map(OwnedFd::from)
+}
+
+/// This process's cgroup v2 directory: its path in `/proc/self/cgroup` (`0::<path>`) under the
+/// cgroup2 mount of `/proc/self/mountinfo`.
+fn own_cgroup() -> Result<PathBuf, String> {
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+    let path = cgroup
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .ok_or("no cgroup v2 hierarchy (/proc/self/cgroup has no 0:: line)")?;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    // `<id> <parent> <dev> <root> <mount point> <options> [<optional>…] - <type> <source> …`
+    let (root, point) = mounts
+        .lines()
+        .find_map(|l| {
+            let (head, tail) = l.split_once(" - ")?;
+            if !tail.starts_with("cgroup2 ") {
+                return None;
+            }
+            let mut f = head.split(' ');
+            Some((f.nth(3)?, f.next()?))
+        })
+        .ok_or("no cgroup2 file system is mounted")?;
+    if point.contains('\\') || path.contains("(deleted)") {
+        return Err(format!("cgroup {path} under mount {point} is not usable"));
+    }
+    let inside = Path::new(path)
+        .strip_prefix(root)
+        .map_err(|_| format!("this process's cgroup {path} is outside the mount of {root}"))?;
+    let dir = Path::new(point).join(inside);
+    if !is_cgroup2(&dir) {
+        return Err(format!("{} is not a cgroup v2 directory", dir.display()));
+    }
+    Ok(dir)
+}
+
+fn is_cgroup2(dir: &Path) -> bool {
+    nix::sys::statfs::statfs(dir).is_ok_and(|s| {
+        #[allow(clippy::useless_conversion)] // the field's width differs between targets
+        let magic = i64::from(s.filesystem_type().0);
+        magic == CGROUP2_MAGIC
+    })
+}
+
+/// Remove the hosts beside `own` whose front-end is gone (its pid no longer alive) and whose
+/// reaper died with it: what is still in them is killed, the empty ones removed now, the others
+/// by a later front-end (nothing here waits).
+fn remove_stale_hosts(own: &Path) {
+    let Ok(entries) = std::fs::read_dir(own) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(HOST_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let gone = matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
+        if gone {
+            let dir = entry.path();
+            if populated(&dir) {
+                kill_dir(&dir);
+            } else {
+                let _ = remove_tree(&dir);
+            }
+        }
+    }
+}
+
+fn kill_dir(dir: &Path) {
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.kill"))
+        .and_then(|mut f| f.write_all(b"1"));
+}
+
+/// Remove an empty host: its leaves, then itself.
+fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir(entry.path());
+            }
+        }
+    }
+    std::fs::remove_dir(dir)
+}
+
+/// The reaper's body (`droid-executor reap <host>`): wait for end-of-file on `owner` (the
+/// front-end's pipe), then kill everything in `host`, wait for it to empty and remove it.
+/// Returns whether it was emptied.
+///
+/// # Errors
+/// [`EngineError::InvalidCgroup`] when `host` is not a host of ours on a cgroup v2 file system
+/// (nothing is touched).
+pub async fn reap_host<R: AsyncRead + Unpin>(
+    host: &Path,
+    mut owner: R,
+) -> Result<bool, EngineError> {
+    let ours = host
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(HOST_PREFIX));
+    if !ours || !host.is_absolute() || !is_cgroup2(host) {
+        return Err(EngineError::InvalidCgroup(host.display().to_string()));
+    }
+    let mut buf = [0u8; 64];
+    // end-of-file, or the pipe broke: the front-end is gone either way
+    while let Ok(n) = owner.read(&mut buf).await
+        && n > 0
+    {}
+    let until = Instant::now() + END_BUDGET;
+    kill_dir(host);
+    while populated(host) {
+        if Instant::now() >= until {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let _ = remove_tree(host);
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_reaper_refuses_what_is_not_a_host() {
+        for dir in ["/tmp", "relative/droid-executor-1", "/sys/fs/cgroup"] {
+            let err = reap_host(Path::new(dir), tokio::io::empty())
+                .await
+                .unwrap_err();
+            assert!(matches!(err, EngineError::InvalidCgroup(_)), "{dir}");
+        }
+    }
+
+    #[test]
+    fn events_say_populated_unless_they_say_otherwise() {
+        let dir = std::env::temp_dir().join(format!("cgroup-events-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(populated(&dir), "no cgroup.events is no proof");
+        std::fs::write(dir.join("cgroup.events"), "populated 1\nfrozen 0\n").unwrap();
+        assert!(populated(&dir));
+        std::fs::write(dir.join("cgroup.events"), "populated 0\nfrozen 0\n").unwrap();
+        assert!(!populated(&dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
