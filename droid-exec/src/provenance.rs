@@ -27,6 +27,7 @@ pub const ENV_NAMES: &[(&str, &[&str])] = &[
     ("verify", &["DROID_EXECUTOR_VERIFY"]),
     ("sandbox", &["DROID_EXECUTOR_SANDBOX"]),
     ("sandbox_writable", &["DROID_EXECUTOR_SANDBOX_WRITABLE"]),
+    ("cgroups", &["DROID_EXECUTOR_CGROUPS"]),
     (
         "default_timeout",
         &["DROID_TIMEOUT", "DROID_EXECUTOR_DEFAULT_TIMEOUT"],

@@ -18,11 +18,44 @@ const MAX_FILES: usize = 512;
 /// Most bytes recorded in all (a fresh clone's samples take about 25 KiB).
 const MAX_BYTES: u64 = 16 * 1024 * 1024;
 
-/// One recorded file: its content and permission bits.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One recorded file: its content and permission bits, and its inode's identity and times.
+#[derive(Debug, Clone)]
 struct Entry {
     bytes: Vec<u8>,
     mode: u32,
+    stamp: Stamp,
+}
+
+/// What the kernel changes on every write, rename over, chmod or replacement of a file: device,
+/// inode, size, and modification and change times. The change time cannot be set from user
+/// space, so an equal stamp means an untouched file, unless the file changed within the clock's
+/// tick of the record ([`Stamp::settled`] says whether that can be ruled out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// Was the file last changed well before `now` (seconds since the epoch)? Then a later
+    /// change, however quick, gives it another change time.
+    fn settled(&self, now: i64) -> bool {
+        self.ctime.0 < now - 1
+    }
 }
 
 /// `.git/config` and every file under `.git/hooks`, as they were before the run.
@@ -33,6 +66,8 @@ pub(crate) struct GitGuard {
     files: BTreeMap<PathBuf, Entry>,
     /// Whether `hooks/` existed (a run that creates it has it removed).
     had_hooks: bool,
+    /// When the record was made (seconds since the epoch).
+    recorded_at: i64,
     /// Why the record is incomplete (too many or too large files): nothing is removed then.
     incomplete: Option<String>,
 }
@@ -46,6 +81,9 @@ impl GitGuard {
         if !meta.is_dir() {
             return None;
         }
+        let recorded_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
         let mut files = BTreeMap::new();
         let mut incomplete = None;
         let mut total = 0u64;
@@ -75,6 +113,7 @@ impl GitGuard {
             git_dir,
             files,
             had_hooks,
+            recorded_at,
             incomplete,
         })
     }
@@ -118,7 +157,14 @@ impl GitGuard {
         // changed, deleted or replaced files
         for (rel, before) in &self.files {
             let path = self.git_dir.join(rel);
-            if read(&path).as_ref() == Some(before) {
+            // the same inode, untouched since well before the record: not read again
+            let untouched = before.stamp.settled(self.recorded_at)
+                && std::fs::symlink_metadata(&path)
+                    .is_ok_and(|m| m.is_file() && Stamp::of(&m) == before.stamp);
+            if untouched
+                || read(&path)
+                    .is_some_and(|now| now.bytes == before.bytes && now.mode == before.mode)
+            {
                 continue;
             }
             out.changed.push(shown(rel));
@@ -155,6 +201,7 @@ fn read(path: &Path) -> Option<Entry> {
     Some(Entry {
         bytes,
         mode: meta.permissions().mode() & 0o7777,
+        stamp: Stamp::of(&meta),
     })
 }
 
@@ -261,6 +308,45 @@ mod tests {
             "[core]\n"
         );
         assert_eq!(guard.restore(), Restored::default());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn files_untouched_since_well_before_the_record_are_not_read_again_but_changes_are_seen() {
+        let dir = std::env::temp_dir().join(format!("git-guard-stamp-{}", std::process::id()));
+        let hooks = dir.join(".git/hooks");
+        std::fs::create_dir_all(&hooks).unwrap();
+        std::fs::write(dir.join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(hooks.join("pre-push.sample"), "#!/bin/sh\n").unwrap();
+        let mut guard = GitGuard::record(&dir).unwrap();
+        // as if the files had been written long before the record
+        guard.recorded_at += 10;
+        assert!(
+            guard
+                .files
+                .values()
+                .all(|e| e.stamp.settled(guard.recorded_at))
+        );
+        assert_eq!(guard.restore(), Restored::default());
+        // a change of content, of mode, or a replacement: each a new stamp
+        std::fs::write(hooks.join("pre-push.sample"), "#!/bin/sh\ncurl evil\n").unwrap();
+        std::fs::set_permissions(
+            dir.join(".git/config"),
+            std::fs::Permissions::from_mode(0o777),
+        )
+        .unwrap();
+        let restored = guard.restore();
+        assert_eq!(
+            restored.changed,
+            vec![
+                ".git/config".to_owned(),
+                ".git/hooks/pre-push.sample".to_owned()
+            ]
+        );
+        assert_eq!(
+            std::fs::read_to_string(hooks.join("pre-push.sample")).unwrap(),
+            "#!/bin/sh\n"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,6 +1,9 @@
 //! A run's supervisor and guardian: a small process of our own (`<supervisor program> guard
 //! <marker> …`, [`EngineConfig::supervisor`], the front-end's own executable) that owns what a
-//! run starts and ends it, however the run ends, the front-end being SIGKILLed included.
+//! run starts and ends it, however the run ends, the front-end being SIGKILLed included. Where
+//! the front-end may make cgroups, a run's processes are in a cgroup leaf instead
+//! ([`crate::run::cgroup`]) and neither process is started; [`TreeControl`] is the engine's hold
+//! on droid's tree either way.
 //!
 //! # The supervisor: `guard <marker> -- <droid> <args…>`
 //! The engine starts the supervisor in a process group of its own, with droid's environment (but
@@ -33,9 +36,9 @@
 //! long-lived server (`serve`, `mcp`) running several runs at once would inherit every run's
 //! orphans with nothing telling whose they are (the marker is exactly what an escaped process may
 //! have lost), and a front-end SIGKILLed would take its subreaper role with it, leaving the tree
-//! to init. A cgroup v2 leaf (`cgroup.kill`) would also catch processes that escape by other
-//! means, but needs a delegated cgroup, which unprivileged front-ends rarely have (the machines
-//! this was built on have none); the subreaper works everywhere on Linux 3.4+.
+//! to init. A cgroup v2 leaf (`cgroup.kill`) is preferred where the front-end may write to its
+//! hierarchy (no process per run, and nothing can leave it); the subreaper works everywhere on
+//! Linux 3.4+, and is the fallback where there is no cgroup to be had.
 //!
 //! [`EngineConfig::supervisor`]: crate::config::EngineConfig::supervisor
 

@@ -1,5 +1,6 @@
 //! One run, from an admitted request to its result: the engine's entry point ([`Engine`]), the
-//! spawn of the agent CLI under a per-run supervisor ([`guard`], [`spawn`]), reading its output
+//! spawn of the agent CLI in a cgroup leaf ([`cgroup`]) or under a per-run supervisor
+//! ([`guard`], [`spawn`]), reading its output
 //! ([`lines`], [`supervise`]), ending what it started ([`sweep`], [`reap`]), ground truth
 //! ([`snapshot`] of the repository before and after, [`verify`] re-running the suggested
 //! commands), reading the agent's events ([`classify`], [`report`]), and the result's hygiene

@@ -3,7 +3,9 @@
 //! Once droid prints `completion` its turn is over: its tools are done and its session is on
 //! disk. What it does next (the real droid lingers ~6 s flushing telemetry outside airgap mode)
 //! changes nothing in the result. So supervision stops there: droid is asked to stop at once and
-//! a [`Reaping`] task started beside the run ends it. Under the run's supervisor
+//! a [`Reaping`] task started beside the run ends it. In the run's cgroup leaf
+//! ([`crate::run::cgroup`], where there is one) that is SIGTERM to droid's group, `cgroup.kill`
+//! after `kill_grace`, and the leaf found empty as the proof. Under the run's supervisor
 //! ([`crate::run::guard`], the usual case) that is `T` on its control pipe (SIGTERM droid's group),
 //! `K` after `kill_grace` (SIGKILL the whole tree), and the supervisor's exit, which comes only
 //! once droid's tree is gone, as the proof; the marker is swept only if the supervisor itself

@@ -4,8 +4,10 @@
 //! then exactly what the caller passes), null or piped stdin, piped stdout and stderr,
 //! `kill_on_drop`, and a parent-death signal (SIGKILL when the thread that started it dies, which
 //! covers our process being SIGKILLed). Killing is by process group; descendants that escaped into
-//! their own session (droid runs each Execute command under `setsid`) are ended by the run's
-//! supervisor, their subreaper ([`crate::run::guard`]), or else found by [`crate::run::sweep`].
+//! their own session (droid runs each Execute command under `setsid`) are ended with the run's
+//! cgroup leaf, which a child joins between fork and exec ([`crate::run::cgroup`]), or by the
+//! run's supervisor, their subreaper ([`crate::run::guard`]), or else found by
+//! [`crate::run::sweep`].
 //!
 //! The exceptions: a *detached* child (a background task's worker, a run's guardian) gets a new
 //! session (`setsid`), its output goes to a log file (`/dev/null` for a guardian), and neither

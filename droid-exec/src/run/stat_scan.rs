@@ -21,6 +21,7 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::Metadata;
 use std::hash::{BuildHasherDefault, Hash as _, Hasher};
+use std::os::fd::{AsFd as _, BorrowedFd};
 use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -769,7 +770,7 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
         record(
             shared,
             found,
-            &abs,
+            (&abs, Some((fd.as_fd(), name.as_c_str()))),
             name_bytes,
             (path, at),
             kind,
@@ -779,11 +780,12 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
     subdirs
 }
 
-/// Record one file or symlink named `name` in the directory `dir_abs` (root-relative `path`).
+/// Record one file or symlink named `name` in the directory `dir_abs` (root-relative `path`),
+/// which is open as `at` when the walk has it (the file is then opened relative to it).
 fn record(
     shared: &Shared<'_>,
     found: &mut Found,
-    dir_abs: &Path,
+    (dir_abs, at_dir): (&Path, Option<(BorrowedFd<'_>, &std::ffi::CStr)>),
     name: &[u8],
     (path, at): (Vec<u8>, Option<usize>),
     kind: EntryKind,
@@ -811,7 +813,7 @@ fn record(
         }
         if plan.capture == Capture::Content
             && (clean_blob.is_none() || racy)
-            && let Some(kept) = keep(shared, &dir_abs.join(os(name)), &stat)
+            && let Some(kept) = keep(shared, &dir_abs.join(os(name)), at_dir, &stat)
         {
             found.kept.insert(path.clone(), kept);
         }
@@ -825,11 +827,31 @@ fn record(
     found.put(against, path, seen);
 }
 
-/// The content (or blob id) of a file worth keeping, within the run's budgets.
-fn keep(shared: &Shared<'_>, abs: &Path, stat: &Stat) -> Option<Kept> {
+/// The content (or blob id) of a file worth keeping, within the run's budgets; `at` is its
+/// directory, open, and its name there.
+fn keep(
+    shared: &Shared<'_>,
+    abs: &Path,
+    at: Option<(BorrowedFd<'_>, &std::ffi::CStr)>,
+    stat: &Stat,
+) -> Option<Kept> {
     let size = stat.size;
     if size <= KEEP_FILE_BYTES && take(&shared.kept_bytes, size, KEEP_TOTAL_BYTES) {
-        return read_bounded(abs, KEEP_FILE_BYTES).map(Kept::Bytes);
+        let file = match at {
+            // relative to the open directory: no walk of the whole path per file
+            Some((dir, name)) => nix::fcntl::openat(
+                dir,
+                name,
+                nix::fcntl::OFlag::O_RDONLY
+                    | nix::fcntl::OFlag::O_CLOEXEC
+                    | nix::fcntl::OFlag::O_NOFOLLOW,
+                nix::sys::stat::Mode::empty(),
+            )
+            .ok()
+            .map(std::fs::File::from)?,
+            None => std::fs::File::open(abs).ok()?,
+        };
+        return read_file_bounded(file, size, KEEP_FILE_BYTES).map(Kept::Bytes);
     }
     if take(&shared.hashed_bytes, size, shared.plan.limits.max_bytes) {
         return blob_id_of_file(abs).map(Kept::Blob);
@@ -847,9 +869,14 @@ fn take(used: &AtomicU64, n: u64, cap: u64) -> bool {
 
 /// A file's content when it is at most `max` bytes.
 pub(crate) fn read_bounded(path: &Path, max: u64) -> Option<Vec<u8>> {
+    read_file_bounded(std::fs::File::open(path).ok()?, 0, max)
+}
+
+/// An open file's content when it is at most `max` bytes; `size` (what a stat said) sizes the
+/// buffer, so a file that did not grow is read in one call and its end found by a second.
+fn read_file_bounded(file: std::fs::File, size: u64, max: u64) -> Option<Vec<u8>> {
     use std::io::Read as _;
-    let file = std::fs::File::open(path).ok()?;
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(usize::try_from(size.min(max) + 1).ok()?);
     file.take(max + 1).read_to_end(&mut out).ok()?;
     (u64::try_from(out.len()).ok()? <= max).then_some(out)
 }
@@ -941,7 +968,7 @@ fn unseen_tracked(shared: &Shared<'_>, out: &mut Scan) {
             record(
                 shared,
                 &mut found,
-                dir,
+                (dir, None),
                 name.as_bytes(),
                 (path.to_vec(), Some(pos)),
                 kind,

@@ -436,24 +436,32 @@ async fn a_client_disconnect_cancels_the_run_and_kills_every_process_of_it() {
         .unwrap();
 
     let sleeper = read_pid_file(&pid_file, HTTP_LIMIT).await;
-    // serve's one child is the run's supervisor (`droid-executor guard <marker> -- droid …`),
-    // droid is the supervisor's child (and so is the sleeper once its shell exited: the
-    // supervisor is the tree's subreaper, as is droid's Execute shell, a zombie until the
-    // supervisor reaps it at the end of the run)
-    let supervisors = children(serve.pid());
-    assert_eq!(supervisors.len(), 1, "serve's children: {supervisors:?}");
+    // serve's children: its cgroup reaper (`droid-executor reap <host>`, one per front-end) and
+    // droid itself, in a leaf of the host cgroup (this machine lets the front-end make cgroups;
+    // elsewhere droid would be under the run's supervisor), and the sleeper is in the same leaf
+    // though it left droid's session
+    let kids = children(serve.pid());
+    let argv1 = |p: i32| {
+        std::fs::read(format!("/proc/{p}/cmdline"))
+            .ok()
+            .and_then(|c| c.split(|b| *b == 0).nth(1).map(<[u8]>::to_vec))
+    };
     assert!(
-        is_guardian(supervisors[0]),
-        "serve's child {} is not the run's supervisor",
-        supervisors[0]
+        kids.iter().all(|p| !is_guardian(*p)),
+        "serve runs droid under a supervisor process: this machine gives the suite no writable \
+         cgroup v2 hierarchy (serve's children: {kids:?})"
     );
-    // droid's Execute shell may still be finishing (alive, or orphaned to the supervisor): droid
-    // is the child whose program is droid
-    let adopted = children(supervisors[0]);
-    let droids: Vec<i32> = adopted
+    assert_eq!(
+        kids.iter()
+            .filter(|p| argv1(**p).as_deref() == Some(b"reap".as_slice()))
+            .count(),
+        1,
+        "serve's children {kids:?} hold no cgroup reaper"
+    );
+    let droids: Vec<i32> = kids
         .iter()
         .copied()
-        .filter(|p| *p != sleeper && !is_zombie(*p))
+        .filter(|p| !is_zombie(*p))
         .filter(|p| {
             std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
                 c.split(|b| *b == 0)
@@ -462,22 +470,18 @@ async fn a_client_disconnect_cancels_the_run_and_kills_every_process_of_it() {
             })
         })
         .collect();
-    // the first one started is the droid the supervisor started (droid may have started another
-    // process of its own program that was orphaned to the supervisor)
-    let started = |p: i32| {
-        std::fs::read_to_string(format!("/proc/{p}/stat"))
-            .ok()
-            .and_then(|s| {
-                let after = s.rsplit_once(") ")?.1.to_owned();
-                after.split(' ').nth(19)?.parse::<u64>().ok()
-            })
-            .unwrap_or(u64::MAX)
+    assert_eq!(droids.len(), 1, "serve's children: {kids:?}");
+    let droid = droids[0];
+    let cgroup = |p: i32| {
+        std::fs::read_to_string(format!("/proc/{p}/cgroup"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("0::").map(str::to_owned))
+            .unwrap_or_default()
     };
-    let droid = droids
-        .iter()
-        .copied()
-        .min_by_key(|p| (started(*p), *p))
-        .unwrap_or_else(|| panic!("no live droid among the supervisor's children {adopted:?}"));
+    let leaf = cgroup(droid);
+    assert!(leaf.contains("/droid-executor-"), "droid's cgroup {leaf:?}");
+    assert_eq!(cgroup(sleeper), leaf, "the sleeper left droid's leaf");
     let marker = wait_env_value(droid, MARKER_VAR, GONE_LIMIT).await;
     w.markers.borrow_mut().push(marker.clone());
     assert!(marker.starts_with("run-"), "{marker}");

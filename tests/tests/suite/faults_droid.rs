@@ -665,15 +665,26 @@ async fn unmarked_escapes_end_with_a_cancelled_run() {
 
 /// Processes of droid's tree that dropped the run's marker (`env -i`, an environment rewritten
 /// by `exec`, a double fork into a new session) are ended when the front-end running the run is
-/// SIGKILLed (`run`, `serve`'s `POST /execute`, `mcp`'s `tools/call`): the run's supervisor
-/// outlives the front-end just long enough to end droid's whole tree.
+/// SIGKILLed (`run`, `serve`'s `POST /execute`, `mcp`'s `tools/call`): the front-end's cgroup
+/// reaper kills the run's leaf (where the front-end may make cgroups, as here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unmarked_escapes_end_with_a_killed_front_end() {
+    record(escapes_end_with_a_killed_front_end("", "").await);
+}
+
+/// As [`unmarked_escapes_end_with_a_killed_front_end`] with `cgroups = false`: the run's
+/// supervisor outlives the front-end just long enough to end droid's whole tree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmarked_escapes_end_with_a_killed_front_end_under_the_supervisor() {
+    record(escapes_end_with_a_killed_front_end("cgroups = false", ", under the supervisor").await);
+}
+
+async fn escapes_end_with_a_killed_front_end(config: &str, how: &str) -> Vec<Observed> {
     let mut rows = Vec::new();
     for front in Front::ALL {
         let mut steps = escapes();
         steps.push(json!({"hang": true}));
-        let fh = FaultHome::new("fault", &Value::Array(steps), "");
+        let fh = FaultHome::new("fault", &Value::Array(steps), config);
         let request = fh.request(json!({}));
         let started = Started::request(front, &fh, &request).await;
         for name in ESCAPES {
@@ -693,7 +704,7 @@ async fn unmarked_escapes_end_with_a_killed_front_end() {
             pending.abort();
         }
         drop(started);
-        assert_eq!(left, Vec::<String>::new(), "{front:?}");
+        assert_eq!(left, Vec::<String>::new(), "{front:?}{how}");
         rows.push(Observed {
             test: String::new(),
             front_end: front.name().into(),
@@ -703,10 +714,10 @@ async fn unmarked_escapes_end_with_a_killed_front_end() {
             results: 0,
             peak_rss_mib: 0.0,
             processes_left: left.len(),
-            note:
-                "env -i, exec env -i and a double-forked daemon gone after the front-end's SIGKILL"
-                    .into(),
+            note: format!(
+                "env -i, exec env -i and a double-forked daemon gone after the front-end's SIGKILL{how}"
+            ),
         });
     }
-    record(rows);
+    rows
 }
