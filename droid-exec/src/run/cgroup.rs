@@ -6,31 +6,34 @@
 //! # Layout
 //! The first run of a front-end makes a *host* cgroup beside it,
 //! `<its own cgroup>/droid-executor-<pid>-<unique>`, and one *leaf* per run under it (the agent,
-//! then one for the verification commands). A child joins its leaf between fork and exec
-//! ([`crate::run::spawn`] writes `0` to the leaf's `cgroup.procs`), so everything it starts is
-//! born inside. A leaf found empty when its run lets go of it is kept for the next run (making
-//! and removing one costs ~0.1 ms); one still populated is killed and left for the reaper.
+//! then one for the verification commands). A child is born in its leaf
+//! (`clone3(CLONE_INTO_CGROUP)`, [`crate::run::leaf_child`], rather than moved there, which can
+//! cost an RCU grace period per run), so everything it starts is born inside. A leaf found empty
+//! when its run lets go of it is kept for the next run (making and removing one costs ~0.1 ms);
+//! one still populated is killed and left for the reaper.
 //!
 //! # The reaper
 //! A front-end may die (SIGKILL included) while runs are under way. With the host comes one
 //! process per front-end, not per run: `<program> reap <host>` ([`reap_host`]), in a session of
 //! its own, whose stdin is a pipe only the front-end holds. At its end-of-file (the front-end
 //! exited or died, or dropped its engine) it kills the whole host with `cgroup.kill`, waits for
-//! it to empty and removes it. Starting it is also the probe: between its fork and exec it joins
-//! a leaf and goes back to the front-end's own cgroup, the very moves a run needs; if either
-//! fails (no write access to the hierarchy, a cgroup namespace boundary, a read-only mount) there
-//! is no host and runs fall back to the per-run supervisor ([`crate::run::guard`]). A host left by
-//! a front-end whose reaper died too is removed by the next front-end that starts beside it.
+//! it to empty and removes it. Where the host cannot be made (no cgroup v2 hierarchy, no write
+//! access to it, a read-only mount, no `cgroup.kill`), or the kernel refuses the first child born
+//! in a leaf (a cgroup namespace boundary, no `CLONE_INTO_CGROUP`), runs fall back to the per-run
+//! supervisor ([`crate::run::guard`]). A host left by a front-end whose reaper died too is removed
+//! by the next front-end that starts beside it.
 //!
 //! Key choices: the host lives under the front-end's own cgroup, the only place an unprivileged
 //! user with a delegated cgroup (systemd `Delegate=`, a user session) may write, and the moves
-//! stay under one common ancestor, as cgroup v2 requires; no controller is enabled (none is
+//! stay under one common ancestor, as cgroup v2 requires (creating a process in a leaf asks the
+//! same rights as moving one there); no controller is enabled (none is
 //! needed for `cgroup.kill`, and enabling one would forbid processes in the front-end's own
 //! cgroup). `cgroup.kill` needs Linux 5.14; older kernels use the supervisor.
 
 use std::fs::File;
 use std::io::{Read as _, Write as _};
 use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -39,7 +42,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 
 use crate::error::EngineError;
-use crate::run::spawn::{SpawnSpec, spawn_joining};
+use crate::run::spawn::{SpawnSpec, spawn};
 
 /// The start of every host's name; the reaper refuses to touch anything else.
 pub const HOST_PREFIX: &str = "droid-executor-";
@@ -58,7 +61,7 @@ const KEEP_FREE: usize = 16;
 pub(crate) struct Host {
     dir: PathBuf,
     next: AtomicU64,
-    /// Empty leaves, their `cgroup.procs` open, ready for a run.
+    /// Empty leaves, their directories open, ready for a run.
     free: Mutex<Vec<(PathBuf, OwnedFd)>>,
     /// The reaper's stdin, never written: closed with the host (or by the kernel when this
     /// process dies), which is the reaper's signal.
@@ -77,7 +80,7 @@ impl Host {
         // `<pid>-<time>-<count>`: the pid first, for `remove_stale_hosts`
         let dir = own.join(format!("{HOST_PREFIX}{}", crate::run::scratch::unique_id()));
         std::fs::create_dir(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-        match Self::probe_and_reap(program, &own, &dir) {
+        match Self::reaper(program, &dir) {
             Ok(reaper) => Ok(Arc::new(Self {
                 dir,
                 next: AtomicU64::new(0),
@@ -91,30 +94,22 @@ impl Host {
         }
     }
 
-    /// Start the reaper, which joins a probe leaf and goes back to `own` before it executes.
-    fn probe_and_reap(program: &Path, own: &Path, dir: &Path) -> Result<File, String> {
+    /// Start the host's reaper; the pipe returned is its stdin.
+    fn reaper(program: &Path, dir: &Path) -> Result<File, String> {
         if !dir.join("cgroup.kill").exists() {
             return Err("the kernel has no cgroup.kill (Linux 5.14 or later)".into());
         }
-        let probe = dir.join("probe");
-        std::fs::create_dir(&probe).map_err(|e| format!("cannot make {}: {e}", probe.display()))?;
-        let opened = open_procs(&probe).and_then(|p| Ok((p, open_procs(own)?)));
-        let spawned = opened.and_then(|(into, back)| {
-            let spec = SpawnSpec {
-                program: program.to_path_buf(),
-                args: vec![REAP_COMMAND.into(), dir.as_os_str().to_owned()],
-                // holds no directory of a run busy
-                cwd: "/".into(),
-                env: Vec::new(),
-                stdin_piped: true,
-                stdin_file: None,
-                detach_log: Some("/dev/null".into()),
-            };
-            spawn_joining(&spec, &[into.as_fd(), back.as_fd()])
-                .map_err(|e| std::io::Error::other(e.to_string()))
-        });
-        let _ = std::fs::remove_dir(&probe);
-        let mut child = spawned.map_err(|e| format!("the reaper could not move: {e}"))?;
+        let spec = SpawnSpec {
+            program: program.to_path_buf(),
+            args: vec![REAP_COMMAND.into(), dir.as_os_str().to_owned()],
+            // holds no directory of a run busy
+            cwd: "/".into(),
+            env: Vec::new(),
+            stdin_piped: true,
+            stdin_file: None,
+            detach_log: Some("/dev/null".into()),
+        };
+        let mut child = spawn(&spec).map_err(|e| format!("the reaper could not start: {e}"))?;
         let pipe = child
             .stdin
             .take()
@@ -132,40 +127,43 @@ impl Host {
     /// When the leaf cannot be made or its `cgroup.procs` opened.
     pub(crate) fn leaf(self: &Arc<Self>) -> std::io::Result<Leaf> {
         let kept = self.free.lock().ok().and_then(|mut f| f.pop());
-        let (dir, procs) = match kept {
+        let (dir, fd) = match kept {
             Some(k) => k,
             None => {
                 let n = self.next.fetch_add(1, Ordering::Relaxed);
                 let dir = self.dir.join(format!("run-{n}"));
                 std::fs::create_dir(&dir)?;
-                let procs = open_procs(&dir)?;
-                (dir, procs)
+                let fd = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(nix::libc::O_DIRECTORY)
+                    .open(&dir)?;
+                (dir, OwnedFd::from(fd))
             }
         };
         Ok(Leaf {
             host: Arc::clone(self),
             dir,
-            procs: Some(procs),
+            fd: Some(fd),
         })
     }
 }
 
-/// One run's cgroup: what joins it (see [`Leaf::procs`]) and all it starts.
+/// One run's cgroup: what is born in it (see [`Leaf::dir`]) and all it starts.
 #[derive(Debug)]
 pub(crate) struct Leaf {
     host: Arc<Host>,
     dir: PathBuf,
-    /// `cgroup.procs`, open for writing (`Some` until the leaf is dropped).
-    procs: Option<OwnedFd>,
+    /// The leaf's directory, open (`Some` until the leaf is dropped).
+    fd: Option<OwnedFd>,
 }
 
 impl Leaf {
-    /// The leaf's `cgroup.procs`: a child writing `0` to it joins the leaf.
-    pub(crate) fn procs(&self) -> BorrowedFd<'_> {
-        match &self.procs {
+    /// The leaf's directory, open: what `clone3(CLONE_INTO_CGROUP)` is given.
+    pub(crate) fn dir(&self) -> BorrowedFd<'_> {
+        match &self.fd {
             Some(fd) => fd.as_fd(),
-            // `procs` is taken only by `drop`
-            None => unreachable!("a leaf's cgroup.procs is open until it is dropped"),
+            // `fd` is taken only by `drop`
+            None => unreachable!("a leaf's directory is open until it is dropped"),
         }
     }
 
@@ -209,7 +207,7 @@ impl Leaf {
 
 impl Drop for Leaf {
     fn drop(&mut self) {
-        let Some(procs) = self.procs.take() else {
+        let Some(fd) = self.fd.take() else {
             return;
         };
         if populated(&self.dir) {
@@ -221,7 +219,7 @@ impl Drop for Leaf {
         if let Ok(mut free) = self.host.free.lock()
             && free.len() < KEEP_FREE
         {
-            free.push((std::mem::take(&mut self.dir), procs));
+            free.push((std::mem::take(&mut self.dir), fd));
             return;
         }
         let _ = std::fs::remove_dir(&self.dir);
@@ -237,13 +235,6 @@ fn populated(dir: &Path) -> bool {
     !buf[..n]
         .split(|b| *b == b'\n')
         .any(|line| line == b"populated 0")
-}
-
-fn open_procs(dir: &Path) -> std::io::Result<OwnedFd> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(dir.join("cgroup.procs"))
-        .map(OwnedFd::from)
 }
 
 /// This process's cgroup v2 directory: its path in `/proc/self/cgroup` (`0::<path>`) under the

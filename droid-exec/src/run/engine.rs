@@ -21,11 +21,13 @@ use crate::error::EngineError;
 use crate::host::FsFacts;
 use crate::providers::{self, AgentEvent, Invocation, PromptInput, Provider};
 use crate::run::cgroup::{Host, Leaf};
+use crate::run::child::RunChild;
 use crate::run::classify::{agent_commands, inside_repo, tool_files};
 use crate::run::event::{Phase, RunEvent};
 use crate::run::excerpt::head_str;
 use crate::run::git_guard::{GitGuard, Restored};
 use crate::run::guard::{self, TreeControl};
+use crate::run::leaf_child::{IntoError, spawn_into};
 use crate::run::prompt;
 use crate::run::reap::{Reapers, Reaping};
 use crate::run::redact::Redactor;
@@ -33,7 +35,7 @@ use crate::run::report;
 use crate::run::sandbox::{self, Writable};
 use crate::run::scratch::{Scratch, unique_id};
 use crate::run::snapshot::{Changes, Snapshot, SnapshotLimits};
-use crate::run::spawn::{SpawnSpec, capture, spawn_confined, spawn_in};
+use crate::run::spawn::{SpawnSpec, capture, spawn_confined};
 use crate::run::supervise::{Limits, Publisher, Supervised, supervise};
 use crate::run::sweep::MARKER_VAR;
 use crate::run::verify::{Verified, VerifyPlan, verify};
@@ -76,6 +78,8 @@ pub struct Engine {
     /// The cgroup of this engine's runs ([`crate::run::cgroup`]), made by the first run;
     /// `None` where there can be none (the runs use a supervisor process instead).
     cgroups: std::sync::OnceLock<Option<Arc<Host>>>,
+    /// The kernel refused a child in a leaf: no more leaves for this engine's runs.
+    no_leaves: std::sync::atomic::AtomicBool,
 }
 
 /// What a run leaves to the background once its result is returned: droid being ended, and
@@ -108,6 +112,7 @@ impl Engine {
             scheduler,
             reapers: Reapers::default(),
             cgroups: std::sync::OnceLock::new(),
+            no_leaves: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -131,6 +136,9 @@ impl Engine {
 
     /// A cgroup leaf for one run's processes, where this engine has a host.
     fn leaf(&self) -> Option<Leaf> {
+        if self.no_leaves.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         self.cgroup_host()?
             .leaf()
             .inspect_err(|e| tracing::warn!("this run has no cgroup: {e}"))
@@ -628,12 +636,28 @@ impl Engine {
             })
         };
         let mut held_guardian = None;
-        let spawned = match self.leaf() {
-            // in a cgroup leaf: the leaf is the tree, and the host's reaper its guardian
-            Some(leaf) => spawn_in(&spec, confine, &leaf).map(|child| {
-                let group = child.id();
-                (child, Some(TreeControl::Cgroup { leaf, group }))
-            }),
+        // in a cgroup leaf: the leaf is the tree, and the host's reaper its guardian
+        let in_leaf = self.leaf().and_then(|leaf| {
+            match spawn_into(&spec, confine, leaf.dir()) {
+                Ok(child) => {
+                    let group = child.id();
+                    Some(Ok((
+                        RunChild::Leaf(child),
+                        Some(TreeControl::Cgroup { leaf, group }),
+                    )))
+                }
+                Err(IntoError::Spawn(e)) => Some(Err(e)),
+                Err(IntoError::Refused(why)) => {
+                    // no run of this engine can have a leaf: the supervisor from now on
+                    tracing::info!("runs use a supervisor process, not a cgroup: {why}");
+                    self.no_leaves
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    None
+                }
+            }
+        });
+        let spawned = match in_leaf {
+            Some(spawned) => spawned,
             None => {
                 let supervised = cfg
                     .supervisor
@@ -647,10 +671,10 @@ impl Engine {
                             .ok()
                     });
                 match supervised {
-                    Some((child, tree)) => Ok((child, Some(tree))),
+                    Some((child, tree)) => Ok((RunChild::Tokio(child), Some(tree))),
                     None => {
                         held_guardian = guardian();
-                        spawn_confined(&spec, confine).map(|child| (child, None))
+                        spawn_confined(&spec, confine).map(|child| (RunChild::Tokio(child), None))
                     }
                 }
             }

@@ -56,6 +56,7 @@ use tokio::process::{Child, ChildStdin};
 
 use crate::error::EngineError;
 use crate::run::cgroup::{END_BUDGET, Leaf};
+use crate::run::child::RunChild;
 use crate::run::sandbox::Confinement;
 use crate::run::spawn::{SpawnSpec, signal_group, spawn, spawn_inheriting, spawn_supervisor};
 use crate::run::sweep;
@@ -264,7 +265,7 @@ pub(crate) const KILL_WAIT: Duration = Duration::from_secs(5);
 /// exit then is SIGKILLed, and what is left without proof is found by the marker sweep. Returns
 /// the exit status (droid's, as the supervisor reports it).
 pub(crate) async fn stop(
-    child: &mut Child,
+    child: &mut RunChild,
     tree: &TreeControl,
     grace: Duration,
     marker: &str,

@@ -7,6 +7,7 @@
 //! ([`redact`], [`excerpt`]). What is specific to one agent CLI lives in `crate::providers`.
 
 pub mod cgroup;
+pub(crate) mod child;
 pub mod classify;
 pub(crate) mod engine;
 pub mod event;
@@ -16,6 +17,7 @@ mod git_guard;
 mod git_index;
 pub mod guard;
 mod ignore_rules;
+pub(crate) mod leaf_child;
 mod line_diff;
 pub mod lines;
 pub mod prompt;

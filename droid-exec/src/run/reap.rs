@@ -35,8 +35,8 @@ use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::run::child::RunChild;
 use nix::sys::signal::Signal;
-use tokio::process::Child;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -66,7 +66,7 @@ impl Reaping {
     /// (or its supervisor) had already exited, nothing is sent. `keep` (droid's output pipes) is
     /// held until the end, so a droid still writing gets no broken pipe while it shuts down.
     pub(crate) fn start<K: Send + 'static>(
-        mut child: Child,
+        mut child: RunChild,
         exited: Option<ExitStatus>,
         tree: Option<TreeControl>,
         kill_grace: Duration,

@@ -5,8 +5,8 @@
 //! `kill_on_drop`, and a parent-death signal (SIGKILL when the thread that started it dies, which
 //! covers our process being SIGKILLed). Killing is by process group; descendants that escaped into
 //! their own session (droid runs each Execute command under `setsid`) are ended with the run's
-//! cgroup leaf, which a child joins between fork and exec ([`crate::run::cgroup`]), or by the
-//! run's supervisor, their subreaper ([`crate::run::guard`]), or else found by
+//! cgroup leaf, where a child is born ([`crate::run::leaf_child`], the other spawn site), or by
+//! the run's supervisor, their subreaper ([`crate::run::guard`]), or else found by
 //! [`crate::run::sweep`].
 //!
 //! The exceptions: a *detached* child (a background task's worker, a run's guardian) gets a new
@@ -22,7 +22,6 @@
 //! `spawn_blocking`, whose threads retire when idle.
 
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd as _, BorrowedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -35,7 +34,9 @@ use tokio::process::{Child, Command};
 
 use crate::error::EngineError;
 use crate::run::cgroup::Leaf;
+use crate::run::child::RunChild;
 use crate::run::excerpt::Tail;
+use crate::run::leaf_child::{IntoError, spawn_into};
 use crate::run::sandbox::Confinement;
 use crate::run::sweep;
 
@@ -86,37 +87,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, EngineError> {
     } else {
         Tie::Owned
     };
-    spawn_tied(spec, tie, None, &[])
-}
-
-/// [`spawn`], the child joining each cgroup of `joins` in turn (their `cgroup.procs`, open for
-/// writing) before it executes ([`crate::run::cgroup`]): it runs in the last one.
-///
-/// # Errors
-/// [`EngineError::Spawn`] when a move is refused or the program cannot be started.
-pub(crate) fn spawn_joining(
-    spec: &SpawnSpec,
-    joins: &[BorrowedFd<'_>],
-) -> Result<Child, EngineError> {
-    let tie = if spec.detach_log.is_some() {
-        Tie::Detached
-    } else {
-        Tie::Owned
-    };
-    spawn_tied(spec, tie, None, joins)
-}
-
-/// [`spawn_confined`] with the child in `leaf` ([`crate::run::cgroup`]) from before it executes,
-/// so that all it starts is born there.
-///
-/// # Errors
-/// [`EngineError::Spawn`] as for [`spawn_confined`], or when the move into the leaf is refused.
-pub(crate) fn spawn_in(
-    spec: &SpawnSpec,
-    confine: Option<&Confinement>,
-    leaf: &Leaf,
-) -> Result<Child, EngineError> {
-    spawn_tied(spec, Tie::Owned, confine, &[leaf.procs()])
+    spawn_tied(spec, tie, None)
 }
 
 /// [`spawn`] confined by `confine` ([`crate::run::sandbox`]): the ruleset is built here and
@@ -134,7 +105,7 @@ pub(crate) fn spawn_confined(
     } else {
         Tie::Owned
     };
-    spawn_tied(spec, tie, confine, &[])
+    spawn_tied(spec, tie, confine)
 }
 
 /// Start a run's supervisor ([`crate::run::guard::supervise_tree`]): its own process group, its stdin,
@@ -149,7 +120,7 @@ pub(crate) fn spawn_supervisor(
     spec: &SpawnSpec,
     confine: Option<&Confinement>,
 ) -> Result<Child, EngineError> {
-    spawn_tied(spec, Tie::Supervisor, confine, &[])
+    spawn_tied(spec, Tie::Supervisor, confine)
 }
 
 /// Start the agent from its supervisor: [`spawn`], but writing to this process's own stdout and
@@ -158,7 +129,7 @@ pub(crate) fn spawn_supervisor(
 /// # Errors
 /// [`EngineError::Spawn`] when the program cannot be started.
 pub(crate) fn spawn_inheriting(spec: &SpawnSpec) -> Result<Child, EngineError> {
-    spawn_tied(spec, Tie::Inherit, None, &[])
+    spawn_tied(spec, Tie::Inherit, None)
 }
 
 #[allow(clippy::disallowed_methods)] // the one spawn site
@@ -166,7 +137,6 @@ fn spawn_tied(
     spec: &SpawnSpec,
     tie: Tie,
     confine: Option<&Confinement>,
-    joins: &[BorrowedFd<'_>],
 ) -> Result<Child, EngineError> {
     let failed = |source| EngineError::Spawn {
         program: spec.program.display().to_string(),
@@ -226,19 +196,14 @@ fn spawn_tied(
         }
     }
     let parent = nix::unistd::getpid();
-    let joins: Vec<RawFd> = joins.iter().map(|fd| fd.as_raw_fd()).collect();
     #[allow(unsafe_code)]
     // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
-    // calls are allowed; setsid, prctl, getppid, write and landlock_restrict_self are plain
-    // system calls (the ruleset was built before the fork), and the closure allocates nothing
-    // (errors are raw errno values). The descriptors of `joins` are borrowed from the caller for
-    // the whole of this call, and the child's copies stay open until it executes.
+    // calls are allowed; setsid, prctl, getppid and landlock_restrict_self are plain system
+    // calls (the ruleset was built before the fork), and the closure allocates nothing (errors
+    // are raw errno values).
     unsafe {
         cmd.pre_exec(move || {
             in_child(tie, parent)?;
-            for fd in &joins {
-                join_cgroup(BorrowedFd::borrow_raw(*fd))?;
-            }
             match ruleset.take() {
                 Some(rules) => confine_self(rules),
                 None => Ok(()),
@@ -266,15 +231,6 @@ fn in_child(tie: Tie, parent: Pid) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Move this (child) process into the cgroup whose `cgroup.procs` is `procs`.
-fn join_cgroup(procs: BorrowedFd<'_>) -> std::io::Result<()> {
-    match nix::unistd::write(procs, b"0") {
-        Ok(1) => Ok(()),
-        Ok(_) => Err(std::io::Error::from_raw_os_error(nix::libc::EIO)),
-        Err(errno) => Err(std::io::Error::from_raw_os_error(errno as i32)),
-    }
-}
-
 /// Enforce `rules` on this (child) process: `no_new_privs`, then `landlock_restrict_self`. A
 /// ruleset the kernel did not enforce fails the spawn (ENOSYS): a run that was to be confined
 /// never runs unconfined.
@@ -296,7 +252,7 @@ pub(crate) fn signal_group(pid: u32, signal: Signal) {
 /// Stop a child: SIGTERM its group, wait up to `grace`, SIGKILL the group, reap it, then kill
 /// anything that still carries `marker` in its environment. Returns the exit status.
 pub(crate) async fn terminate(
-    child: &mut Child,
+    child: &mut RunChild,
     grace: Duration,
     marker: &str,
 ) -> Option<std::process::ExitStatus> {
@@ -307,7 +263,10 @@ pub(crate) async fn terminate(
 
 /// Stop a child: SIGTERM its group, wait up to `grace`, SIGKILL the group, reap it. What left
 /// the group is the caller's to end.
-async fn terminate_group(child: &mut Child, grace: Duration) -> Option<std::process::ExitStatus> {
+async fn terminate_group(
+    child: &mut RunChild,
+    grace: Duration,
+) -> Option<std::process::ExitStatus> {
     match child.id() {
         None => child.wait().await.ok(),
         Some(pid) => {
@@ -367,7 +326,7 @@ pub async fn capture(
 }
 
 /// [`capture`], the command confined by `confine` ([`spawn_confined`]). With `leaf` the command
-/// runs in that cgroup ([`spawn_in`]) and, once it exited or was stopped, everything in the leaf
+/// runs in that cgroup (born there: [`crate::run::leaf_child`]) and, once it exited or was stopped, everything in the leaf
 /// is killed before the pipes are drained (`setsid` children included, marked or not); the
 /// marker is swept only if the leaf could not be emptied.
 ///
@@ -386,10 +345,23 @@ pub(crate) async fn capture_confined(
     let mut spec = spec.clone();
     spec.stdin_piped = input.is_some();
     let mut child = match leaf {
-        Some(leaf) => spawn_in(&spec, confine, leaf)?,
-        None => spawn_confined(&spec, confine)?,
+        // no input for a command in a leaf (verification has none)
+        Some(leaf) => match spawn_into(&spec, confine, leaf.dir()) {
+            Ok(c) => RunChild::Leaf(c),
+            Err(IntoError::Spawn(e)) => return Err(e),
+            Err(IntoError::Refused(source)) => {
+                return Err(EngineError::Spawn {
+                    program: spec.program.display().to_string(),
+                    source,
+                });
+            }
+        },
+        None => RunChild::Tokio(spawn_confined(&spec, confine)?),
     };
-    let mut stdin = child.stdin.take();
+    let mut stdin = match &mut child {
+        RunChild::Tokio(c) => c.stdin.take(),
+        RunChild::Leaf(_) => None,
+    };
     let input = input.map(<[u8]>::to_vec);
     let feed = async move {
         if let (Some(mut w), Some(bytes)) = (stdin.take(), input) {
@@ -398,8 +370,8 @@ pub(crate) async fn capture_confined(
             let _ = w.shutdown().await;
         }
     };
-    let out = read_tail(child.stdout.take(), keep);
-    let err = read_tail(child.stderr.take(), keep);
+    let out = read_tail(child.take_stdout(), keep);
+    let err = read_tail(child.take_stderr(), keep);
     let mut readers = tokio::spawn(async move { tokio::join!(out, err) });
     let pid = child.id();
     let (status, timed_out) = tokio::select! {

@@ -12,9 +12,9 @@
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use crate::run::child::RunChild;
 use droid_contract::RunEnd;
 use tokio::io::BufReader;
-use tokio::process::Child;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -196,7 +196,7 @@ enum Stop {
 }
 
 pub(crate) async fn supervise(
-    mut child: Child,
+    mut child: RunChild,
     provider: &dyn Provider,
     limits: Limits,
     cancel: &CancellationToken,
@@ -204,10 +204,9 @@ pub(crate) async fn supervise(
 ) -> Supervised {
     let pid = child.id();
     let stderr = StderrTail::new();
-    let mut stderr_task = tokio::spawn(stderr.clone().fill(child.stderr.take()));
+    let mut stderr_task = tokio::spawn(stderr.clone().fill(child.take_stderr()));
     let mut lines = child
-        .stdout
-        .take()
+        .take_stdout()
         .map(|s| Lines::new(BufReader::with_capacity(64 * 1024, s), MAX_LINE_BYTES));
     let mut obs = Observed::new(provider);
     let stop = loop {
@@ -307,7 +306,7 @@ pub(crate) async fn supervise(
 /// already be gone; else it is stopped and reaped in the background, its output (`keep`) held
 /// open and its stderr still read until then.
 fn hand_over<K: Send + 'static>(
-    mut child: Child,
+    mut child: RunChild,
     limits: Limits,
     keep: K,
     obs: Observed,
