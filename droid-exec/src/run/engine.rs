@@ -134,12 +134,17 @@ impl Engine {
             .as_ref()
     }
 
-    /// A cgroup leaf for one run's processes, where this engine has a host.
-    fn leaf(&self) -> Option<Leaf> {
+    /// The cgroup host of this engine's runs, unless the kernel refused a child in a leaf.
+    fn leaf_host(&self) -> Option<&Arc<Host>> {
         if self.no_leaves.load(std::sync::atomic::Ordering::Relaxed) {
             return None;
         }
-        self.cgroup_host()?
+        self.cgroup_host()
+    }
+
+    /// A cgroup leaf for one run's processes, where this engine has a host.
+    fn leaf(&self) -> Option<Leaf> {
+        self.leaf_host()?
             .leaf()
             .inspect_err(|e| tracing::warn!("this run has no cgroup: {e}"))
             .ok()
@@ -741,8 +746,8 @@ impl Engine {
             // the commands run straight under us, in a leaf of their own (droid's may still be
             // ending), else with a guardian (droid's supervisor, if still there, is only ending
             // droid's tree)
-            let leaf = self.leaf();
-            if leaf.is_none() && held_guardian.is_none() {
+            let leaves = self.leaf_host();
+            if leaves.is_none() && held_guardian.is_none() {
                 held_guardian = guardian();
             }
             publish.send(RunEvent::Progress {
@@ -760,7 +765,7 @@ impl Engine {
                         marker: &marker,
                         redact: &redact,
                         confine: verify_confine.as_ref(),
-                        leaf: leaf.as_ref(),
+                        leaves,
                     },
                     cancel,
                 )

@@ -2,8 +2,8 @@
 //! in its own process group under the time left in the run's budget, with bounded excerpts. The
 //! result's `tests` come from here, never from droid's word.
 //!
-//! Nothing a command starts outlives it, whatever its outcome. Where the run has a cgroup leaf for
-//! its commands ([`crate::run::cgroup`]) each command runs in it, and once its shell exits the
+//! Nothing a command starts outlives it, whatever its outcome. Where the engine has a cgroup host
+//! ([`crate::run::cgroup`]) each command runs in a leaf of its own, and once its shell exits the
 //! leaf is killed and found empty before the output is drained (a `server &` holding the pipes
 //! does not delay the run; `setsid` children are in the leaf too). Without one, its process group
 //! is killed, then everything carrying its marker (`<run marker>-verify-<i>`, `setsid` children
@@ -17,7 +17,9 @@ use droid_contract::{CommandRun, CommandSource, ShellCommand, Tests};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::run::cgroup::{END_BUDGET, Leaf};
+use std::sync::Arc;
+
+use crate::run::cgroup::{END_BUDGET, Host};
 use crate::run::redact::Redactor;
 use crate::run::sandbox::Confinement;
 use crate::run::spawn::{SpawnSpec, capture_confined};
@@ -43,8 +45,8 @@ pub(crate) struct VerifyPlan<'a> {
     pub redact: &'a Redactor,
     /// The run's confinement: the commands write where the agent could, nowhere else.
     pub confine: Option<&'a Confinement>,
-    /// The cgroup the commands run in, one after the other (`None`: the marker sweep).
-    pub leaf: Option<&'a Leaf>,
+    /// Where each command's cgroup leaf comes from (`None`, or no leaf: the marker sweep).
+    pub leaves: Option<&'a Arc<Host>>,
 }
 
 pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) -> Verified {
@@ -78,14 +80,20 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
             stdin_file: None,
             detach_log: None,
         };
+        // a leaf per command: a killed one takes no new process (see `crate::run::cgroup`)
+        let leaf = plan.leaves.and_then(|host| {
+            host.leaf()
+                .inspect_err(|e| tracing::warn!("{} runs without a cgroup: {e}", cmd.as_str()))
+                .ok()
+        });
         let outcome = tokio::select! {
-            r = capture_confined(&spec, None, left, plan.keep, &marker, plan.confine, plan.leaf) => Some(r),
+            r = capture_confined(&spec, None, left, plan.keep, &marker, plan.confine, leaf.as_ref()) => Some(r),
             () = cancel.cancelled() => None,
         };
         // whatever the outcome, nothing the command started outlives it: its group was killed
         // when its shell exited (`server &`); this finds the rest (a `setsid` child that closed
         // its output) and, after a cancel, the whole tree
-        let ended = match plan.leaf {
+        let ended = match &leaf {
             Some(leaf) => leaf.end(END_BUDGET).await,
             None => false,
         };

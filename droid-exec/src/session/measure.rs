@@ -159,7 +159,7 @@ impl TurnMeter {
                 redact: &self.redact,
                 confine: session.confinement(),
                 // an ACP session's commands are ended by the marker sweep
-                leaf: None,
+                leaves: None,
             };
             let v = verify(&plan, cancel).await;
             m.tests = Some((v.tests, v.runs));

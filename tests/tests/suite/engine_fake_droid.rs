@@ -980,6 +980,22 @@ async fn in_a_cgroup_leaf_the_tree_ends_with_the_run_without_a_supervisor() {
         assert!(wait_gone(pid, GONE).await, "{what} (pid {pid}) survived");
     }
     assert_nothing_survives(&ran, &fake.record().unwrap()).await;
+
+    // the next run of the engine is not born in a killed leaf (Linux kills a process created
+    // in a cgroup that was ever killed): it runs, and so do its two verification commands
+    fake.play(json!([{"completion": "Again."}]));
+    let again = run(
+        &fake.engine,
+        &request(
+            repo.path(),
+            "Again",
+            json!({"suggested_commands": ["true", "sleep 300 & echo ok"]}),
+        ),
+    )
+    .await;
+    assert_eq!(again.result.status, Status::Success, "{:#?}", again.result);
+    assert_eq!(again.result.tests.passed, Some(true), "{:#?}", again.result);
+    settled(&fake.engine).await;
 }
 
 /// The run's supervisor (the pid of the run's `Started` event) and droid, its one live child.
