@@ -7,7 +7,7 @@
 //! The first run of a front-end makes a *host* cgroup beside it,
 //! `<its own cgroup>/droid-executor-<pid>-<unique>`, and one *leaf* per run under it (the agent,
 //! then one for the verification commands). A child is born in its leaf
-//! (`clone3(CLONE_INTO_CGROUP)`, [`crate::run::leaf_child`], rather than moved there, which can
+//! (`clone3(CLONE_INTO_CGROUP)`, [`crate::run::spawn::leaf`], rather than moved there, which can
 //! cost an RCU grace period per run), so everything it starts is born inside. A leaf found empty
 //! when its run lets go of it is kept for the next run (making and removing one costs ~0.1 ms),
 //! unless it was ever killed; one still populated is killed and left for the reaper.

@@ -1,11 +1,11 @@
 //! A child the engine supervises, whichever way it was started: by tokio's spawn
-//! ([`crate::run::spawn`]), or straight into a cgroup leaf ([`crate::run::leaf_child`]).
+//! ([`crate::run::spawn`]), or straight into a cgroup leaf ([`crate::run::spawn::leaf`]).
 
 use std::process::ExitStatus;
 
 use tokio::io::AsyncRead;
 
-use crate::run::leaf_child::LeafChild;
+use crate::run::spawn::leaf::LeafChild;
 
 /// A child's output stream, whichever kind of child it is.
 pub(crate) type Output = Box<dyn AsyncRead + Send + Unpin>;

@@ -17,7 +17,6 @@ mod git_guard;
 mod git_index;
 pub mod guard;
 mod ignore_rules;
-pub(crate) mod leaf_child;
 mod line_diff;
 pub mod lines;
 pub mod prompt;

@@ -1,11 +1,13 @@
-//! The one place the workspace starts processes (docs/architecture.md#house-rules: one spawn site).
+//! The one place the workspace starts processes (docs/architecture.md#house-rules: one spawn
+//! module): here with tokio's spawn, and in [`leaf`] straight into a cgroup leaf with `clone3`.
+//! The workspace's `unsafe` code is in this module only.
 //!
 //! Every child gets its own process group (`process_group(0)`), an explicit environment (cleared,
 //! then exactly what the caller passes), null or piped stdin, piped stdout and stderr,
 //! `kill_on_drop`, and a parent-death signal (SIGKILL when the thread that started it dies, which
 //! covers our process being SIGKILLed). Killing is by process group; descendants that escaped into
 //! their own session (droid runs each Execute command under `setsid`) are ended with the run's
-//! cgroup leaf, where a child is born ([`crate::run::leaf_child`], the other spawn site), or by
+//! cgroup leaf, where a child is born ([`leaf`]), or by
 //! the run's supervisor, their subreaper ([`crate::run::guard`]), or else found by
 //! [`crate::run::sweep`].
 //!
@@ -20,6 +22,8 @@
 //! exits. Children are spawned from async code, that is from a tokio worker thread (or the
 //! current-thread runtime's thread), which lives as long as the runtime; never spawn from
 //! `spawn_blocking`, whose threads retire when idle.
+
+pub(crate) mod leaf;
 
 use std::ffi::OsString;
 use std::os::unix::fs::OpenOptionsExt;
@@ -36,8 +40,8 @@ use crate::error::EngineError;
 use crate::run::cgroup::Leaf;
 use crate::run::child::RunChild;
 use crate::run::excerpt::Tail;
-use crate::run::leaf_child::{IntoError, spawn_into};
 use crate::run::sandbox::Confinement;
+use crate::run::spawn::leaf::{IntoError, spawn_into};
 use crate::run::sweep;
 
 /// What to start.
@@ -326,7 +330,7 @@ pub async fn capture(
 }
 
 /// [`capture`], the command confined by `confine` ([`spawn_confined`]). With `leaf` the command
-/// runs in that cgroup (born there: [`crate::run::leaf_child`]) and, once it exited or was stopped, everything in the leaf
+/// runs in that cgroup (born there: [`crate::run::spawn::leaf`]) and, once it exited or was stopped, everything in the leaf
 /// is killed before the pipes are drained (`setsid` children included, marked or not); the
 /// marker is swept only if the leaf could not be emptied.
 ///
