@@ -179,10 +179,7 @@ impl Leaf {
     /// another process after that.
     pub(crate) fn kill(&self) {
         self.killed.store(true, Ordering::Relaxed);
-        let _ = std::fs::OpenOptions::new()
-            .write(true)
-            .open(self.dir.join("cgroup.kill"))
-            .and_then(|mut f| f.write_all(b"1"));
+        kill_dir(&self.dir);
     }
 
     /// Is any process still in the leaf? (An unreadable `cgroup.events` says yes: no proof.)
@@ -324,6 +321,7 @@ fn remove_stale_hosts(own: &Path) {
     }
 }
 
+/// SIGKILL everything in the cgroup `dir` and below (`cgroup.kill`).
 fn kill_dir(dir: &Path) {
     let _ = std::fs::OpenOptions::new()
         .write(true)
