@@ -66,8 +66,9 @@ const KEEP_FREE: usize = 16;
 pub(crate) struct Host {
     dir: PathBuf,
     next: AtomicU64,
-    /// Empty leaves, their directories open, ready for a run.
-    free: Mutex<Vec<(PathBuf, OwnedFd)>>,
+    /// Empty leaves, never killed, ready for a run (paths only: a long-lived front-end holds
+    /// no descriptor for them).
+    free: Mutex<Vec<PathBuf>>,
     /// The reaper's stdin, never written: closed with the host (or by the kernel when this
     /// process dies), which is the reaper's signal.
     _reaper: File,
@@ -132,19 +133,20 @@ impl Host {
     /// When the leaf cannot be made or its `cgroup.procs` opened.
     pub(crate) fn leaf(self: &Arc<Self>) -> std::io::Result<Leaf> {
         let kept = self.free.lock().ok().and_then(|mut f| f.pop());
-        let (dir, fd) = match kept {
-            Some(k) => k,
+        let dir = match kept {
+            Some(dir) => dir,
             None => {
                 let n = self.next.fetch_add(1, Ordering::Relaxed);
                 let dir = self.dir.join(format!("run-{n}"));
                 std::fs::create_dir(&dir)?;
-                let fd = std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(nix::libc::O_DIRECTORY)
-                    .open(&dir)?;
-                (dir, OwnedFd::from(fd))
+                dir
             }
         };
+        let fd = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_DIRECTORY)
+            .open(&dir)
+            .map(OwnedFd::from)?;
         Ok(Leaf {
             host: Arc::clone(self),
             dir,
@@ -214,9 +216,9 @@ impl Leaf {
 
 impl Drop for Leaf {
     fn drop(&mut self) {
-        let Some(fd) = self.fd.take() else {
+        if self.fd.take().is_none() {
             return;
-        };
+        }
         if populated(&self.dir) {
             // the run's future was dropped with its processes still there: nothing of it may
             // outlive it; the leaf itself goes with the host
@@ -227,7 +229,7 @@ impl Drop for Leaf {
             && free.len() < KEEP_FREE
             && !self.killed.load(Ordering::Relaxed)
         {
-            free.push((std::mem::take(&mut self.dir), fd));
+            free.push(std::mem::take(&mut self.dir));
             return;
         }
         let _ = std::fs::remove_dir(&self.dir);
