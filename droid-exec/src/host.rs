@@ -19,6 +19,6 @@ impl PathFacts for FsFacts {
     }
 
     fn canonical(&self, path: &Path) -> Option<PathBuf> {
-        std::fs::canonicalize(path).ok()
+        crate::real_path::canonical(path).ok()
     }
 }

@@ -10,18 +10,18 @@
 //!
 //! Key choices:
 //! - the prompt goes through a private file (`-f`), never argv (Linux caps one argument at 128 KiB);
-//! - droid runs under a per-run supervisor process ([`guard`]) that is its parent and a child
-//!   subreaper: every process of droid's tree that loses its parent (`setsid`, a double fork,
-//!   `env -i`) comes to it, and it ends the whole tree when droid exits, on timeout and
-//!   cancellation, and when the process running the run dies first (SIGKILL included), at a cost
-//!   that depends on the run, not on the machine. Every process a run starts also carries a
-//!   marker variable in its environment: the fallback where there is no supervisor, and how
-//!   verification commands are ended (see [`sweep`]);
+//! - droid's whole tree is owned without scanning the machine: where a cgroup v2 hierarchy is
+//!   writable, droid is born in a leaf cgroup of its own (`clone3` into the cgroup), ended with
+//!   `cgroup.kill` and proven gone by `populated 0`, and one reaper process per front-end ends
+//!   them all if the front-end dies (see [`run::cgroup`]); elsewhere a per-run supervisor
+//!   process ([`guard`]) is droid's parent and a child subreaper, so every process that loses
+//!   its parent (`setsid`, a double fork, `env -i`) comes to it and it ends the tree, the
+//!   front-end's death included. Every process a run starts also carries a marker variable in
+//!   its environment: the last fallback where neither works (see [`sweep`]);
 //! - the result is assembled as soon as droid's `completion` event arrives: the snapshot and the
-//!   verification start at once, and droid is stopped (SIGTERM through its supervisor) and
-//!   reaped in the background, by a task that holds the run's guardian and slot until the
-//!   supervisor has exited, its tree gone; a front-end that exits waits for those tasks with
-//!   [`Engine::settled`] (see `reap.rs`);
+//!   verification start at once, and droid is stopped and reaped in the background, by a task
+//!   that holds the run's slot (and guardian) until its tree is gone; a front-end that exits
+//!   waits for those tasks with [`Engine::settled`] (see `reap.rs`);
 //! - outcomes (timeout, cancel, droid failing) are data in the result; `Err` means "could not run".
 
 pub mod ask;
@@ -35,6 +35,7 @@ pub mod input;
 pub mod locate;
 pub mod provenance;
 pub mod providers;
+pub mod real_path;
 pub mod run;
 pub mod session;
 pub mod tasks;

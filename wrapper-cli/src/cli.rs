@@ -90,6 +90,9 @@ pub(crate) enum Command {
     Reap {
         /// The cgroup (`…/droid-executor-<pid>-<id>` on a cgroup v2 file system).
         host: std::path::PathBuf,
+        /// Where the front-end's scratch directories are (removed after the host).
+        #[arg(long)]
+        scratch: Option<std::path::PathBuf>,
     },
 }
 
@@ -219,13 +222,13 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
             Some((program, args)) => supervise(&marker, program.into(), args.to_vec(), stdin).await,
             None => guard(&marker).await,
         },
-        Command::Reap { host } => reap(&host).await,
+        Command::Reap { host, scratch } => reap(&host, scratch.as_deref()).await,
     }
 }
 
 /// `droid-executor reap <host>`: see `droid_exec::run::cgroup`. Exit 0 when the cgroup was
 /// emptied and removed, 1 when some process outlived the budget, 2 for a directory it refuses.
-async fn reap(host: &std::path::Path) -> ExitCode {
+async fn reap(host: &std::path::Path, scratch: Option<&std::path::Path>) -> ExitCode {
     let owner = match droid_exec::run::guard::stdin_control() {
         Ok(pipe) => pipe,
         Err(e) => {
@@ -233,7 +236,7 @@ async fn reap(host: &std::path::Path) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match droid_exec::run::cgroup::reap_host(host, owner).await {
+    match droid_exec::run::cgroup::reap_host(host, owner, scratch).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
             eprintln!(

@@ -80,13 +80,13 @@ impl Host {
     /// # Errors
     /// Why there can be no host here (no cgroup v2 hierarchy, no write access, no `cgroup.kill`,
     /// the reaper could not start or move): runs use the supervisor instead.
-    pub(crate) fn start(program: &Path) -> Result<Arc<Self>, String> {
+    pub(crate) fn start(program: &Path, scratch_root: &Path) -> Result<Arc<Self>, String> {
         let own = own_cgroup()?;
         remove_stale_hosts(&own);
         // `<pid>-<time>-<count>`: the pid first, for `remove_stale_hosts`
         let dir = own.join(format!("{HOST_PREFIX}{}", crate::run::scratch::unique_id()));
         std::fs::create_dir(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-        match Self::reaper(program, &dir) {
+        match Self::reaper(program, &dir, scratch_root) {
             Ok(reaper) => Ok(Arc::new(Self {
                 dir,
                 next: AtomicU64::new(0),
@@ -101,13 +101,18 @@ impl Host {
     }
 
     /// Start the host's reaper; the pipe returned is its stdin.
-    fn reaper(program: &Path, dir: &Path) -> Result<File, String> {
+    fn reaper(program: &Path, dir: &Path, scratch_root: &Path) -> Result<File, String> {
         if !dir.join("cgroup.kill").exists() {
             return Err("the kernel has no cgroup.kill (Linux 5.14 or later)".into());
         }
         let spec = SpawnSpec {
             program: program.to_path_buf(),
-            args: vec![REAP_COMMAND.into(), dir.as_os_str().to_owned()],
+            args: vec![
+                REAP_COMMAND.into(),
+                dir.as_os_str().to_owned(),
+                "--scratch".into(),
+                scratch_root.as_os_str().to_owned(),
+            ],
             // holds no directory of a run busy
             cwd: "/".into(),
             env: Vec::new(),
@@ -343,9 +348,11 @@ fn remove_tree(dir: &Path) -> std::io::Result<()> {
     std::fs::remove_dir(dir)
 }
 
-/// The reaper's body (`droid-executor reap <host>`): wait for end-of-file on `owner` (the
-/// front-end's pipe), then kill everything in `host`, wait for it to empty and remove it.
-/// Returns whether it was emptied.
+/// The reaper's body (`droid-executor reap <host> [--scratch <root>]`): wait for end-of-file on
+/// `owner` (the front-end's pipe), then kill everything in `host`, wait for it to empty and
+/// remove it, and remove the front-end's scratch directories under `scratch` (runs under way
+/// when it died, and the emptied ones its engine kept: [`crate::run::scratch`]). Returns
+/// whether the host was emptied.
 ///
 /// # Errors
 /// [`EngineError::InvalidCgroup`] when `host` is not a host of ours on a cgroup v2 file system
@@ -353,6 +360,7 @@ fn remove_tree(dir: &Path) -> std::io::Result<()> {
 pub async fn reap_host<R: AsyncRead + Unpin>(
     host: &Path,
     mut owner: R,
+    scratch: Option<&Path>,
 ) -> Result<bool, EngineError> {
     let ours = host
         .file_name()
@@ -375,7 +383,23 @@ pub async fn reap_host<R: AsyncRead + Unpin>(
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let _ = remove_tree(host);
+    if let Some(root) = scratch
+        && let Some(pid) = host_pid(host)
+    {
+        crate::run::scratch::remove_of(root, pid);
+    }
     Ok(true)
+}
+
+/// The pid of the front-end that made `host` (`droid-executor-<pid>-…`).
+fn host_pid(host: &Path) -> Option<u32> {
+    host.file_name()?
+        .to_str()?
+        .strip_prefix(HOST_PREFIX)?
+        .split('-')
+        .next()?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]
@@ -385,7 +409,7 @@ mod tests {
     #[tokio::test]
     async fn the_reaper_refuses_what_is_not_a_host() {
         for dir in ["/tmp", "relative/droid-executor-1", "/sys/fs/cgroup"] {
-            let err = reap_host(Path::new(dir), tokio::io::empty())
+            let err = reap_host(Path::new(dir), tokio::io::empty(), None)
                 .await
                 .unwrap_err();
             assert!(matches!(err, EngineError::InvalidCgroup(_)), "{dir}");

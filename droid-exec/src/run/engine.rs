@@ -25,14 +25,14 @@ use crate::run::child::RunChild;
 use crate::run::classify::{agent_commands, inside_repo, tool_files};
 use crate::run::event::{Phase, RunEvent};
 use crate::run::excerpt::head_str;
-use crate::run::git_guard::{GitGuard, Restored};
+use crate::run::git_guard::{GitGuard, RecordCache, Restored};
 use crate::run::guard::{self, TreeControl};
 use crate::run::prompt;
 use crate::run::reap::{Reapers, Reaping};
 use crate::run::redact::Redactor;
 use crate::run::report;
 use crate::run::sandbox::{self, Writable};
-use crate::run::scratch::{Scratch, unique_id};
+use crate::run::scratch::{Scratch, ScratchPool, unique_id};
 use crate::run::snapshot::{Changes, Snapshot, SnapshotLimits};
 use crate::run::spawn::leaf::{IntoError, spawn_into};
 use crate::run::spawn::{SpawnSpec, capture, spawn_confined};
@@ -80,6 +80,10 @@ pub struct Engine {
     cgroups: std::sync::OnceLock<Option<Arc<Host>>>,
     /// The kernel refused a child in a leaf: no more leaves for this engine's runs.
     no_leaves: std::sync::atomic::AtomicBool,
+    /// Hooks and config the git guard read in earlier runs, reused while unchanged.
+    guard_records: RecordCache,
+    /// Scratch directories of earlier runs whose processes were proven gone, emptied.
+    scratch_pool: Arc<ScratchPool>,
 }
 
 /// What a run leaves to the background once its result is returned: droid being ended, and
@@ -87,6 +91,10 @@ pub struct Engine {
 struct Aftermath {
     reaping: Reaping,
     guardian: Option<guard::Guardian>,
+    /// The run's scratch directory, droid's `TMPDIR`: removed, or kept for another run when
+    /// droid's tree is proven gone and `scratch_reusable`, once the reaping is over.
+    scratch: Scratch,
+    scratch_reusable: bool,
 }
 
 impl Engine {
@@ -113,6 +121,8 @@ impl Engine {
             reapers: Reapers::default(),
             cgroups: std::sync::OnceLock::new(),
             no_leaves: std::sync::atomic::AtomicBool::new(false),
+            guard_records: RecordCache::default(),
+            scratch_pool: Arc::default(),
         }
     }
 
@@ -125,7 +135,7 @@ impl Engine {
                     .supervisor
                     .as_deref()
                     .filter(|_| self.cfg.cgroups)?;
-                Host::start(program)
+                Host::start(program, &self.cfg.scratch_root)
                     .inspect_err(|why| {
                         tracing::info!("runs use a supervisor process, not a cgroup: {why}");
                     })
@@ -445,9 +455,19 @@ impl Engine {
         // never overlap; and only once droid is gone: a repository has one run's processes at
         // a time
         match after {
-            Some(Aftermath { reaping, guardian }) => {
-                self.reapers.track(reaping, (guardian, permit))
-            }
+            Some(Aftermath {
+                reaping,
+                guardian,
+                mut scratch,
+                scratch_reusable,
+            }) => self
+                .reapers
+                .track(reaping, (guardian, permit), move |proven| {
+                    if proven && scratch_reusable {
+                        scratch.reusable();
+                    }
+                    drop(scratch);
+                }),
             None => drop(permit),
         }
         result
@@ -484,7 +504,7 @@ impl Engine {
         let real_root = resolved.path.clone();
         let redact = Redactor::for_config(cfg);
         let id = unique_id();
-        let scratch = match Scratch::create(&cfg.scratch_root, &id) {
+        let mut scratch = match Scratch::from_pool(&self.scratch_pool, &cfg.scratch_root, &id) {
             Ok(s) => s,
             Err(e) => {
                 return internal_error(
@@ -609,7 +629,7 @@ impl Engine {
             };
         }
         let confine = confinement.confinement.as_ref();
-        let git_guard = GitGuard::record(root);
+        let git_guard = GitGuard::record(root, &self.guard_records);
 
         if cancel.is_cancelled() {
             return cancelled_before_start();
@@ -774,16 +794,30 @@ impl Engine {
         } else {
             None
         };
+        // once droid's tree is proven gone, nothing the run started can write to its scratch
+        // directory any more: it may be kept for another run (only where a reaper removes it
+        // should this process die)
+        let reusable = verified.as_ref().is_none_or(|v| v.proven) && self.leaf_host().is_some();
+        if sup.proven && reusable {
+            scratch.reusable();
+        }
         // droid's exit status when it is already known; else the result goes without it, and
         // the guardian is held until droid's tree is ended (see `crate::run::reap`); otherwise the
         // run's processes are all gone: the guardian has nothing left to guard
         if let Some(reaping) = sup.reaping.take() {
             match reaping.now_or_later().await {
-                Ok(status) => sup.exit = sup.exit.or(status),
+                Ok((status, proven)) => {
+                    sup.exit = sup.exit.or(status);
+                    if proven && reusable {
+                        scratch.reusable();
+                    }
+                }
                 Err(reaping) => {
                     *after = Some(Aftermath {
                         reaping,
                         guardian: held_guardian.take(),
+                        scratch,
+                        scratch_reusable: reusable,
                     });
                 }
             }
@@ -826,7 +860,7 @@ impl ResolvedRoot {
     /// (a component swapped for a symlink since): droid must not start there.
     fn still_there(&self) -> Result<(), Box<ExecutionResult>> {
         use std::os::unix::fs::MetadataExt as _;
-        let now = std::fs::canonicalize(&self.path).ok();
+        let now = crate::real_path::canonical(&self.path).ok();
         let id = std::fs::metadata(&self.path)
             .ok()
             .map(|m| (m.dev(), m.ino()));
@@ -853,7 +887,7 @@ impl Engine {
     /// A request's extra writable directory, resolved (symlinks followed) and checked against
     /// `allowed_roots` when its run starts.
     fn resolve_writable(&self, asked: &Path) -> Result<PathBuf, String> {
-        let path = std::fs::canonicalize(asked)
+        let path = crate::real_path::canonical(asked)
             .map_err(|e| format!("{asked:?} cannot be resolved when the run starts ({e})"))?;
         let check = HostCheck {
             facts: &FsFacts,
@@ -874,7 +908,7 @@ impl Engine {
     fn resolve_root(&self, asked: &Path) -> Result<ResolvedRoot, Box<ExecutionResult>> {
         use std::os::unix::fs::MetadataExt as _;
         let refused = |why: String| Box::new(root_refused(why));
-        let path = std::fs::canonicalize(asked).map_err(|e| {
+        let path = crate::real_path::canonical(asked).map_err(|e| {
             refused(format!(
                 "{asked:?} cannot be resolved when the run starts ({e}); nothing ran"
             ))

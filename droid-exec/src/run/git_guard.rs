@@ -9,19 +9,25 @@
 //! (a linked work tree, a submodule) keeps its hooks and config in a directory outside
 //! `repo_root`, which a confined run cannot write at all.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// Most files recorded under `.git/hooks` (a fresh clone has 14 samples).
 const MAX_FILES: usize = 512;
 /// Most bytes recorded in all (a fresh clone's samples take about 25 KiB).
 const MAX_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Most files a [`RecordCache`] keeps (then it starts again empty).
+const CACHE_FILES: usize = 4096;
+/// Most bytes a [`RecordCache`] keeps (then it starts again empty).
+const CACHE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// One recorded file: its content and permission bits, and its inode's identity and times.
 #[derive(Debug, Clone)]
 struct Entry {
-    bytes: Vec<u8>,
+    bytes: Arc<[u8]>,
     mode: u32,
     stamp: Stamp,
 }
@@ -58,6 +64,52 @@ impl Stamp {
     }
 }
 
+/// Files earlier records read, by absolute path, with when they were read: a long-lived
+/// front-end (the bridge, the MCP server) reads a repository's hooks and config once, not on
+/// every run. A file is taken from here only when its stamp is the one it had when it was read
+/// *and* that stamp was settled then ([`Stamp::settled`]), the test [`GitGuard::restore`] uses:
+/// any write since changed the stamp. Bounded by [`CACHE_FILES`] and [`CACHE_BYTES`].
+#[derive(Debug, Default)]
+pub(crate) struct RecordCache {
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Debug, Default)]
+struct CacheInner {
+    files: HashMap<PathBuf, (Entry, i64)>,
+    bytes: u64,
+}
+
+impl RecordCache {
+    /// `path`'s content: from the cache when `meta` (its metadata now) shows it unchanged since
+    /// a settled read, else read now (and kept when settled).
+    fn read(&self, path: &Path, meta: &std::fs::Metadata, now: i64) -> Option<Entry> {
+        let stamp = Stamp::of(meta);
+        if let Ok(inner) = self.inner.lock()
+            && let Some((entry, read_at)) = inner.files.get(path)
+            && entry.stamp == stamp
+            && stamp.settled(*read_at)
+        {
+            return Some(entry.clone());
+        }
+        let entry = read_with(path, meta)?;
+        if entry.stamp.settled(now)
+            && let Ok(mut inner) = self.inner.lock()
+        {
+            let len = entry.bytes.len() as u64;
+            if inner.files.len() >= CACHE_FILES || inner.bytes + len > CACHE_BYTES {
+                inner.files.clear();
+                inner.bytes = 0;
+            }
+            if let Some((old, _)) = inner.files.insert(path.to_path_buf(), (entry.clone(), now)) {
+                inner.bytes -= old.bytes.len() as u64;
+            }
+            inner.bytes += len;
+        }
+        Some(entry)
+    }
+}
+
 /// `.git/config` and every file under `.git/hooks`, as they were before the run.
 #[derive(Debug)]
 pub(crate) struct GitGuard {
@@ -73,9 +125,9 @@ pub(crate) struct GitGuard {
 }
 
 impl GitGuard {
-    /// Record `repo_root/.git`'s hooks and config; `None` when `repo_root/.git` is not a
-    /// directory.
-    pub(crate) fn record(repo_root: &Path) -> Option<Self> {
+    /// Record `repo_root/.git`'s hooks and config (unchanged files from `cache`); `None` when
+    /// `repo_root/.git` is not a directory.
+    pub(crate) fn record(repo_root: &Path, cache: &RecordCache) -> Option<Self> {
         let git_dir = repo_root.join(".git");
         let meta = std::fs::symlink_metadata(&git_dir).ok()?;
         if !meta.is_dir() {
@@ -96,7 +148,12 @@ impl GitGuard {
                 incomplete = Some(format!("more than {MAX_FILES} files under .git/hooks"));
                 break;
             }
-            let Some(entry) = read(&path) else { continue };
+            let Some(entry) = std::fs::symlink_metadata(&path)
+                .ok()
+                .and_then(|meta| cache.read(&path, &meta, recorded_at))
+            else {
+                continue;
+            };
             total += entry.bytes.len() as u64;
             if total > MAX_BYTES {
                 incomplete = Some(format!(
@@ -193,15 +250,19 @@ pub(crate) struct Restored {
 /// A regular file's content and mode; `None` for anything else (missing, a symlink, a
 /// directory) or unreadable.
 fn read(path: &Path) -> Option<Entry> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
+    read_with(path, &std::fs::symlink_metadata(path).ok()?)
+}
+
+/// [`read`] with the metadata already at hand.
+fn read_with(path: &Path, meta: &std::fs::Metadata) -> Option<Entry> {
     if !meta.is_file() {
         return None;
     }
-    let bytes = std::fs::read(path).ok()?;
+    let bytes = std::fs::read(path).ok()?.into();
     Some(Entry {
         bytes,
         mode: meta.permissions().mode() & 0o7777,
-        stamp: Stamp::of(&meta),
+        stamp: Stamp::of(meta),
     })
 }
 
@@ -278,7 +339,7 @@ mod tests {
         std::fs::write(dir.join(".git/config"), "[core]\n").unwrap();
         std::fs::write(hooks.join("pre-push.sample"), "#!/bin/sh\n").unwrap();
         std::fs::write(hooks.join("keep"), "x").unwrap();
-        let guard = GitGuard::record(&dir).unwrap();
+        let guard = GitGuard::record(&dir, &RecordCache::default()).unwrap();
 
         std::fs::write(hooks.join("pre-commit"), "#!/bin/sh\ncurl evil\n").unwrap();
         std::fs::write(dir.join(".git/config"), "[core]\nfsmonitor = evil\n").unwrap();
@@ -318,7 +379,7 @@ mod tests {
         std::fs::create_dir_all(&hooks).unwrap();
         std::fs::write(dir.join(".git/config"), "[core]\n").unwrap();
         std::fs::write(hooks.join("pre-push.sample"), "#!/bin/sh\n").unwrap();
-        let mut guard = GitGuard::record(&dir).unwrap();
+        let mut guard = GitGuard::record(&dir, &RecordCache::default()).unwrap();
         // as if the files had been written long before the record
         guard.recorded_at += 10;
         assert!(
@@ -346,6 +407,47 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(hooks.join("pre-push.sample")).unwrap(),
             "#!/bin/sh\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_later_record_takes_unchanged_files_from_the_cache_and_reads_changed_ones() {
+        let dir = std::env::temp_dir().join(format!("git-guard-cache-{}", std::process::id()));
+        let hooks = dir.join(".git/hooks");
+        std::fs::create_dir_all(&hooks).unwrap();
+        std::fs::write(dir.join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(hooks.join("pre-push.sample"), "#!/bin/sh\n").unwrap();
+        let cache = RecordCache::default();
+        let hook = hooks.join("pre-push.sample");
+        let meta = std::fs::symlink_metadata(&hook).unwrap();
+        // a file written just now is not kept: a write within the same tick would not show
+        let now = std::os::unix::fs::MetadataExt::ctime(&meta);
+        cache.read(&hook, &meta, now).unwrap();
+        assert!(cache.inner.lock().unwrap().files.is_empty());
+        // read as if well after it was written: kept, and taken from the cache while its stamp
+        // holds (the cached bytes are swapped to prove the file is not read again)
+        cache.read(&hook, &meta, now + 10).unwrap();
+        cache
+            .inner
+            .lock()
+            .unwrap()
+            .files
+            .get_mut(&hook)
+            .unwrap()
+            .0
+            .bytes = Arc::from(&b"cached"[..]);
+        let guard = GitGuard::record(&dir, &cache).unwrap();
+        assert_eq!(
+            &*guard.files[Path::new("hooks/pre-push.sample")].bytes,
+            b"cached"
+        );
+        // a write gives the file another stamp: read again
+        std::fs::write(&hook, "#!/bin/sh\necho changed\n").unwrap();
+        let guard = GitGuard::record(&dir, &cache).unwrap();
+        assert_eq!(
+            &*guard.files[Path::new("hooks/pre-push.sample")].bytes,
+            b"#!/bin/sh\necho changed\n"
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }

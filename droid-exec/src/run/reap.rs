@@ -51,7 +51,9 @@ const SWEEP_BUDGET: Duration = Duration::from_secs(3);
 /// droid being ended in the background after its completion event.
 #[derive(Debug)]
 pub(crate) struct Reaping {
-    handle: JoinHandle<Option<ExitStatus>>,
+    /// droid's status, and whether its tree was proven gone (the supervisor's clean exit, or
+    /// the leaf found empty) rather than swept.
+    handle: JoinHandle<(Option<ExitStatus>, bool)>,
     /// Cancelled: SIGKILL droid's tree now rather than at the end of `kill_grace`.
     hurry: CancellationToken,
 }
@@ -131,17 +133,17 @@ impl Reaping {
             }
             drop(tree);
             drop(keep);
-            status
+            (status, trusted)
         });
         Self { handle, hurry }
     }
 
-    /// droid's exit status when its tree has already been ended (the reaping is over), else
-    /// the reaping itself, still under way.
-    pub(crate) async fn now_or_later(self) -> Result<Option<ExitStatus>, Self> {
+    /// When its tree has already been ended (the reaping is over): droid's exit status, and
+    /// whether the tree was proven gone; else the reaping itself, still under way.
+    pub(crate) async fn now_or_later(self) -> Result<(Option<ExitStatus>, bool), Self> {
         if self.handle.is_finished() {
             // finished: the join returns at once
-            return Ok(self.handle.await.ok().flatten());
+            return Ok(self.handle.await.unwrap_or((None, false)));
         }
         Err(self)
     }
@@ -176,19 +178,26 @@ impl Drop for Running {
 
 impl Reapers {
     /// Follow `reaping` in the background, counted until it ends; `hold` (the run's guardian
-    /// and run slot) is let go only then.
-    pub(crate) fn track<H: Send + 'static>(&self, mut reaping: Reaping, hold: H) {
+    /// and run slot) is let go only then, after `ended` is told whether droid's tree was proven
+    /// gone.
+    pub(crate) fn track<H: Send + 'static>(
+        &self,
+        mut reaping: Reaping,
+        hold: H,
+        ended: impl FnOnce(bool) + Send + 'static,
+    ) {
         self.running.send_modify(|n| *n += 1);
         let running = Running(Arc::clone(&self.running));
         let hurry = self.hurry.clone();
         tokio::spawn(async move {
-            tokio::select! {
-                _ = &mut reaping.handle => {}
+            let outcome = tokio::select! {
+                outcome = &mut reaping.handle => outcome,
                 () = hurry.cancelled() => {
                     reaping.hurry.cancel();
-                    let _ = (&mut reaping.handle).await;
+                    (&mut reaping.handle).await
                 }
-            }
+            };
+            ended(outcome.is_ok_and(|(_, proven)| proven));
             drop(hold);
             drop(running);
         });
@@ -220,11 +229,11 @@ mod tests {
         let reaping = Reaping {
             handle: tokio::spawn(async move {
                 let _ = rx.await;
-                None
+                (None, false)
             }),
             hurry: CancellationToken::new(),
         };
-        reapers.track(reaping, ());
+        reapers.track(reaping, (), |_| {});
         let settled = tokio::spawn({
             let reapers = reapers.clone();
             async move { reapers.settled().await }

@@ -114,11 +114,17 @@ const FS_ABI: ABI = ABI::V5;
 
 /// The Landlock ABI the running kernel offers, `None` without Landlock (not built in, or not
 /// enabled at boot). A few version queries (`landlock_create_ruleset` with the version flag), no
-/// ruleset is created.
+/// ruleset is created; made once per process (the kernel's answer cannot change while it runs),
+/// since every run asks.
 pub fn kernel_abi() -> Option<u32> {
+    static PROBED: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     if simulated_absent() {
         return None;
     }
+    *PROBED.get_or_init(probe_abi)
+}
+
+fn probe_abi() -> Option<u32> {
     // the crate keeps the kernel's number to itself (it wants callers to ask for rights, not
     // versions): each probe asks for the first feature of an ABI as a hard requirement
     let fs = |rights| {
@@ -222,7 +228,7 @@ impl Confinement {
         wanted.extend(DEVICE_DIRS.iter().map(PathBuf::from));
         let mut paths: Vec<PathBuf> = Vec::new();
         for p in wanted {
-            let Ok(real) = std::fs::canonicalize(&p) else {
+            let Ok(real) = crate::real_path::canonical(&p) else {
                 continue;
             };
             if !paths.contains(&real) {
@@ -251,7 +257,6 @@ impl Confinement {
     pub fn ruleset(&self) -> std::io::Result<RulesetCreated> {
         let failed = |e: landlock::RulesetError| std::io::Error::other(e.to_string());
         let write = AccessFs::from_write(FS_ABI);
-        let file_write = write & AccessFs::from_file(FS_ABI);
         let mut rules = Ruleset::default()
             .handle_access(write)
             .map_err(failed)?
@@ -259,9 +264,10 @@ impl Confinement {
             .map_err(failed)?;
         for p in &self.paths {
             let Ok(fd) = PathFd::new(p) else { continue };
-            let access = if p.is_dir() { write } else { file_write };
+            // the crate reads the descriptor's type and, best effort, keeps only the file
+            // rights for a file: one `fstat` on the descriptor, no second look-up by path
             rules = rules
-                .add_rule(PathBeneath::new(fd, access))
+                .add_rule(PathBeneath::new(fd, write))
                 .map_err(failed)?;
         }
         Ok(rules.no_new_privs(true))

@@ -122,6 +122,9 @@ pub(crate) struct Supervised {
     /// droid being ended in the background: it was still running when its completion event
     /// arrived.
     pub reaping: Option<Reaping>,
+    /// droid exited during supervision and its tree was then proven gone (the supervisor's
+    /// clean exit, or the leaf found empty), not swept for; with `reaping`, the reaping says.
+    pub proven: bool,
     pub events: Vec<AgentEvent>,
     /// Tool calls past [`KEEP_TOOL_CALLS`], left out of `events`.
     pub tool_calls_dropped: usize,
@@ -232,6 +235,7 @@ pub(crate) async fn supervise(
             },
         }
     };
+    let mut proven = false;
     let (exit, stopped_by_us) = match stop {
         Stop::Exited(status) => {
             // a supervisor exits only once droid's tree is gone; a leaf is killed and emptied
@@ -246,6 +250,7 @@ pub(crate) async fn supervise(
                 }
                 crate::run::sweep::sweep(&limits.marker, Duration::from_secs(3)).await;
             }
+            proven = ended;
             (status, false)
         }
         Stop::Timeout | Stop::Cancel => (
@@ -294,6 +299,7 @@ pub(crate) async fn supervise(
         exit,
         stopped_by_us,
         reaping: None,
+        proven,
         events: obs.events,
         tool_calls_dropped: obs.calls_dropped,
         unknown_lines: obs.unknown,
@@ -326,6 +332,7 @@ fn hand_over<K: Send + 'static>(
         exit,
         stopped_by_us: exit.is_none(),
         reaping: Some(reaping),
+        proven: false,
         events: obs.events,
         tool_calls_dropped: obs.calls_dropped,
         unknown_lines: obs.unknown,

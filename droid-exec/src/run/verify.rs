@@ -33,6 +33,9 @@ pub(crate) struct Verified {
     /// Exit code per command (`None`: killed, not run, or could not start).
     pub codes: Vec<Option<i32>>,
     pub cancelled: bool,
+    /// Every command's processes were proven gone (its cgroup leaf found empty), none only
+    /// swept for.
+    pub proven: bool,
 }
 
 pub(crate) struct VerifyPlan<'a> {
@@ -54,6 +57,7 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
     let mut codes = Vec::new();
     let mut details = Vec::new();
     let mut cancelled = false;
+    let mut proven = true;
     for (i, cmd) in plan.commands.iter().enumerate() {
         let left = plan.deadline.saturating_duration_since(Instant::now());
         if cancelled || left.is_zero() {
@@ -98,6 +102,7 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
             None => false,
         };
         if !ended {
+            proven = false;
             crate::run::sweep::sweep(&marker, Duration::from_secs(3)).await;
         }
         let Some(result) = outcome else {
@@ -151,6 +156,7 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
         runs,
         codes,
         cancelled,
+        proven,
     }
 }
 

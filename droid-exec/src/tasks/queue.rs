@@ -6,8 +6,9 @@
 //! - `slot-<i>.lock` (i < max_concurrent): a running run holds one;
 //! - `repo-<hash>.lock`: a running run holds its repository's (the hash is FNV-1a of the
 //!   canonical repo_root, stable across builds and Rust versions);
-//! - `queue/<seq>-<hash>`: a waiting run's ticket, locked by its owner for as long as it waits, so a
-//!   ticket whose owner died (its lock is free) is recognised and removed;
+//! - `queue/<seq>-<hash>`: a waiting run's ticket (a run that can start at once writes none),
+//!   locked by its owner for as long as it waits, so a ticket whose owner died (its lock is
+//!   free) is recognised and removed;
 //! - `sched.lock`: every decision (create a ticket, start a run) happens under it, so the view of
 //!   tickets and locks cannot change underneath one, except for releases, which only free things;
 //! - `seq`: the submission counter.
@@ -26,6 +27,7 @@ use std::collections::HashSet;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -43,6 +45,9 @@ pub struct Scheduler {
     root: PathBuf,
     max_concurrent: usize,
     released: Arc<Notify>,
+    /// `locks/` and `queue/` were made (or found) once: later decisions skip the two `mkdir`s
+    /// and make them again only when a lock file cannot be opened for want of its directory.
+    dirs_made: Arc<AtomicBool>,
 }
 
 /// A run's right to run: a slot and its repository. Dropping it frees both.
@@ -61,13 +66,14 @@ impl Drop for Permit {
     }
 }
 
-/// A waiting run's place in line.
+/// A run's place in line: its number and repository, and, once it has to wait, the ticket
+/// file at `path`, locked by its owner.
 #[derive(Debug)]
 struct Ticket {
     seq: u64,
     repo: String,
     path: PathBuf,
-    _held: Held,
+    held: Option<Held>,
 }
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EngineError {
@@ -76,7 +82,7 @@ fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Engin
 
 /// FNV-1a (64 bit) of `bytes`, as 16 hex digits: a stable name for a repository's lock.
 pub(crate) fn repo_key(repo: &Path) -> String {
-    let real = std::fs::canonicalize(repo).unwrap_or_else(|_| repo.to_path_buf());
+    let real = crate::real_path::canonical(repo).unwrap_or_else(|_| repo.to_path_buf());
     crate::fnv::hex(real.as_os_str().as_encoded_bytes())
 }
 
@@ -87,6 +93,7 @@ impl Scheduler {
             root: root.to_path_buf(),
             max_concurrent: max_concurrent.max(1),
             released: Arc::new(Notify::new()),
+            dirs_made: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -110,8 +117,18 @@ impl Scheduler {
     }
 
     fn sched_lock(&self) -> Result<Held, EngineError> {
+        let path = self.locks().join("sched.lock");
+        if self.dirs_made.load(Ordering::Relaxed) {
+            match lock::exclusive(&path) {
+                Err(EngineError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound => {}
+                held => return held,
+            }
+        }
+        // first use, or the store's directories were removed underneath us
         self.ensure_dirs()?;
-        lock::exclusive(&self.locks().join("sched.lock"))
+        self.dirs_made.store(true, Ordering::Relaxed);
+        lock::exclusive(&path)
     }
 
     /// The next submission number (blocking; takes `sched.lock`).
@@ -200,22 +217,42 @@ impl Scheduler {
                 None => me.bump_seq()?,
             };
             let path = me.queue().join(format!("{seq:020}-{repo}"));
-            let held = lock::try_exclusive(&path)?.ok_or_else(|| EngineError::Io {
+            let taken = || EngineError::Io {
                 action: "queue",
                 path: path.clone(),
                 source: std::io::Error::new(
                     std::io::ErrorKind::AlreadyExists,
                     "another run holds this ticket",
                 ),
-            })?;
-            let ticket = Ticket {
+            };
+            if lock::is_held(&path)? {
+                return Err(taken());
+            }
+            // A run that can start at once never writes a ticket: under sched.lock its place in
+            // line is its number alone, and creating and removing a file per run is what a
+            // decision would cost most (a new inode on ext4 searches the inode table).
+            let mut ticket = Ticket {
                 seq,
                 repo,
-                path,
-                _held: held,
+                path: path.clone(),
+                held: None,
             };
-            let permit = me.try_start(&ticket)?;
-            Ok((ticket, permit))
+            if let Some(permit) = me.try_start(&ticket)? {
+                return Ok((ticket, Some(permit)));
+            }
+            let held = match lock::try_exclusive(&path) {
+                // the queue directory was removed underneath a store whose locks remain
+                Err(EngineError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    me.ensure_dirs()?;
+                    lock::try_exclusive(&path)
+                }
+                other => other,
+            }?
+            .ok_or_else(taken)?;
+            ticket.held = Some(held);
+            Ok((ticket, None))
         })
         .await?;
         if let Some(p) = permit {
@@ -268,17 +305,22 @@ impl Scheduler {
             .filter(|(seq, _, _)| *seq < mine.seq)
             .collect();
         tickets.sort_by_key(|(seq, _, _)| *seq);
-        let mut free: Vec<Held> = Vec::new();
-        for i in 0..self.max_concurrent {
-            if let Some(h) = lock::try_exclusive(&self.locks().join(format!("slot-{i}.lock")))? {
-                free.push(h);
+        // Free slots are taken lazily, lowest first: one per earlier ticket that would start
+        // now, then one for `mine`; so a decision costs a lock attempt per running run, not one
+        // per configured slot. Under sched.lock nothing can take a slot between two attempts.
+        let mut slots =
+            (0..self.max_concurrent).map(|i| self.locks().join(format!("slot-{i}.lock")));
+        let mut next_free = || -> Result<Option<Held>, EngineError> {
+            for path in slots.by_ref() {
+                if let Some(held) = lock::try_exclusive(&path)? {
+                    return Ok(Some(held));
+                }
             }
-        }
+            Ok(None)
+        };
+        let mut kept_for_earlier: Vec<Held> = Vec::new();
         let mut claimed: HashSet<String> = HashSet::new();
         for (_, repo, path) in tickets {
-            if free.is_empty() {
-                return Ok(None);
-            }
             if !lock::is_held(&path)? {
                 // its owner died while waiting
                 let _ = std::fs::remove_file(&path);
@@ -288,20 +330,25 @@ impl Scheduler {
                 continue;
             }
             if !lock::is_held(&self.repo_lock(&repo))? {
-                // it would start now: keep a slot for it
-                free.pop();
+                // it would start now: keep a slot for it (none left: none for `mine` either)
+                match next_free()? {
+                    Some(held) => kept_for_earlier.push(held),
+                    None => return Ok(None),
+                }
             }
         }
         if claimed.contains(&mine.repo) {
             return Ok(None);
         }
-        let Some(slot) = free.pop() else {
+        let Some(slot) = next_free()? else {
             return Ok(None);
         };
         let Some(repo) = lock::try_exclusive(&self.repo_lock(&mine.repo))? else {
             return Ok(None);
         };
-        let _ = std::fs::remove_file(&mine.path);
+        if mine.held.is_some() {
+            let _ = std::fs::remove_file(&mine.path);
+        }
         Ok(Some(Permit {
             _slot: slot,
             _repo: repo,
