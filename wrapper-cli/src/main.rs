@@ -30,13 +30,6 @@ mod worker;
 
 use std::process::ExitCode;
 
-/// mimalloc, not glibc's malloc: a long-lived front-end allocates and frees the same shapes on
-/// every run (JSON, paths, read buffers), and under load glibc's allocator took about a tenth of
-/// the bridge's CPU (`malloc_consolidate` included); mimalloc's thread-local free lists cost a
-/// fraction of that (`cargo xtask bench bridge`).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let args = <cli::Cli as clap::Parser>::parse();
     cli::init_logging();
