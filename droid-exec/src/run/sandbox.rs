@@ -208,29 +208,34 @@ impl Confinement {
     /// Resolve `w` on a kernel offering Landlock `abi`: the provider's state directories are
     /// created when missing; every other path that does not exist is left out.
     pub(crate) fn resolve(abi: u32, w: &Writable) -> Self {
-        let mut wanted: Vec<PathBuf> = vec![w.repo_root.clone(), w.scratch.clone()];
-        wanted.push(std::env::temp_dir());
-        wanted.push(PathBuf::from("/tmp"));
-        wanted.push(PathBuf::from("/var/tmp"));
+        let (temp_dirs, devices) = system_paths();
+        let mut rest: Vec<PathBuf> = Vec::new();
         for p in &w.state {
             // a state file (`~/.claude.json`) is never created here: the agent writes it whole
             if p.extension().is_none() && !p.exists() {
                 let _ = std::fs::create_dir_all(p);
             }
-            wanted.push(p.clone());
+            rest.push(p.clone());
         }
         if let Some(home) = &w.home {
-            wanted.extend(CACHE_DIRS.iter().map(|c| home.join(c)));
-            wanted.extend(CACHE_FILES.iter().map(|c| home.join(c)));
+            rest.extend(CACHE_DIRS.iter().map(|c| home.join(c)));
+            rest.extend(CACHE_FILES.iter().map(|c| home.join(c)));
         }
-        wanted.extend(w.extra.iter().cloned());
-        wanted.extend(DEVICE_FILES.iter().map(PathBuf::from));
-        wanted.extend(DEVICE_DIRS.iter().map(PathBuf::from));
+        rest.extend(w.extra.iter().cloned());
+        // the order the result lists them in: the run's own paths, the temp directories, the
+        // agent's state, the caches, `sandbox_writable`, the devices
+        let own = [w.repo_root.clone(), w.scratch.clone(), std::env::temp_dir()];
+        let resolved = own
+            .iter()
+            .filter_map(|p| crate::real_path::canonical(p).ok())
+            .chain(temp_dirs.iter().cloned())
+            .chain(
+                rest.iter()
+                    .filter_map(|p| crate::real_path::canonical(p).ok()),
+            )
+            .chain(devices.iter().cloned());
         let mut paths: Vec<PathBuf> = Vec::new();
-        for p in wanted {
-            let Ok(real) = crate::real_path::canonical(&p) else {
-                continue;
-            };
+        for real in resolved {
             if !paths.contains(&real) {
                 paths.push(real);
             }
@@ -272,6 +277,24 @@ impl Confinement {
         }
         Ok(rules.no_new_privs(true))
     }
+}
+
+/// `/tmp` and `/var/tmp`, and the devices ([`DEVICE_FILES`], [`DEVICE_DIRS`]), resolved once per
+/// process (those that exist): fixed system paths, asked for by every run. Each run's ruleset
+/// opens them again by these names, so one that vanished since is left out then.
+fn system_paths() -> &'static (Vec<PathBuf>, Vec<PathBuf>) {
+    static RESOLVED: std::sync::OnceLock<(Vec<PathBuf>, Vec<PathBuf>)> = std::sync::OnceLock::new();
+    RESOLVED.get_or_init(|| {
+        let real = |p: &&str| crate::real_path::canonical(Path::new(p)).ok();
+        (
+            ["/tmp", "/var/tmp"].iter().filter_map(real).collect(),
+            DEVICE_FILES
+                .iter()
+                .chain(DEVICE_DIRS)
+                .filter_map(real)
+                .collect(),
+        )
+    })
 }
 
 /// How one run is confined, decided when it starts.
