@@ -141,17 +141,24 @@ impl GitGuard {
         let mut total = 0u64;
         let hooks = git_dir.join("hooks");
         let had_hooks = hooks.is_dir();
-        let mut listed = vec![git_dir.join("config")];
-        listed.extend(walk(&hooks));
-        for path in listed {
+        let config = git_dir.join("config");
+        let found = walk(&hooks);
+        if found.too_many_dirs {
+            incomplete = Some(format!(
+                "more than {MAX_FILES} directories under .git/hooks"
+            ));
+        }
+        let listed = std::fs::symlink_metadata(&config)
+            .ok()
+            .map(|meta| (config, meta))
+            .into_iter()
+            .chain(found.files);
+        for (path, meta) in listed {
             if files.len() >= MAX_FILES {
                 incomplete = Some(format!("more than {MAX_FILES} files under .git/hooks"));
                 break;
             }
-            let Some(entry) = std::fs::symlink_metadata(&path)
-                .ok()
-                .and_then(|meta| cache.read(&path, &meta, recorded_at))
-            else {
+            let Some(entry) = cache.read(&path, &meta, recorded_at) else {
                 continue;
             };
             total += entry.bytes.len() as u64;
@@ -181,9 +188,12 @@ impl GitGuard {
         let mut out = Restored::default();
         let shown = |rel: &Path| format!(".git/{}", rel.display());
         let hooks = self.git_dir.join("hooks");
+        // one walk: the files (with their metadata, taken relative to their directory) and the
+        // directories under hooks/
+        let found = walk(&hooks);
         // added files (and anything not a regular file: a symlink, a FIFO)
         if self.incomplete.is_none() {
-            for path in walk(&hooks) {
+            for (path, _) in &found.files {
                 let Ok(rel) = path.strip_prefix(&self.git_dir) else {
                     continue;
                 };
@@ -191,12 +201,12 @@ impl GitGuard {
                     continue;
                 }
                 out.changed.push(shown(rel));
-                if let Err(e) = std::fs::remove_file(&path) {
+                if let Err(e) = std::fs::remove_file(path) {
                     out.failed.push(format!("{}: {e}", shown(rel)));
                 }
             }
             // directories the run added under hooks/ (now empty), deepest first
-            let mut dirs = dirs_under(&hooks);
+            let mut dirs = found.dirs;
             dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
             for d in dirs {
                 let known = self
@@ -211,13 +221,19 @@ impl GitGuard {
                 out.changed.push(".git/hooks".to_owned());
             }
         }
+        let seen: HashMap<&Path, &std::fs::Metadata> =
+            found.files.iter().map(|(p, m)| (p.as_path(), m)).collect();
         // changed, deleted or replaced files
         for (rel, before) in &self.files {
             let path = self.git_dir.join(rel);
-            // the same inode, untouched since well before the record: not read again
+            // the same inode, untouched since well before the record: not read again (the
+            // walk's metadata, else a look-up: `config`, or a file past the walk's bound)
             let untouched = before.stamp.settled(self.recorded_at)
-                && std::fs::symlink_metadata(&path)
-                    .is_ok_and(|m| m.is_file() && Stamp::of(&m) == before.stamp);
+                && seen
+                    .get(path.as_path())
+                    .map(|m| (*m).clone())
+                    .or_else(|| std::fs::symlink_metadata(&path).ok())
+                    .is_some_and(|m| m.is_file() && Stamp::of(&m) == before.stamp);
             if untouched
                 || read(&path)
                     .is_some_and(|now| now.bytes == before.bytes && now.mode == before.mode)
@@ -282,9 +298,22 @@ fn write_back(path: &Path, entry: &Entry) -> std::io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(entry.mode))
 }
 
-/// Every non-directory under `dir` (symlinks not followed), bounded by [`MAX_FILES`] × 2.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
+/// What [`walk`] found under a directory.
+#[derive(Debug, Default)]
+struct Found {
+    /// Every non-directory (symlinks not followed), with its metadata.
+    files: Vec<(PathBuf, std::fs::Metadata)>,
+    /// Every directory (not the one walked).
+    dirs: Vec<PathBuf>,
+    /// More directories than [`MAX_FILES`]: those past it were not entered.
+    too_many_dirs: bool,
+}
+
+/// Every non-directory under `dir` with its metadata, taken relative to its directory (no look-up
+/// of the whole path per file), bounded by [`MAX_FILES`] × 2; and every directory under `dir`,
+/// bounded by [`MAX_FILES`]. A file that vanishes between the listing and its `stat` is left out.
+fn walk(dir: &Path) -> Found {
+    let mut found = Found::default();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
@@ -293,37 +322,21 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         for e in entries.flatten() {
             let Ok(kind) = e.file_type() else { continue };
             if kind.is_dir() {
-                stack.push(e.path());
-            } else {
-                out.push(e.path());
-            }
-            if out.len() > MAX_FILES * 2 {
-                return out;
-            }
-        }
-    }
-    out
-}
-
-/// Every directory under `dir` (not `dir` itself).
-fn dirs_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|k| k.is_dir()) {
-                out.push(e.path());
-                stack.push(e.path());
-            }
-            if out.len() > MAX_FILES {
-                return out;
+                if found.dirs.len() < MAX_FILES {
+                    found.dirs.push(e.path());
+                    stack.push(e.path());
+                } else {
+                    found.too_many_dirs = true;
+                }
+            } else if let Ok(meta) = e.metadata() {
+                found.files.push((e.path(), meta));
+                if found.files.len() > MAX_FILES * 2 {
+                    return found;
+                }
             }
         }
     }
-    out
+    found
 }
 
 #[cfg(test)]
@@ -408,6 +421,29 @@ mod tests {
             std::fs::read_to_string(hooks.join("pre-push.sample")).unwrap(),
             "#!/bin/sh\n"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_hooks_tree_past_the_directory_bound_makes_the_record_incomplete() {
+        let dir = std::env::temp_dir().join(format!("git-guard-dirs-{}", std::process::id()));
+        let hooks = dir.join(".git/hooks");
+        for i in 0..=MAX_FILES {
+            std::fs::create_dir_all(hooks.join(format!("d{i}"))).unwrap();
+        }
+        std::fs::write(dir.join(".git/config"), "[core]\n").unwrap();
+        let guard = GitGuard::record(&dir, &RecordCache::default()).unwrap();
+        assert_eq!(
+            guard.incomplete.as_deref(),
+            Some("more than 512 directories under .git/hooks")
+        );
+        // an incomplete record removes nothing it did not see before, and still restores
+        // what it recorded
+        std::fs::write(hooks.join("pre-commit"), "#!/bin/sh\n").unwrap();
+        std::fs::write(dir.join(".git/config"), "[core]\nfsmonitor = evil\n").unwrap();
+        let restored = guard.restore();
+        assert_eq!(restored.changed, vec![".git/config".to_owned()]);
+        assert!(hooks.join("pre-commit").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -20,6 +20,9 @@
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
     exact: Vec<String>,
+    /// Each of `exact` as it reads inside a JSON string (`"` and `\` escaped, control
+    /// characters too): what [`Redactor::apply_to`]'s quick test looks for.
+    exact_json: Vec<String>,
 }
 
 const MASK: &str = "[REDACTED]";
@@ -121,7 +124,27 @@ impl Redactor {
         exact.retain(|v| v.len() >= MIN_EXACT);
         exact.sort_by_key(|s| std::cmp::Reverse(s.len()));
         exact.dedup();
-        Self { exact }
+        let exact_json = exact
+            .iter()
+            .map(|v| {
+                serde_json::to_string(v).map_or_else(
+                    |_| v.clone(),
+                    |quoted| quoted[1..quoted.len() - 1].to_owned(),
+                )
+            })
+            .collect();
+        Self { exact, exact_json }
+    }
+
+    /// Whether some rule could mask something in the JSON text `json` (of a value serialized
+    /// with serde_json): a string of the value holding a secret has one of [`stems`], `AKIA`,
+    /// `ASIA`, `://` or an exact value (as JSON writes it) in its JSON form. `false` means
+    /// masking would leave every string as it is.
+    fn may_mask(&self, json: &str) -> bool {
+        let (_, exact) = finders();
+        stems().is_match(json)
+            || exact.is_match(json)
+            || self.exact_json.iter().any(|v| json.contains(v.as_str()))
     }
 
     /// The redactor for a child environment (droid's, as `EngineConfig::env` holds it).
@@ -153,8 +176,15 @@ impl Redactor {
 
     /// `value` with secrets replaced in every string of its JSON form (a result, an event);
     /// `value` itself if the masked form no longer reads back as a `T`.
+    ///
+    /// Most values hold no secret: their JSON text is searched once ([`Redactor::may_mask`]), and
+    /// only a value it may hold one in goes through the masking of each string (a tenth of the
+    /// bridge's CPU per run went there, for results and events with nothing to mask).
     #[must_use]
     pub fn apply_to<T: serde::Serialize + serde::de::DeserializeOwned>(&self, value: T) -> T {
+        if serde_json::to_string(&value).is_ok_and(|text| !self.may_mask(&text)) {
+            return value;
+        }
         let Ok(mut json) = serde_json::to_value(&value) else {
             return value;
         };
@@ -210,6 +240,29 @@ fn finders() -> (
         }
     }
     (&SECRETS, &EXACT)
+}
+
+/// The start of every prefix of [`SECRET_PREFIXES`] and [`WORD_PREFIXES`] up to its first
+/// character JSON escapes (`factory_api_key": "` gives `factory_api_key`), matched without
+/// regard to ASCII case: a string holding a prefix holds its stem, and so does the string's JSON
+/// form ([`Redactor::may_mask`]).
+fn stems() -> &'static aho_corasick::AhoCorasick {
+    use std::sync::LazyLock;
+    static STEMS: LazyLock<aho_corasick::AhoCorasick> = LazyLock::new(|| {
+        let stems = SECRET_PREFIXES
+            .iter()
+            .chain(WORD_PREFIXES)
+            .map(|(p, _)| p.split(['"', '\\']).next().unwrap_or(p));
+        match aho_corasick::AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(stems)
+        {
+            Ok(ac) => ac,
+            // a handful of short literal patterns is far from any limit of the builder
+            Err(e) => unreachable!("the redactor's stems: {e}"),
+        }
+    });
+    &STEMS
 }
 
 /// Mask every run of token characters (at least as long as its prefix asks) that follows one of

@@ -185,7 +185,8 @@ fn simulated_absent() -> bool {
 /// What a run may write, before it is resolved against the file system.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Writable {
-    /// The repository (listed first).
+    /// The repository (listed first), canonical already: the engine resolved it when the run
+    /// began.
     pub(crate) repo_root: PathBuf,
     /// The run's scratch directory.
     pub(crate) scratch: PathBuf,
@@ -224,10 +225,16 @@ impl Confinement {
         rest.extend(w.extra.iter().cloned());
         // the order the result lists them in: the run's own paths, the temp directories, the
         // agent's state, the caches, `sandbox_writable`, the devices
-        let own = [w.repo_root.clone(), w.scratch.clone(), std::env::temp_dir()];
+        // the repository was resolved when the run began (and is checked again before the
+        // agent starts); this process's temp directory once per process, like /tmp
+        let own = [
+            Some(w.repo_root.clone()),
+            crate::real_path::canonical(&w.scratch).ok(),
+            own_temp_dir().clone(),
+        ];
         let resolved = own
-            .iter()
-            .filter_map(|p| crate::real_path::canonical(p).ok())
+            .into_iter()
+            .flatten()
             .chain(temp_dirs.iter().cloned())
             .chain(
                 rest.iter()
@@ -295,6 +302,13 @@ fn system_paths() -> &'static (Vec<PathBuf>, Vec<PathBuf>) {
                 .collect(),
         )
     })
+}
+
+/// This process's temp directory (`std::env::temp_dir()`: `TMPDIR`, else `/tmp`), resolved once
+/// per process as [`system_paths`] are.
+fn own_temp_dir() -> &'static Option<PathBuf> {
+    static RESOLVED: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    RESOLVED.get_or_init(|| crate::real_path::canonical(&std::env::temp_dir()).ok())
 }
 
 /// How one run is confined, decided when it starts.

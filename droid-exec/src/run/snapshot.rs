@@ -298,71 +298,24 @@ impl Snapshot {
         previous: Option<&Snapshot>,
     ) -> Result<Snapshot, EngineError> {
         let mode_file = scratch.join(MODE_FILE);
-        let walked_before = match tokio::fs::read(&mode_file).await {
-            Ok(bytes) => bytes == WALK_MODE,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-            Err(source) => return Err(io_error("read", &mode_file, source)),
-        };
         let mut warnings = Vec::new();
         let mut fallback = None;
+        // the mode file, the repository's location and index, and the record: one trip to a
+        // blocking thread (each trip is a wake-up of another thread, paid on every run)
+        let fast = in_process(root, env, &mode_file, previous, *limits).await?;
+        let walked_before = matches!(fast, Fast::Walked);
         if !walked_before {
-            // the in-process record where the repository allows it: the second record of a
-            // run made that way is made that way too, with the first one's index and location
-            let fast = match previous.map(|p| &p.kind) {
-                Some(Kind::Scan(prev)) => {
-                    Some(Ok((Arc::clone(&prev.dirs), Arc::clone(&prev.tracked))))
-                }
-                Some(Kind::Git(_) | Kind::Walk(_)) => None,
-                None => match git_dir::locate(root, env) {
-                    Found::Repo(dirs) => Some(
-                        read_tracked(&dirs)
-                            .await
-                            .map(|t| (Arc::new(dirs), Arc::new(t))),
-                    ),
-                    Found::NotARepo => Some(Err(None)),
-                    Found::Unusable(why) => {
-                        tracing::debug!("snapshot through git processes: {why}");
-                        None
-                    }
-                },
-            };
             match fast {
-                Some(Ok((dirs, tracked))) => {
-                    let capture = if previous.is_some() {
-                        Capture::None
-                    } else {
-                        Capture::Content
-                    };
-                    let against = match previous.map(|p| &p.kind) {
-                        Some(Kind::Scan(prev)) => Some(Arc::clone(&prev.scan)),
-                        _ => None,
-                    };
-                    let started = std::time::Instant::now();
-                    let scan = record(root, &dirs, &tracked, capture, against, *limits).await?;
-                    tracing::debug!(
-                        "recorded {} in-process in {:?}: {} path(s) stored, {} unchanged, {} kept",
-                        root.display(),
-                        started.elapsed(),
-                        scan.seen.len(),
-                        scan.unchanged.len(),
-                        scan.kept.len()
-                    );
+                Fast::Recorded(tree) => {
                     return Ok(Snapshot {
                         root: root.to_path_buf(),
-                        kind: Kind::Scan(Box::new(ScanTree {
-                            dirs,
-                            tracked,
-                            scan: Arc::new(scan),
-                        })),
+                        kind: Kind::Scan(tree),
                         warnings,
                         fallback: None,
                     });
                 }
-                Some(Err(Some(why))) => {
-                    tracing::debug!("snapshot through git processes: {why}");
-                }
                 // not in a work tree: walk (below)
-                Some(Err(None)) => {
+                Fast::NotARepo => {
                     tokio::fs::write(&mode_file, WALK_MODE)
                         .await
                         .map_err(|source| io_error("write", &mode_file, source))?;
@@ -375,7 +328,7 @@ impl Snapshot {
                         fallback: None,
                     });
                 }
-                None => {}
+                Fast::Walked | Fast::GitProcesses => {}
             }
             let previous = previous.and_then(|p| match &p.kind {
                 Kind::Git(tree) => Some(&**tree),
@@ -579,52 +532,79 @@ fn io_error(action: &'static str, path: &Path, source: std::io::Error) -> Engine
 /// The largest index file read (a 1M-file index is ~100 MiB).
 const MAX_INDEX_BYTES: u64 = 512 * 1024 * 1024;
 
-/// The index of the work tree at `dirs` (empty when there is none yet), or why it cannot be
-/// read in-process (`Err(Some(why))`: git is asked instead).
-async fn read_tracked(dirs: &GitDirs) -> Result<Tracked, Option<String>> {
-    let path = dirs.git_dir.join("index");
-    tokio::task::spawn_blocking(move || {
-        use std::os::unix::fs::MetadataExt as _;
-        let meta = match std::fs::metadata(&path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Tracked::default()),
-            Err(e) => return Err(Some(format!("{}: {e}", path.display()))),
-        };
-        if meta.len() > MAX_INDEX_BYTES {
-            return Err(Some(format!(
-                "{} is over {} MiB",
-                path.display(),
-                MAX_INDEX_BYTES >> 20
-            )));
-        }
-        let bytes = stat_scan::read_bounded(&path, MAX_INDEX_BYTES)
-            .ok_or_else(|| Some(format!("{} could not be read", path.display())))?;
-        let index = crate::run::git_index::parse(&bytes).map_err(|e| Some(e.to_string()))?;
-        if index.entries.iter().any(|e| e.skip_worktree) {
-            return Err(Some(
-                "the index has skip-worktree entries (sparse checkout)".into(),
-            ));
-        }
-        Ok(Tracked::new(index, (meta.mtime(), meta.mtime_nsec())))
-    })
-    .await
-    .map_err(|e| Some(e.to_string()))?
+/// What [`in_process`] did.
+enum Fast {
+    /// The in-process record.
+    Recorded(Box<ScanTree>),
+    /// An earlier snapshot of the run walked: this one walks too.
+    Walked,
+    /// `root` is not in a git work tree: walk.
+    NotARepo,
+    /// The repository cannot be read in-process with certainty: ask git.
+    GitProcesses,
 }
 
-/// Record the work tree below `root` in-process, on a blocking thread.
-async fn record(
+/// On a blocking thread, in one trip: read the run's mode file, then (unless an earlier snapshot
+/// of the run walked or went through git processes) locate the repository and read its index, or
+/// take both from `previous`, and record the work tree in-process.
+async fn in_process(
     root: &Path,
-    dirs: &Arc<GitDirs>,
-    tracked: &Arc<Tracked>,
-    capture: Capture,
-    against: Option<Arc<Scan>>,
+    env: &[(OsString, OsString)],
+    mode_file: &Path,
+    previous: Option<&Snapshot>,
     limits: SnapshotLimits,
-) -> Result<Scan, EngineError> {
-    let (root_buf, dirs, tracked) = (root.to_path_buf(), Arc::clone(dirs), Arc::clone(tracked));
+) -> Result<Fast, EngineError> {
+    // the in-process record where the repository allows it: the second record of a run made
+    // that way is made that way too, with the first one's index and location
+    let (try_fast, previous) = match previous.map(|p| &p.kind) {
+        None => (true, None),
+        Some(Kind::Scan(prev)) => (
+            true,
+            Some((
+                Arc::clone(&prev.dirs),
+                Arc::clone(&prev.tracked),
+                Arc::clone(&prev.scan),
+            )),
+        ),
+        Some(Kind::Git(_) | Kind::Walk(_)) => (false, None),
+    };
+    let (root_buf, env, mode_file) = (root.to_path_buf(), env.to_vec(), mode_file.to_path_buf());
     tokio::task::spawn_blocking(move || {
+        match std::fs::read(&mode_file) {
+            Ok(bytes) if bytes == WALK_MODE => return Ok(Fast::Walked),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(io_error("read", &mode_file, source)),
+        }
+        if !try_fast {
+            return Ok(Fast::GitProcesses);
+        }
+        let (dirs, tracked, against) = match previous {
+            Some((dirs, tracked, scan)) => (dirs, tracked, Some(scan)),
+            None => match git_dir::locate(&root_buf, &env) {
+                Found::Repo(dirs) => match read_tracked(&dirs) {
+                    Ok(tracked) => (Arc::new(dirs), Arc::new(tracked), None),
+                    Err(why) => {
+                        tracing::debug!("snapshot through git processes: {why}");
+                        return Ok(Fast::GitProcesses);
+                    }
+                },
+                Found::NotARepo => return Ok(Fast::NotARepo),
+                Found::Unusable(why) => {
+                    tracing::debug!("snapshot through git processes: {why}");
+                    return Ok(Fast::GitProcesses);
+                }
+            },
+        };
+        let capture = if against.is_some() {
+            Capture::None
+        } else {
+            Capture::Content
+        };
+        let started = std::time::Instant::now();
         let mut excludes = vec![dirs.common_dir.join("info/exclude")];
         excludes.extend(dirs.excludes_file.clone());
-        stat_scan::scan(&Plan {
+        let scan = stat_scan::scan(&Plan {
             root: &root_buf,
             prefix: &dirs.prefix,
             toplevel: &dirs.toplevel,
@@ -633,10 +613,49 @@ async fn record(
             capture,
             against: against.as_deref(),
             limits,
-        })
+        });
+        tracing::debug!(
+            "recorded {} in-process in {:?}: {} path(s) stored, {} unchanged, {} kept",
+            root_buf.display(),
+            started.elapsed(),
+            scan.seen.len(),
+            scan.unchanged.len(),
+            scan.kept.len()
+        );
+        Ok(Fast::Recorded(Box::new(ScanTree {
+            dirs,
+            tracked,
+            scan: Arc::new(scan),
+        })))
     })
     .await
-    .map_err(|e| io_error("read", root, std::io::Error::other(e)))
+    .map_err(|e| io_error("read", root, std::io::Error::other(e)))?
+}
+
+/// The index of the work tree at `dirs` (empty when there is none yet), or why it cannot be
+/// read in-process (git is asked instead).
+fn read_tracked(dirs: &GitDirs) -> Result<Tracked, String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let path = dirs.git_dir.join("index");
+    let meta = match std::fs::metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Tracked::default()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    if meta.len() > MAX_INDEX_BYTES {
+        return Err(format!(
+            "{} is over {} MiB",
+            path.display(),
+            MAX_INDEX_BYTES >> 20
+        ));
+    }
+    let bytes = stat_scan::read_bounded(&path, MAX_INDEX_BYTES)
+        .ok_or_else(|| format!("{} could not be read", path.display()))?;
+    let index = crate::run::git_index::parse(&bytes).map_err(|e| e.to_string())?;
+    if index.entries.iter().any(|e| e.skip_worktree) {
+        return Err("the index has skip-worktree entries (sparse checkout)".into());
+    }
+    Ok(Tracked::new(index, (meta.mtime(), meta.mtime_nsec())))
 }
 
 /// The changes between two in-process records.
@@ -653,12 +672,26 @@ async fn diff_scans(
         Arc::clone(&after.scan),
     );
     let (tracked, dirs) = (Arc::clone(&before.tracked), Arc::clone(&before.dirs));
-    let (changes, extra, needed, mut found) = tokio::task::spawn_blocking(move || {
+    // one trip to a blocking thread when no old content must be read from the repository (the
+    // common case); else a second one after `git cat-file`
+    let (step, mut found) = tokio::task::spawn_blocking(move || {
         let mut w = Vec::new();
         let (changes, extra) =
             scan_diff::changed(&root_buf, &b, &a, (&tracked, &dirs.prefix), &mut w);
         let needed = scan_diff::blobs_needed(&b, &extra, &changes);
-        (changes, extra, needed, w)
+        if needed.is_empty() {
+            let files = scan_diff::assemble(&root_buf, &b, &a, &extra, &changes, &HashMap::new());
+            (DiffStep::Done(files), w)
+        } else {
+            (
+                DiffStep::NeedBlobs {
+                    changes,
+                    extra,
+                    needed,
+                },
+                w,
+            )
+        }
     })
     .await
     .map_err(|e| io_error("read", root, std::io::Error::other(e)))?;
@@ -667,19 +700,23 @@ async fn diff_scans(
             warnings.push(w);
         }
     }
-    let blobs = if needed.is_empty() {
-        HashMap::new()
-    } else {
-        match cat_blobs(root, env, &needed).await {
-            Ok(b) => b,
-            Err(why) => {
-                warnings.push(format!(
-                    "the line counts of {} file(s) are unknown: their old content could not be \
-                     read from the repository ({why})",
-                    needed.len()
-                ));
-                HashMap::new()
-            }
+    let (changes, extra, needed) = match step {
+        DiffStep::Done(files) => return Ok(files),
+        DiffStep::NeedBlobs {
+            changes,
+            extra,
+            needed,
+        } => (changes, extra, needed),
+    };
+    let blobs = match cat_blobs(root, env, &needed).await {
+        Ok(b) => b,
+        Err(why) => {
+            warnings.push(format!(
+                "the line counts of {} file(s) are unknown: their old content could not be \
+                 read from the repository ({why})",
+                needed.len()
+            ));
+            HashMap::new()
         }
     };
     let (root_buf, b, a) = (
@@ -692,6 +729,18 @@ async fn diff_scans(
     })
     .await
     .map_err(|e| io_error("read", root, std::io::Error::other(e)))
+}
+
+/// How far [`diff_scans`]'s first trip got.
+enum DiffStep {
+    /// The changes, assembled.
+    Done(Vec<FileChange>),
+    /// Old content the assembly needs from the repository first.
+    NeedBlobs {
+        changes: Vec<(Vec<u8>, scan_diff::Change)>,
+        extra: stat_scan::PathMap<Seen>,
+        needed: Vec<[u8; 20]>,
+    },
 }
 
 fn hex(id: &[u8; 20]) -> String {

@@ -142,6 +142,32 @@ proptest! {
         prop_assert!(!out.contains(&value), "{:?} survived in {:?}", value, out);
     }
 
+    /// `apply_to`'s quick test (one search of the value's JSON text) never skips a value the
+    /// masking of each string would change: secrets next to characters JSON escapes (`"`, `\`,
+    /// control characters), in keys and in values, exact values holding such characters.
+    #[test]
+    fn apply_to_masks_what_each_string_would(
+        parts in vec((filler(), secret()), 0..3),
+        tail in filler(),
+        value in regex("[!-~\t\n]{8,24}"),
+        with_value in any::<bool>(),
+    ) {
+        let mut text = String::new();
+        for (f, (written, _)) in parts {
+            text.push_str(&f);
+            text.push_str(&written);
+        }
+        text.push_str(&tail);
+        if with_value {
+            text.push_str(&value);
+        }
+        let r = Redactor::from_env([("GITHUB_TOKEN", value.as_str())]);
+        let v = json!({"text": text.clone(), "list": [text.clone(), 1], "obj": {text.clone(): null}});
+        let mut each = v.clone();
+        r.apply_value(&mut each);
+        prop_assert_eq!(r.apply_to(v), each);
+    }
+
     /// Text with no secret in it comes out exactly as it went in.
     #[test]
     fn text_without_secrets_is_unchanged(text in filler()) {
