@@ -10,9 +10,13 @@
 //! `repo_root`, which a confined run cannot write at all.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+use crate::run::stat_scan::PathMap;
 
 /// Most files recorded under `.git/hooks` (a fresh clone has 14 samples).
 const MAX_FILES: usize = 512;
@@ -76,7 +80,8 @@ pub(crate) struct RecordCache {
 
 #[derive(Debug, Default)]
 struct CacheInner {
-    files: HashMap<PathBuf, (Entry, i64)>,
+    /// By absolute path.
+    files: PathMap<(Entry, i64)>,
     bytes: u64,
 }
 
@@ -86,7 +91,7 @@ impl RecordCache {
     fn read(&self, path: &Path, meta: &std::fs::Metadata, now: i64) -> Option<Entry> {
         let stamp = Stamp::of(meta);
         if let Ok(inner) = self.inner.lock()
-            && let Some((entry, read_at)) = inner.files.get(path)
+            && let Some((entry, read_at)) = inner.files.get(path.as_os_str().as_bytes())
             && entry.stamp == stamp
             && stamp.settled(*read_at)
         {
@@ -101,7 +106,10 @@ impl RecordCache {
                 inner.files.clear();
                 inner.bytes = 0;
             }
-            if let Some((old, _)) = inner.files.insert(path.to_path_buf(), (entry.clone(), now)) {
+            if let Some((old, _)) = inner
+                .files
+                .insert(path.as_os_str().as_bytes().to_vec(), (entry.clone(), now))
+            {
                 inner.bytes -= old.bytes.len() as u64;
             }
             inner.bytes += len;
@@ -115,7 +123,7 @@ impl RecordCache {
 pub(crate) struct GitGuard {
     git_dir: PathBuf,
     /// Relative to `git_dir` (`config`, `hooks/pre-commit.sample`, …).
-    files: BTreeMap<PathBuf, Entry>,
+    files: BTreeMap<Vec<u8>, Entry>,
     /// Whether `hooks/` existed (a run that creates it has it removed).
     had_hooks: bool,
     /// When the record was made (seconds since the epoch).
@@ -142,7 +150,7 @@ impl GitGuard {
         let hooks = git_dir.join("hooks");
         let had_hooks = hooks.is_dir();
         let config = git_dir.join("config");
-        let found = walk(&hooks);
+        let found = walk(&git_dir, "hooks");
         if found.too_many_dirs {
             incomplete = Some(format!(
                 "more than {MAX_FILES} directories under .git/hooks"
@@ -150,10 +158,14 @@ impl GitGuard {
         }
         let listed = std::fs::symlink_metadata(&config)
             .ok()
-            .map(|meta| (config, meta))
+            .map(|meta| Listed {
+                rel: b"config".to_vec(),
+                path: config,
+                meta,
+            })
             .into_iter()
             .chain(found.files);
-        for (path, meta) in listed {
+        for Listed { rel, path, meta } in listed {
             if files.len() >= MAX_FILES {
                 incomplete = Some(format!("more than {MAX_FILES} files under .git/hooks"));
                 break;
@@ -169,9 +181,7 @@ impl GitGuard {
                 ));
                 break;
             }
-            if let Ok(rel) = path.strip_prefix(&git_dir) {
-                files.insert(rel.to_path_buf(), entry);
-            }
+            files.insert(rel, entry);
         }
         Some(Self {
             git_dir,
@@ -186,33 +196,32 @@ impl GitGuard {
     /// repository: `.git/hooks/pre-commit`), and what could not be restored, with why.
     pub(crate) fn restore(&self) -> Restored {
         let mut out = Restored::default();
-        let shown = |rel: &Path| format!(".git/{}", rel.display());
+        let shown = |rel: &[u8]| format!(".git/{}", String::from_utf8_lossy(rel));
         let hooks = self.git_dir.join("hooks");
         // one walk: the files (with their metadata, taken relative to their directory) and the
         // directories under hooks/
-        let found = walk(&hooks);
+        let found = walk(&self.git_dir, "hooks");
         // added files (and anything not a regular file: a symlink, a FIFO)
         if self.incomplete.is_none() {
-            for (path, _) in &found.files {
-                let Ok(rel) = path.strip_prefix(&self.git_dir) else {
-                    continue;
-                };
-                if self.files.contains_key(rel) {
+            for f in &found.files {
+                if self.files.contains_key(&f.rel) {
                     continue;
                 }
-                out.changed.push(shown(rel));
-                if let Err(e) = std::fs::remove_file(path) {
-                    out.failed.push(format!("{}: {e}", shown(rel)));
+                out.changed.push(shown(&f.rel));
+                if let Err(e) = std::fs::remove_file(&f.path) {
+                    out.failed.push(format!("{}: {e}", shown(&f.rel)));
                 }
             }
             // directories the run added under hooks/ (now empty), deepest first
             let mut dirs = found.dirs;
-            dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
-            for d in dirs {
+            dirs.sort_by_key(|(rel, _)| {
+                std::cmp::Reverse(rel.iter().filter(|b| **b == b'/').count())
+            });
+            for (rel, d) in dirs {
                 let known = self
                     .files
                     .keys()
-                    .any(|k| self.git_dir.join(k).starts_with(&d));
+                    .any(|k| k.starts_with(&rel) && k.get(rel.len()) == Some(&b'/'));
                 if !known {
                     let _ = std::fs::remove_dir(&d);
                 }
@@ -221,16 +230,19 @@ impl GitGuard {
                 out.changed.push(".git/hooks".to_owned());
             }
         }
-        let seen: HashMap<&Path, &std::fs::Metadata> =
-            found.files.iter().map(|(p, m)| (p.as_path(), m)).collect();
+        let seen: HashMap<&[u8], &std::fs::Metadata> = found
+            .files
+            .iter()
+            .map(|f| (f.rel.as_slice(), &f.meta))
+            .collect();
         // changed, deleted or replaced files
         for (rel, before) in &self.files {
-            let path = self.git_dir.join(rel);
+            let path = self.git_dir.join(OsStr::from_bytes(rel));
             // the same inode, untouched since well before the record: not read again (the
             // walk's metadata, else a look-up: `config`, or a file past the walk's bound)
             let untouched = before.stamp.settled(self.recorded_at)
                 && seen
-                    .get(path.as_path())
+                    .get(rel.as_slice())
                     .map(|m| (*m).clone())
                     .or_else(|| std::fs::symlink_metadata(&path).ok())
                     .is_some_and(|m| m.is_file() && Stamp::of(&m) == before.stamp);
@@ -298,38 +310,58 @@ fn write_back(path: &Path, entry: &Entry) -> std::io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(entry.mode))
 }
 
+/// A file [`walk`] found.
+#[derive(Debug)]
+struct Listed {
+    /// Relative to the git directory (`hooks/pre-commit`).
+    rel: Vec<u8>,
+    path: PathBuf,
+    /// Its metadata (symlinks not followed).
+    meta: std::fs::Metadata,
+}
+
 /// What [`walk`] found under a directory.
 #[derive(Debug, Default)]
 struct Found {
-    /// Every non-directory (symlinks not followed), with its metadata.
-    files: Vec<(PathBuf, std::fs::Metadata)>,
-    /// Every directory (not the one walked).
-    dirs: Vec<PathBuf>,
+    /// Every non-directory.
+    files: Vec<Listed>,
+    /// Every directory (not the one walked), relative to the git directory, and its path.
+    dirs: Vec<(Vec<u8>, PathBuf)>,
     /// More directories than [`MAX_FILES`]: those past it were not entered.
     too_many_dirs: bool,
 }
 
-/// Every non-directory under `dir` with its metadata, taken relative to its directory (no look-up
-/// of the whole path per file), bounded by [`MAX_FILES`] × 2; and every directory under `dir`,
-/// bounded by [`MAX_FILES`]. A file that vanishes between the listing and its `stat` is left out.
-fn walk(dir: &Path) -> Found {
+/// Every non-directory under `git_dir/sub` with its metadata, taken relative to its directory
+/// (no look-up of the whole path per file), bounded by [`MAX_FILES`] × 2; and every directory
+/// under it, bounded by [`MAX_FILES`]. A file that vanishes between the listing and its `stat` is
+/// left out.
+fn walk(git_dir: &Path, sub: &str) -> Found {
     let mut found = Found::default();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
+    let mut stack = vec![(sub.as_bytes().to_vec(), git_dir.join(sub))];
+    while let Some((rel_dir, d)) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
             continue;
         };
         for e in entries.flatten() {
             let Ok(kind) = e.file_type() else { continue };
+            let name = e.file_name();
+            let mut rel = Vec::with_capacity(rel_dir.len() + 1 + name.len());
+            rel.extend_from_slice(&rel_dir);
+            rel.push(b'/');
+            rel.extend_from_slice(name.as_bytes());
             if kind.is_dir() {
                 if found.dirs.len() < MAX_FILES {
-                    found.dirs.push(e.path());
-                    stack.push(e.path());
+                    found.dirs.push((rel.clone(), e.path()));
+                    stack.push((rel, e.path()));
                 } else {
                     found.too_many_dirs = true;
                 }
             } else if let Ok(meta) = e.metadata() {
-                found.files.push((e.path(), meta));
+                found.files.push(Listed {
+                    rel,
+                    path: e.path(),
+                    meta,
+                });
                 if found.files.len() > MAX_FILES * 2 {
                     return found;
                 }
@@ -469,20 +501,20 @@ mod tests {
             .lock()
             .unwrap()
             .files
-            .get_mut(&hook)
+            .get_mut(hook.as_os_str().as_bytes())
             .unwrap()
             .0
             .bytes = Arc::from(&b"cached"[..]);
         let guard = GitGuard::record(&dir, &cache).unwrap();
         assert_eq!(
-            &*guard.files[Path::new("hooks/pre-push.sample")].bytes,
+            &*guard.files[&b"hooks/pre-push.sample"[..]].bytes,
             b"cached"
         );
         // a write gives the file another stamp: read again
         std::fs::write(&hook, "#!/bin/sh\necho changed\n").unwrap();
         let guard = GitGuard::record(&dir, &cache).unwrap();
         assert_eq!(
-            &*guard.files[Path::new("hooks/pre-push.sample")].bytes,
+            &*guard.files[&b"hooks/pre-push.sample"[..]].bytes,
             b"#!/bin/sh\necho changed\n"
         );
         std::fs::remove_dir_all(&dir).unwrap();
