@@ -152,10 +152,21 @@ impl Host {
             .custom_flags(nix::libc::O_DIRECTORY)
             .open(&dir)
             .map(OwnedFd::from)?;
+        // read again from its start for each look (the kernel writes it anew per read): no
+        // look-up of the leaf's path per look; without it, each look opens it by path
+        let events = nix::fcntl::openat(
+            fd.as_fd(),
+            "cgroup.events",
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok()
+        .map(File::from);
         Ok(Leaf {
             host: Arc::clone(self),
             dir,
             fd: Some(fd),
+            events,
             killed: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -168,6 +179,8 @@ pub(crate) struct Leaf {
     dir: PathBuf,
     /// The leaf's directory, open (`Some` until the leaf is dropped).
     fd: Option<OwnedFd>,
+    /// Its `cgroup.events`, open (`None` if it could not be opened, and once dropped).
+    events: Option<File>,
     /// `cgroup.kill` was written: no process may be born here any more (see the module docs).
     killed: std::sync::atomic::AtomicBool,
 }
@@ -191,7 +204,16 @@ impl Leaf {
 
     /// Is any process still in the leaf? (An unreadable `cgroup.events` says yes: no proof.)
     pub(crate) fn populated(&self) -> bool {
-        populated(&self.dir)
+        match &self.events {
+            Some(events) => {
+                use std::os::unix::fs::FileExt as _;
+                let mut buf = [0u8; 128];
+                events
+                    .read_at(&mut buf, 0)
+                    .map_or(true, |n| says_populated(&buf[..n]))
+            }
+            None => populated(&self.dir),
+        }
     }
 
     /// Kill what is in the leaf and wait, up to `budget`, for it to be empty. `true`: the
@@ -221,10 +243,13 @@ impl Leaf {
 
 impl Drop for Leaf {
     fn drop(&mut self) {
-        if self.fd.take().is_none() {
+        if self.fd.is_none() {
             return;
         }
-        if populated(&self.dir) {
+        let populated = self.populated();
+        self.fd = None;
+        self.events = None;
+        if populated {
             // the run's future was dropped with its processes still there: nothing of it may
             // outlive it; the leaf itself goes with the host
             self.kill();
@@ -247,7 +272,12 @@ fn populated(dir: &Path) -> bool {
     let Ok(n) = File::open(dir.join("cgroup.events")).and_then(|mut f| f.read(&mut buf)) else {
         return true;
     };
-    !buf[..n]
+    says_populated(&buf[..n])
+}
+
+/// Does this content of `cgroup.events` fail to say `populated 0`?
+fn says_populated(events: &[u8]) -> bool {
+    !events
         .split(|b| *b == b'\n')
         .any(|line| line == b"populated 0")
 }

@@ -162,7 +162,9 @@ impl StderrTail {
     async fn fill<R: tokio::io::AsyncRead + Unpin>(self, stream: Option<R>) {
         use tokio::io::AsyncReadExt as _;
         let Some(mut r) = stream else { return };
-        let mut buf = vec![0u8; 64 * 1024];
+        // small: most agents write little or nothing to stderr, and a zeroed 64 KiB buffer per
+        // run showed in the bridge's profile
+        let mut buf = vec![0u8; 8 * 1024];
         loop {
             match r.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
