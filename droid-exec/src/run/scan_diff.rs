@@ -118,8 +118,39 @@ pub(crate) fn changed(
             out.push((path.clone(), Change::Added));
         }
     }
+    // what changed without its earlier content: no line counts, and said so
+    let mut unread: Vec<Vec<u8>> = out
+        .iter()
+        .filter(|(p, c)| *c != Change::Added && before.unread(p))
+        .map(|(p, _)| p.clone())
+        .collect();
+    if !unread.is_empty() {
+        warnings.push(unread_warning(&mut unread));
+    }
     out.sort();
     (out, extra)
+}
+
+/// At most this many paths are named by a warning about many files.
+const NAMED: usize = 10;
+
+/// The warning for files changed before their earlier content was read.
+fn unread_warning(paths: &mut [Vec<u8>]) -> String {
+    paths.sort();
+    let named: Vec<String> = paths.iter().take(NAMED).map(|p| display(p)).collect();
+    let more = paths.len().saturating_sub(NAMED);
+    format!(
+        "{} file(s) changed before their content from before the run was read (that is read \
+         while the agent starts, and the agent changed them first): compared by size and times \
+         only (a mere touch counts as modified), no line counts: {}{}",
+        paths.len(),
+        named.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )
 }
 
 fn differs(
@@ -148,7 +179,7 @@ fn differs(
                 return true;
             }
             let abs = root.join(os_path(path));
-            match before.kept.get(path) {
+            match before.kept(path) {
                 Some(Kept::Bytes(old)) => {
                     read_bounded(&abs, KEEP_FILE_BYTES).is_none_or(|now| now != *old)
                 }
@@ -157,6 +188,8 @@ fn differs(
                     Some(id) => blob_id_of_file(&abs) != Some(*id),
                     // racy, the budgets spent: the metadata is all there is, and it is the same
                     None if sb == sa => false,
+                    // changed before its content was read: named by `changed`
+                    None if before.unread(path) => true,
                     None => {
                         warnings.push(format!(
                             "{} was compared by size and times only (too large to keep \
@@ -183,7 +216,7 @@ pub(crate) fn blobs_needed(
 ) -> Vec<[u8; 20]> {
     let mut out = Vec::new();
     for (path, change) in changes {
-        if *change == Change::Added || before.kept.contains_key(path) {
+        if *change == Change::Added || before.kept(path).is_some() {
             continue;
         }
         if let Some(Seen::File {
@@ -208,7 +241,7 @@ fn old_content<'a>(
     blobs: &'a HashMap<[u8; 20], Vec<u8>>,
 ) -> Option<std::borrow::Cow<'a, [u8]>> {
     match before_seen(before, extra, path)? {
-        Seen::File { clean_blob, .. } => match before.kept.get(path) {
+        Seen::File { clean_blob, .. } => match before.kept(path) {
             Some(Kept::Bytes(b)) => Some(b.as_slice().into()),
             Some(Kept::Blob(_)) => None,
             None => clean_blob
@@ -247,7 +280,7 @@ fn subproject(head: Option<&str>) -> Vec<u8> {
 /// The blob id of what a deleted file held, when known without reading the repository.
 fn old_id(before: &Scan, extra: &PathMap<Seen>, path: &[u8]) -> Option<[u8; 20]> {
     match before_seen(before, extra, path)? {
-        Seen::File { clean_blob, .. } => match before.kept.get(path) {
+        Seen::File { clean_blob, .. } => match before.kept(path) {
             Some(Kept::Bytes(b)) => Some(blob_id(b)),
             Some(Kept::Blob(id)) => Some(*id),
             None => *clean_blob,

@@ -580,7 +580,12 @@ async fn in_process(
             return Ok(Fast::GitProcesses);
         }
         let (dirs, tracked, against) = match previous {
-            Some((dirs, tracked, scan)) => (dirs, tracked, Some(scan)),
+            Some((dirs, tracked, scan)) => {
+                // the agent is done: what the first record had left to read is read by now,
+                // unchanged, or changed by the agent
+                scan.settle();
+                (dirs, tracked, Some(scan))
+            }
             None => match git_dir::locate(&root_buf, &env) {
                 Found::Repo(dirs) => match read_tracked(&dirs) {
                     Ok(tracked) => (Arc::new(dirs), Arc::new(tracked), None),
@@ -620,7 +625,7 @@ async fn in_process(
             started.elapsed(),
             scan.seen.len(),
             scan.unchanged.len(),
-            scan.kept.len()
+            scan.kept_len()
         );
         Ok(Fast::Recorded(Box::new(ScanTree {
             dirs,
@@ -675,6 +680,8 @@ async fn diff_scans(
     // one trip to a blocking thread when no old content must be read from the repository (the
     // common case); else a second one after `git cat-file`
     let (step, mut found) = tokio::task::spawn_blocking(move || {
+        // settled by the second record already, unless it went another way
+        b.settle();
         let mut w = Vec::new();
         let (changes, extra) =
             scan_diff::changed(&root_buf, &b, &a, (&tracked, &dirs.prefix), &mut w);
@@ -807,7 +814,7 @@ async fn scan_text_of(
         let (pos, seen) = tree.tracked.clean_seen(&top)?;
         (tree.scan.clean.get(usize::try_from(pos).ok()?) == Some(&true)).then_some(seen)
     };
-    let bytes = match tree.scan.kept.get(key) {
+    let bytes = match tree.scan.kept(key) {
         Some(Kept::Bytes(b)) => b.clone(),
         Some(Kept::Blob(_)) => return None,
         None => match tree.scan.seen.get(key).cloned().or_else(clean)? {
@@ -3168,6 +3175,98 @@ mod tests {
                 warnings: no_warnings(),
                 incomplete: None,
             }
+        );
+    }
+
+    /// Commit `n` files, then modify `n - 10` of them and add 10, long enough before the record
+    /// that none is racy: more than the record reads itself.
+    async fn dirty_past_the_inline_bound(f: &Fixture, n: usize) {
+        f.init().await;
+        for i in 0..n {
+            f.write(&format!("f{i}.txt"), format!("{i}\n"));
+        }
+        f.commit_all().await;
+        for i in 0..n - 10 {
+            f.write(&format!("f{i}.txt"), format!("{i}\ndirty\n"));
+        }
+        for i in 0..10 {
+            f.write(&format!("new{i}.txt"), "new\n");
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    fn scan_of(s: &Snapshot) -> &Scan {
+        match &s.kind {
+            Kind::Scan(t) => &t.scan,
+            _ => panic!("recorded in-process"),
+        }
+    }
+
+    #[tokio::test]
+    async fn dirty_files_past_the_inline_bound_are_read_while_the_agent_works() {
+        let f = Fixture::new();
+        let n = stat_scan::INLINE_FILES + 40;
+        dirty_past_the_inline_bound(&f, n).await;
+
+        let before = f.take().await;
+        let scan = scan_of(&before);
+        assert!(scan.reading(), "read by a thread of its own");
+        scan.finish_reading(); // the agent's first edit comes later
+        // a touch (same content) is no change; an edit has its line counts
+        let touched = f.repo.join("f1.txt");
+        let content = std::fs::read(&touched).unwrap();
+        std::fs::write(&touched, content).unwrap();
+        f.write("f0.txt", "0\ndirty\nmore\n");
+        f.write("new3.txt", "newer\n");
+        f.remove("new4.txt");
+        let after = f.take_after(&before).await;
+
+        assert_eq!(
+            f.diff(&before, &after).await,
+            Changes {
+                incomplete: None,
+                files: vec![
+                    change("f0.txt", Modified, Some((1, 0))),
+                    change("new3.txt", Modified, Some((1, 1))),
+                    change("new4.txt", Deleted, Some((0, 1))),
+                ],
+                warnings: no_warnings(),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_dirty_file_the_agent_changed_before_it_was_read_has_no_line_counts() {
+        let f = Fixture::new();
+        let n = stat_scan::INLINE_FILES + 40;
+        dirty_past_the_inline_bound(&f, n).await;
+
+        let mut before = f.take().await;
+        let Kind::Scan(tree) = &mut before.kind else {
+            panic!("recorded in-process");
+        };
+        tree.scan.finish_reading();
+        let scan = Arc::get_mut(&mut tree.scan).expect("only the snapshot holds its record");
+        scan.lose_read(b"f0.txt");
+        scan.lose_read(b"f1.txt");
+        f.write("f0.txt", "0\ndirty\nmore\n");
+        f.write("f2.txt", "2\ndirty\nmore\n");
+        let after = f.take_after(&before).await;
+
+        let changes = f.diff(&before, &after).await;
+        assert_eq!(
+            changes.files,
+            vec![
+                change("f0.txt", Modified, None),
+                change("f2.txt", Modified, Some((1, 0))),
+            ]
+        );
+        assert_eq!(changes.warnings.len(), 1, "{:?}", changes.warnings);
+        let w = &changes.warnings[0];
+        assert!(
+            w.starts_with("1 file(s) changed before their content from before the run was read")
+                && w.ends_with("no line counts: f0.txt"),
+            "{w}"
         );
     }
 }

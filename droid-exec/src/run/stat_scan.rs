@@ -14,6 +14,18 @@
 //! lasts. A clean tracked file's content is the index's blob, read from the repository only if
 //! the file changed (`crate::run::scan_diff`).
 //!
+//! Only a racy file's content is read during the walk. The rest ([`Late`]) is read after it:
+//! at once when there is little ([`INLINE_FILES`], [`INLINE_BYTES`]), else by a thread of its
+//! own while the agent works, so a dirty repository does not hold up the agent's start (5,000
+//! modified and 5,000 untracked files were a quarter of a 100,000-file record; issue 17). That
+//! thread takes a file's content only while the file is the one recorded, unchanged (device,
+//! inode, size, modification and change times, checked before and after reading): a file is
+//! not racy, so any write since the record moved its times. The run's next record stops it
+//! ([`Scan::settle`]): what it has not read by then is either unchanged (nothing is needed) or
+//! was changed by the agent before it was read. Such a file is still compared (by size and
+//! times, with a warning naming it) but gets no line counts; on a real agent, whose first edit
+//! comes after a model's answer, the thread is long done by then.
+//!
 //! The walk is bounded by [`SnapshotLimits`] (files and time); past either the record says it is
 //! incomplete and the result carries an issue, never a silently short list.
 
@@ -26,7 +38,7 @@ use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::run::git_dir;
@@ -42,6 +54,11 @@ pub(crate) const KEEP_TOTAL_BYTES: u64 = 16 * 1024 * 1024;
 /// A file modified less than this long before a record began is "racy": an edit after the
 /// record could leave its times unchanged (coarse file-system clock), so its content is kept.
 const RACY_NANOS: i128 = 200_000_000;
+/// At most this many files' content is read by the record itself, after its walk; more are
+/// read by a thread of their own while the agent works ([`Late`]).
+pub(crate) const INLINE_FILES: usize = 64;
+/// ... and at most this many bytes of them.
+pub(crate) const INLINE_BYTES: u64 = 8 * 1024 * 1024;
 /// Below this many index entries the walk runs on the calling thread (threads cost more than
 /// they save on a small tree).
 const PARALLEL_FROM: usize = 2_000;
@@ -314,8 +331,9 @@ pub(crate) struct Scan {
     pub(crate) seen: PathMap<Seen>,
     /// A record made against an earlier one: the [`path_hash`] of each path found as it was.
     pub(crate) unchanged: HashesSet,
-    /// Root-relative path → content kept (first record only).
-    pub(crate) kept: PathMap<Kept>,
+    /// Root-relative path → content kept during the walk (first record only; [`Scan::kept`]
+    /// adds what was read after it).
+    kept: PathMap<Kept>,
     /// Files modified within [`RACY_NANOS`] of the record's start: compared by content.
     pub(crate) racy: PathMap<()>,
     /// By index position, the tracked files found holding the index's blob: by the first
@@ -326,6 +344,139 @@ pub(crate) struct Scan {
     pub(crate) warnings: Vec<String>,
     /// Why the record stopped early (file or time limit), so a diff may miss changes.
     pub(crate) incomplete: Option<String>,
+    /// Content read after the walk (first record only).
+    late: Late,
+}
+
+impl Scan {
+    /// What the record kept of `path`'s content: during its walk, or after it (what the
+    /// reader had read when [`Scan::settle`] stopped it).
+    pub(crate) fn kept(&self, path: &[u8]) -> Option<&Kept> {
+        self.kept
+            .get(path)
+            .or_else(|| self.late.done.get()?.kept.get(path))
+    }
+
+    /// Whether `path`'s content was to be kept but was not: the file changed (or the reader
+    /// was stopped) before it was read. Known once [`Scan::settle`] ran.
+    pub(crate) fn unread(&self, path: &[u8]) -> bool {
+        self.late
+            .done
+            .get()
+            .is_some_and(|d| d.unread.contains_key(path))
+    }
+
+    /// How many files' content is kept (for the debug log).
+    pub(crate) fn kept_len(&self) -> usize {
+        self.kept.len() + self.late.done.get().map_or(0, |d| d.kept.len())
+    }
+
+    /// Stop the reader of the content left to keep, and take what it read: the agent is done,
+    /// so a file not read yet is either unchanged or lost. Blocks for at most one file's read.
+    /// Idempotent; a second caller waits for the first.
+    pub(crate) fn settle(&self) {
+        let mut reader = self
+            .late
+            .reader
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(r) = reader.take() {
+            r.stop.store(true, Ordering::Relaxed);
+            let got = r.handle.join().unwrap_or_else(|_| LateKept {
+                kept: PathMap::default(),
+                unread: r.paths,
+            });
+            // `done` is set only here (under the lock) or by the record itself (no reader)
+            let _ = self.late.done.set(got);
+        }
+    }
+
+    /// Whether a thread is reading content left to keep (not settled yet).
+    #[cfg(test)]
+    pub(crate) fn reading(&self) -> bool {
+        self.late
+            .reader
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    /// Let the reader finish (not stopped), and take what it read.
+    #[cfg(test)]
+    pub(crate) fn finish_reading(&self) {
+        let reader = self
+            .late
+            .reader
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(r) = reader {
+            let _ = self
+                .late
+                .done
+                .set(r.handle.join().expect("the reader ends"));
+        }
+    }
+
+    /// As if the agent had changed `path` before the reader got to it.
+    #[cfg(test)]
+    pub(crate) fn lose_read(&mut self, path: &[u8]) {
+        if let Some(done) = self.late.done.get_mut()
+            && done.kept.remove(path).is_some()
+        {
+            done.unread.insert(path.to_vec(), ());
+        }
+    }
+}
+
+/// The first record's content read after its walk: by the record (little of it) or by a
+/// thread of its own while the agent works.
+#[derive(Debug, Default)]
+struct Late {
+    /// The reader, until [`Scan::settle`] stops it.
+    reader: Mutex<Option<Reader>>,
+    /// What it read, once settled.
+    done: OnceLock<LateKept>,
+}
+
+impl Drop for Late {
+    fn drop(&mut self) {
+        // a run dropped before its next record: the reader stops at its next file
+        if let Some(r) = self
+            .reader
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            r.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Reader {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<LateKept>,
+    /// Every path it was given (all unread if the thread panicked).
+    paths: PathMap<()>,
+}
+
+#[derive(Debug, Default)]
+struct LateKept {
+    kept: PathMap<Kept>,
+    /// Paths to keep that were not read: changed since the record, or the reader stopped.
+    unread: PathMap<()>,
+}
+
+/// A file whose content the first record keeps, to read after the walk.
+#[derive(Debug)]
+struct Pending {
+    /// Root-relative.
+    path: Vec<u8>,
+    /// As recorded: the file is read only while it still has it.
+    stat: Stat,
+    /// Its bytes, or its blob id only.
+    whole: bool,
 }
 
 /// What to record.
@@ -383,6 +534,7 @@ struct Found {
     unchanged: Vec<u64>,
     clean: Vec<u32>,
     kept: PathMap<Kept>,
+    pending: Vec<Pending>,
     racy: Vec<Vec<u8>>,
     warnings: Vec<String>,
 }
@@ -498,6 +650,7 @@ pub(crate) fn scan(plan: &Plan<'_>) -> Scan {
         })
     };
     let mut out = Scan::default();
+    let mut pending = Vec::new();
     // the largest part's map is kept, the others moved into it
     parts.sort_by_key(|p| std::cmp::Reverse(p.seen.len()));
     if let Some(first) = parts.first_mut() {
@@ -518,6 +671,7 @@ pub(crate) fn scan(plan: &Plan<'_>) -> Scan {
         }
         out.seen.extend(part.seen);
         out.kept.extend(part.kept);
+        pending.extend(part.pending);
         out.unchanged.extend(part.unchanged);
         out.racy.extend(part.racy.into_iter().map(|p| (p, ())));
         out.warnings.extend(part.warnings);
@@ -528,8 +682,9 @@ pub(crate) fn scan(plan: &Plan<'_>) -> Scan {
         .unwrap_or_else(PoisonError::into_inner)
         .take();
     if out.incomplete.is_none() {
-        unseen_tracked(&shared, &mut out);
+        pending.extend(unseen_tracked(&shared, &mut out));
     }
+    out.late = read_late(plan.root, pending);
     out
 }
 
@@ -811,11 +966,19 @@ fn record(
         if racy {
             found.racy.push(path.clone());
         }
-        if plan.capture == Capture::Content
-            && (clean_blob.is_none() || racy)
-            && let Some(kept) = keep(shared, &dir_abs.join(os(name)), at_dir, &stat)
-        {
-            found.kept.insert(path.clone(), kept);
+        if plan.capture == Capture::Content && (clean_blob.is_none() || racy) {
+            if racy {
+                // read now: a change after the record could leave its times as they are
+                if let Some(kept) = keep(shared, &dir_abs.join(os(name)), at_dir, &stat) {
+                    found.kept.insert(path.clone(), kept);
+                }
+            } else if let Some(whole) = budget(shared, stat.size) {
+                found.pending.push(Pending {
+                    path: path.clone(),
+                    stat,
+                    whole,
+                });
+            }
         }
         Seen::File { stat, clean_blob }
     } else {
@@ -859,6 +1022,112 @@ fn keep(
     None
 }
 
+/// Whether a file of `size` bytes can be kept whole (`Some(true)`), by its blob id
+/// (`Some(false)`), or not at all, the run's budgets taken.
+fn budget(shared: &Shared<'_>, size: u64) -> Option<bool> {
+    if size <= KEEP_FILE_BYTES && take(&shared.kept_bytes, size, KEEP_TOTAL_BYTES) {
+        return Some(true);
+    }
+    take(&shared.hashed_bytes, size, shared.plan.limits.max_bytes).then_some(false)
+}
+
+/// Read the content left to keep after a walk of `root`: here when it is little, else on a
+/// thread of its own (on failing to start one, here).
+fn read_late(root: &Path, pending: Vec<Pending>) -> Late {
+    let late = Late::default();
+    if pending.is_empty() {
+        return late;
+    }
+    let bytes: u64 = pending.iter().map(|p| p.stat.size).sum();
+    let stop = Arc::new(AtomicBool::new(false));
+    if pending.len() > INLINE_FILES || bytes > INLINE_BYTES {
+        let paths: PathMap<()> = pending.iter().map(|p| (p.path.clone(), ())).collect();
+        let root_buf = root.to_path_buf();
+        let flag = Arc::clone(&stop);
+        // the list goes to the thread through a slot: on a failed start it is read here
+        let slot = Arc::new(Mutex::new(Some(pending)));
+        let given = Arc::clone(&slot);
+        let started = std::thread::Builder::new()
+            .name("keep-content".into())
+            .spawn(move || {
+                let pending = given
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take()
+                    .unwrap_or_default();
+                read_pending(&root_buf, pending, &flag)
+            });
+        match started {
+            Ok(handle) => {
+                *late.reader.lock().unwrap_or_else(PoisonError::into_inner) = Some(Reader {
+                    stop,
+                    handle,
+                    paths,
+                });
+                return late;
+            }
+            Err(e) => {
+                tracing::debug!("content read by the record: no thread for it ({e})");
+                let pending = slot
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take()
+                    .unwrap_or_default();
+                let _ = late.done.set(read_pending(root, pending, &stop));
+                return late;
+            }
+        }
+    }
+    let _ = late.done.set(read_pending(root, pending, &stop));
+    late
+}
+
+/// Read `pending` (paths relative to `root`) in order, each only while it is the file recorded,
+/// until `stop` is set.
+fn read_pending(root: &Path, pending: Vec<Pending>, stop: &AtomicBool) -> LateKept {
+    let mut out = LateKept::default();
+    for p in pending {
+        let got = if stop.load(Ordering::Relaxed) {
+            None
+        } else {
+            read_unchanged(&root.join(os(&p.path)), &p, stop)
+        };
+        match got {
+            Some(kept) => {
+                out.kept.insert(p.path, kept);
+            }
+            None => {
+                out.unread.insert(p.path, ());
+            }
+        }
+    }
+    out
+}
+
+/// The content of the file at `abs` (its bytes, or its blob id), provided it is the file
+/// `p` recorded and did not change before or while it was read (its metadata the same before
+/// and after). Opened without following a symlink and without blocking (a FIFO put there).
+fn read_unchanged(abs: &Path, p: &Pending, stop: &AtomicBool) -> Option<Kept> {
+    use nix::fcntl::{OFlag, open};
+    let fd = open(
+        abs,
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok()?;
+    let file = std::fs::File::from(fd);
+    let same = |f: &std::fs::File| f.metadata().is_ok_and(|m| Stat::of(&m) == p.stat);
+    if !same(&file) {
+        return None;
+    }
+    let kept = if p.whole {
+        Kept::Bytes(read_open_bounded(&file, p.stat.size, KEEP_FILE_BYTES)?)
+    } else {
+        Kept::Blob(blob_id_of_open(&file, p.stat.size, stop)?)
+    };
+    same(&file).then_some(kept)
+}
+
 /// Take `n` from a budget of `cap` of which `used` is spent, if it is left.
 fn take(used: &AtomicU64, n: u64, cap: u64) -> bool {
     used.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
@@ -875,6 +1144,11 @@ pub(crate) fn read_bounded(path: &Path, max: u64) -> Option<Vec<u8>> {
 /// An open file's content when it is at most `max` bytes; `size` (what a stat said) sizes the
 /// buffer, so a file that did not grow is read in one call and its end found by a second.
 fn read_file_bounded(file: std::fs::File, size: u64, max: u64) -> Option<Vec<u8>> {
+    read_open_bounded(&file, size, max)
+}
+
+/// [`read_file_bounded`] of a borrowed file.
+fn read_open_bounded(file: &std::fs::File, size: u64, max: u64) -> Option<Vec<u8>> {
     use std::io::Read as _;
     let mut out = Vec::with_capacity(usize::try_from(size.min(max) + 1).ok()?);
     file.take(max + 1).read_to_end(&mut out).ok()?;
@@ -891,14 +1165,23 @@ pub(crate) fn blob_id(bytes: &[u8]) -> [u8; 20] {
 
 /// git's blob id of a file's content, streamed (any size).
 pub(crate) fn blob_id_of_file(path: &Path) -> Option<[u8; 20]> {
-    use std::io::Read as _;
-    let mut file = std::fs::File::open(path).ok()?;
+    let file = std::fs::File::open(path).ok()?;
     let size = file.metadata().ok()?.len();
+    blob_id_of_open(&file, size, &AtomicBool::new(false))
+}
+
+/// git's blob id of an open file of `size` bytes, streamed; `None` when it holds another size
+/// or `stop` is set before the end.
+fn blob_id_of_open(mut file: &std::fs::File, size: u64, stop: &AtomicBool) -> Option<[u8; 20]> {
+    use std::io::Read as _;
     let mut h = sha1_smol::Sha1::new();
     h.update(format!("blob {size}\0").as_bytes());
     let mut buf = vec![0u8; 256 * 1024];
     let mut total = 0u64;
     loop {
+        if stop.load(Ordering::Relaxed) {
+            return None;
+        }
         let n = file.read(&mut buf).ok()?;
         if n == 0 {
             break;
@@ -915,8 +1198,9 @@ fn trim_slash(dir: &[u8]) -> &[u8] {
 }
 
 /// Tracked files below the root that the walk did not reach (inside an ignored directory):
-/// recorded by their path, provided no directory on the way is a symlink.
-fn unseen_tracked(shared: &Shared<'_>, out: &mut Scan) {
+/// recorded by their path, provided no directory on the way is a symlink. Returns the content
+/// left to keep of them.
+fn unseen_tracked(shared: &Shared<'_>, out: &mut Scan) -> Vec<Pending> {
     let plan = shared.plan;
     let mut found = Found::default();
     let mut real_dirs: PathMap<bool> = PathMap::default();
@@ -988,6 +1272,7 @@ fn unseen_tracked(shared: &Shared<'_>, out: &mut Scan) {
     }
     out.kept.extend(found.kept);
     out.racy.extend(found.racy.into_iter().map(|p| (p, ())));
+    found.pending
 }
 
 /// A path as text for messages and results.
@@ -998,4 +1283,144 @@ pub(crate) fn display(path: &[u8]) -> String {
 /// A root-relative path as an `OsString`.
 pub(crate) fn os_path(path: &[u8]) -> OsString {
     OsString::from_vec(path.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn new(name: &str) -> Self {
+            let dir = std::env::temp_dir().join(format!(
+                "droid-exec-stat-scan-{name}-{}",
+                std::process::id()
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            Self(dir)
+        }
+
+        /// Write `rel` and return its pending entry (content kept whole or by blob id).
+        fn pending(&self, rel: &str, content: &[u8], whole: bool) -> Pending {
+            let path = self.0.join(rel);
+            std::fs::write(&path, content).unwrap();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            Pending {
+                path: rel.as_bytes().to_vec(),
+                stat: Stat::of(&meta),
+                whole,
+            }
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn the_reader_keeps_only_files_still_as_recorded() {
+        let d = Dir::new("late");
+        let same = d.pending("same.txt", b"one\n", true);
+        let hashed = d.pending("hashed.bin", b"blob", false);
+        let grown = d.pending("grown.txt", b"one\n", true);
+        std::fs::write(d.0.join("grown.txt"), b"one\ntwo\n").unwrap();
+        // same size, written again: a new inode (rename over it) tells it apart
+        let replaced = d.pending("replaced.txt", b"aaaa", true);
+        std::fs::write(d.0.join("tmp"), b"bbbb").unwrap();
+        std::fs::rename(d.0.join("tmp"), d.0.join("replaced.txt")).unwrap();
+        // a symlink or a FIFO put in its place is neither followed nor waited on
+        let linked = d.pending("linked.txt", b"l", true);
+        std::fs::remove_file(d.0.join("linked.txt")).unwrap();
+        std::os::unix::fs::symlink(d.0.join("same.txt"), d.0.join("linked.txt")).unwrap();
+        let fifo = d.pending("fifo", b"f", true);
+        std::fs::remove_file(d.0.join("fifo")).unwrap();
+        nix::unistd::mkfifo(&d.0.join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let gone = d.pending("gone.txt", b"g", true);
+        std::fs::remove_file(d.0.join("gone.txt")).unwrap();
+
+        let out = read_pending(
+            &d.0,
+            vec![same, hashed, grown, replaced, linked, fifo, gone],
+            &AtomicBool::new(false),
+        );
+
+        assert_eq!(
+            out.kept.get(b"same.txt".as_slice()),
+            Some(&Kept::Bytes(b"one\n".to_vec()))
+        );
+        assert_eq!(
+            out.kept.get(b"hashed.bin".as_slice()),
+            Some(&Kept::Blob(blob_id(b"blob")))
+        );
+        assert_eq!(out.kept.len(), 2);
+        let mut unread: Vec<&[u8]> = out.unread.keys().map(Vec::as_slice).collect();
+        unread.sort_unstable();
+        assert_eq!(
+            unread,
+            [
+                b"fifo".as_slice(),
+                b"gone.txt",
+                b"grown.txt",
+                b"linked.txt",
+                b"replaced.txt"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stopped_reader_reads_nothing_more() {
+        let d = Dir::new("stopped");
+        let files = vec![d.pending("a", b"a", true), d.pending("b", b"b", false)];
+        let out = read_pending(&d.0, files, &AtomicBool::new(true));
+        assert!(out.kept.is_empty());
+        assert_eq!(out.unread.len(), 2);
+    }
+
+    #[test]
+    fn dropping_a_record_stops_its_reader() {
+        let d = Dir::new("drop");
+        let many: Vec<Pending> = (0..=INLINE_FILES)
+            .map(|i| d.pending(&format!("f{i}"), b"x", true))
+            .collect();
+        let late = read_late(&d.0, many);
+        let stop = Arc::clone(&late.reader.lock().unwrap().as_ref().expect("a reader").stop);
+        assert!(!stop.load(Ordering::Relaxed));
+        drop(late);
+        assert!(stop.load(Ordering::Relaxed), "told to stop");
+    }
+
+    #[test]
+    fn little_content_is_read_by_the_record_itself_and_more_by_a_thread() {
+        let d = Dir::new("inline");
+        let few: Vec<Pending> = (0..INLINE_FILES)
+            .map(|i| d.pending(&format!("f{i}"), b"x", true))
+            .collect();
+        let late = read_late(&d.0, few);
+        assert!(late.reader.lock().unwrap().is_none(), "read at once");
+        assert_eq!(late.done.get().map(|l| l.kept.len()), Some(INLINE_FILES));
+
+        let many: Vec<Pending> = (0..=INLINE_FILES)
+            .map(|i| d.pending(&format!("f{i}"), b"x", true))
+            .collect();
+        let scan = Scan {
+            late: read_late(&d.0, many),
+            ..Scan::default()
+        };
+        assert!(scan.reading(), "a thread reads them");
+        scan.settle();
+        scan.settle(); // idempotent
+        assert!(!scan.reading());
+        // all read, or (stopped first) left unread: none lost without saying so
+        for i in 0..=INLINE_FILES {
+            let p = format!("f{i}");
+            assert!(
+                scan.kept(p.as_bytes()).is_some() != scan.unread(p.as_bytes()),
+                "{p} is kept or unread"
+            );
+        }
+    }
 }
