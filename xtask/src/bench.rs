@@ -9,7 +9,9 @@
 //!   `/dev/null`, the same sandbox HOME and variables) and as `droid-executor run --json
 //!   --provider P` (release build), alternating, N times each after one warm-up; the report
 //!   gives both medians and their ratio (goal ≤ 1.01, issue 17), and with several providers a table of
-//!   the ratios.
+//!   the ratios. Two more series put the CLI behind `stamp-relay` (ours, and bare) and give the
+//!   ratio in the same run: our whole run over the CLI's own time inside it, which the CLI's
+//!   run-to-run spread does not drown ([`EngineRuns::in_run`]).
 //! - `cargo xtask bench mcp [--calls N] [--starts K]`: the MCP server's cost, against the fake
 //!   droid (so droid's own time is near zero and the server's overhead shows). `tools/call`
 //!   round trips (request written → response read, one session) of `execute_droid_task` against a
@@ -104,10 +106,17 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
     std::fs::write(&prompt, OBJECTIVE)?;
     let mut ratios = Vec::new();
     for (agent, program) in &programs {
-        let (mut b, mut e) = engine_one(&sandbox, &bins, *agent, program, &prompt, runs)?;
-        let (mb, me) = (median(&mut b), median(&mut e));
+        let mut r = engine_one(&sandbox, &bins, *agent, program, &prompt, runs)?;
+        let (mb, me) = (median(&mut r.bare), median(&mut r.engine));
         let name = agent.name();
         let ratio = me.as_secs_f64() / mb.as_secs_f64();
+        let in_run = match (r.in_run_median(), r.in_run_quartiles()) {
+            (Some(m), Some((q1, q3))) => format!(
+                "{m:>9.3}   (p25-p75 {q1:.3}-{q3:.3}; droid's completion to exit, bare: {:.1} ms)",
+                ms(r.tail)
+            ),
+            _ => "not measured (the relay saw no end of the agent in our runs)".to_owned(),
+        };
         if *agent == Agent::Droid {
             // the format of the droid-only bench, kept for droid
             println!(
@@ -122,6 +131,7 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
                 ms(me)
             );
             println!("  ratio engine/bare                {ratio:>9.3}   (goal <= 1.01)");
+            println!("  ratio in the same run            {in_run}");
         } else {
             println!(
                 "bench engine ({name}): {runs} runs each, same scripted task (create one file, 2 model turns)"
@@ -134,6 +144,7 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
                 "  {:<45} {ratio:>9.3}   (goal <= 1.01)",
                 "ratio engine/bare"
             );
+            println!("  {:<45} {in_run}", "ratio in the same run");
         }
         ratios.push((*agent, mb, me, ratio));
     }
@@ -152,9 +163,44 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// `bench engine` on droid alone (the real droid 0.225.2 against the scripted model): the times
-/// `(bare, engine)` of `runs` alternating runs each, sorted, for `bench report`.
-pub(crate) fn droid_runs(runs: usize) -> Result<(Vec<Duration>, Vec<Duration>)> {
+/// What `bench engine` measured of one agent.
+pub(crate) struct EngineRuns {
+    /// The bare agent's runs, spawn to exit, sorted.
+    pub(crate) bare: Vec<Duration>,
+    /// `droid-executor run`'s, spawn to exit, sorted.
+    pub(crate) engine: Vec<Duration>,
+    /// Per run with the agent behind `stamp-relay`: our run (spawn to exit) over the agent's own
+    /// time inside it, sorted. The agent's own time is from the relay's stamp just before it
+    /// starts the agent to droid's completion event passing the relay, plus [`Self::tail`]: we
+    /// end droid's tree at that event (relay included), so its way to its exit is taken from
+    /// bare runs behind the relay. For an agent without that event, to the agent's exit when the
+    /// relay saw it; empty when it did not. The agent's run-to-run spread (tens of ms for the
+    /// real droid) is in both terms, so this ratio shows a few ms of ours where the ratio of
+    /// two medians cannot.
+    pub(crate) in_run: Vec<f64>,
+    /// The median time from droid's completion event to its exit, bare, behind the relay.
+    pub(crate) tail: Duration,
+}
+
+impl EngineRuns {
+    /// The median of [`EngineRuns::in_run`], when measured.
+    pub(crate) fn in_run_median(&self) -> Option<f64> {
+        self.in_run.get(self.in_run.len() / 2).copied()
+    }
+
+    /// Nearest-rank p25 and p75 of [`EngineRuns::in_run`], when measured.
+    pub(crate) fn in_run_quartiles(&self) -> Option<(f64, f64)> {
+        let at = |p: usize| {
+            let rank = (self.in_run.len() * p).div_ceil(100).max(1);
+            self.in_run.get(rank.min(self.in_run.len()) - 1).copied()
+        };
+        Some((at(25)?, at(75)?))
+    }
+}
+
+/// `bench engine` on droid alone (the real droid 0.225.2 against the scripted model): `runs`
+/// alternating runs of each series, for `bench report`.
+pub(crate) fn droid_runs(runs: usize) -> Result<EngineRuns> {
     crate::preflight::require("bench engine", crate::preflight::PROVIDERS)?;
     let programs = agents::programs(&[Agent::Droid])?;
     let bins = build_bins("release")?;
@@ -165,8 +211,8 @@ pub(crate) fn droid_runs(runs: usize) -> Result<(Vec<Duration>, Vec<Duration>)> 
     engine_one(&sandbox, &bins, *agent, program, &prompt, runs)
 }
 
-/// The times `(bare, engine)` of `agent` over `runs` alternating runs each, after one warm-up
-/// of each, sorted.
+/// The times of `agent` over `runs` alternating runs of each series (bare, ours, ours with the
+/// agent behind `stamp-relay`), after one warm-up of each.
 fn engine_one(
     sandbox: &Sandbox,
     bins: &Path,
@@ -174,7 +220,7 @@ fn engine_one(
     program: &Path,
     prompt: &Path,
     runs: usize,
-) -> Result<(Vec<Duration>, Vec<Duration>)> {
+) -> Result<EngineRuns> {
     let name = agent.name();
     let bare = || -> Result<Duration> {
         sandbox.reset()?;
@@ -190,7 +236,11 @@ fn engine_one(
         }
         Ok(d)
     };
-    let engine = || -> Result<Duration> {
+    let relay_dir = sandbox.dir.join(format!("relay-{name}"));
+    std::fs::create_dir_all(&relay_dir)?;
+    let (relayed, stamp) =
+        crate::bench_completion::relay_wrapper(&relay_dir, &bins.join("stamp-relay"), program)?;
+    let engine_with = |program: &Path| -> Result<Duration> {
         sandbox.reset()?;
         let mut cmd = sandbox.command(&bins.join("droid-executor"));
         cmd.env(agent.bin_var(), program).args([
@@ -227,22 +277,95 @@ fn engine_one(
         }
         Ok(d)
     };
+    let engine = || engine_with(program);
+    let relay_stamps = || {
+        for suffix in ["", ".start", ".exit"] {
+            let _ = std::fs::remove_file(stamped(&stamp, suffix));
+        }
+    };
+    // ours with the agent behind the relay: (our whole run, the agent's time from its start to
+    // droid's completion event); `None` when the relay stamped no end (an agent without that
+    // event whose tree we ended before the relay saw it exit)
+    let relayed_run = || -> Result<(Duration, Option<Duration>)> {
+        relay_stamps();
+        let whole = engine_with(&relayed)?;
+        let start = read_stamp(&stamped(&stamp, ".start"))?;
+        let end = read_stamp(&stamp)
+            .or_else(|_| read_stamp(&stamped(&stamp, ".exit")))
+            .ok();
+        Ok((whole, end.and_then(|e| e.duration_since(start).ok())))
+    };
+    // the bare agent behind the relay: what it takes from droid's completion event to its exit
+    // (we end its tree at that event, so a run of ours never shows it)
+    let bare_tail = || -> Result<Duration> {
+        sandbox.reset()?;
+        relay_stamps();
+        let mut cmd = sandbox.command(&relayed);
+        cmd.args(agent.bare_args(&sandbox.repo, OBJECTIVE, prompt))
+            .envs(agent.bare_env().iter().copied())
+            .stdin(Stdio::null());
+        output(&mut cmd).with_context(|| format!("bare {name} run behind the relay"))?;
+        let exit = read_stamp(&stamped(&stamp, ".exit"))?;
+        Ok(read_stamp(&stamp)
+            .ok()
+            .and_then(|c| exit.duration_since(c).ok())
+            .unwrap_or_default())
+    };
     // one warm-up of each (page cache, the CLI's first-run work)
     bare()?;
     engine()?;
-    let (mut b, mut e) = (Vec::new(), Vec::new());
+    relayed_run()?;
+    bare_tail()?;
+    let (mut b, mut e, mut r, mut tails) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..runs {
         if i % 2 == 0 {
             b.push(bare()?);
             e.push(engine()?);
+            r.push(relayed_run()?);
+            tails.push(bare_tail()?);
         } else {
+            tails.push(bare_tail()?);
+            r.push(relayed_run()?);
             e.push(engine()?);
             b.push(bare()?);
         }
     }
     b.sort();
     e.sort();
-    Ok((b, e))
+    let tail = median(&mut tails);
+    let mut in_run: Vec<f64> = r
+        .iter()
+        .filter_map(|(whole, own)| own.map(|own| whole.as_secs_f64() / (own + tail).as_secs_f64()))
+        .collect();
+    if in_run.len() < r.len() {
+        // all or nothing: a ratio over the runs whose end was stamped would pick its runs
+        in_run.clear();
+    }
+    in_run.sort_by(f64::total_cmp);
+    Ok(EngineRuns {
+        bare: b,
+        engine: e,
+        in_run,
+        tail,
+    })
+}
+
+/// `stamp` with `suffix` appended (the relay's start and exit stamps).
+fn stamped(stamp: &Path, suffix: &str) -> PathBuf {
+    let mut p = stamp.as_os_str().to_owned();
+    p.push(suffix);
+    PathBuf::from(p)
+}
+
+/// A relay's stamp: the wall-clock time it holds (ns since the Unix epoch).
+pub(crate) fn read_stamp(path: &Path) -> Result<std::time::SystemTime> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("the relay wrote no stamp at {}", path.display()))?;
+    let ns: u64 = text
+        .trim()
+        .parse()
+        .with_context(|| format!("the relay's stamp {text:?} is not a number"))?;
+    Ok(std::time::UNIX_EPOCH + Duration::from_nanos(ns))
 }
 
 /// The longest any one MCP answer may take before the benchmark gives up.

@@ -24,7 +24,7 @@
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 use serde_json::json;
@@ -131,26 +131,6 @@ impl World {
         c
     }
 
-    /// Write the `sh` wrapper that runs droid behind `relay` (`stamp-relay`), stamping into
-    /// `dir/completion.stamp`; returns (wrapper, stamp).
-    fn relay_in(dir: &Path, relay: &Path, droid: &Path) -> Result<(PathBuf, PathBuf)> {
-        use std::os::unix::fs::PermissionsExt as _;
-        let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
-        let stamp = dir.join("completion.stamp");
-        let wrapper = dir.join("relayed-droid");
-        std::fs::write(
-            &wrapper,
-            format!(
-                "#!/bin/sh\nexec {} {} {} \"$@\"\n",
-                quote(relay),
-                quote(&stamp),
-                quote(droid)
-            ),
-        )?;
-        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))?;
-        Ok((wrapper, stamp))
-    }
-
     fn reset(&self) -> Result<()> {
         let _ = std::fs::remove_file(self.repo.join("notes.txt"));
         Ok(())
@@ -192,17 +172,46 @@ impl World {
         }
         cmd.arg("--repo").arg(&self.repo).arg(OBJECTIVE);
         let timed = time_line(cmd, |l| l == "}")?;
-        let stamp = std::fs::read_to_string(&self.stamp)
-            .with_context(|| format!("the relay wrote no stamp at {}", self.stamp.display()))?;
-        let stamp: u64 = stamp
-            .trim()
-            .parse()
-            .with_context(|| format!("the relay's stamp {stamp:?} is not a number"))?;
-        let at = UNIX_EPOCH + Duration::from_nanos(stamp);
+        let at = crate::bench::read_stamp(&self.stamp)?;
         timed.line_at.duration_since(at).with_context(|| {
             "the result was read before the relay stamped droid's completion line".to_owned()
         })
     }
+}
+
+/// Write the `sh` wrapper that runs `agent` behind `relay` (`stamp-relay`), stamping into
+/// `dir/completion.stamp` (and `.start`, `.exit` beside it); returns (wrapper, stamp). The
+/// `package.json` of the npm package `agent` belongs to is copied beside the wrapper, so the
+/// engine reads the agent's version from it as it does for the agent itself, instead of
+/// starting the agent a second time with `--version` during the timed run.
+pub(crate) fn relay_wrapper(dir: &Path, relay: &Path, agent: &Path) -> Result<(PathBuf, PathBuf)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let real = std::fs::canonicalize(agent)
+        .with_context(|| format!("the agent {} is not there", agent.display()))?;
+    if let Some(manifest) = real
+        .ancestors()
+        .skip(1)
+        .take(4)
+        .map(|d| d.join("package.json"))
+        .find(|m| m.is_file())
+    {
+        std::fs::copy(&manifest, dir.join("package.json"))
+            .with_context(|| format!("copying {}", manifest.display()))?;
+    }
+    let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
+    let stamp = dir.join("completion.stamp");
+    let wrapper = dir.join("relayed-agent");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec {} {} {} \"$@\"\n",
+            quote(relay),
+            quote(&stamp),
+            quote(agent)
+        ),
+    )?;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))?;
+    Ok((wrapper, stamp))
 }
 
 fn fake_world(bins: &Path, executor: PathBuf) -> Result<World> {
@@ -236,7 +245,7 @@ fn fake_world(bins: &Path, executor: PathBuf) -> Result<World> {
     let prompt = home.join("prompt.txt");
     std::fs::write(&prompt, OBJECTIVE)?;
     let droid = bins.join("fake-droid");
-    let (relayed, stamp) = World::relay_in(&dir, &bins.join("stamp-relay"), &droid)?;
+    let (relayed, stamp) = relay_wrapper(&dir, &bins.join("stamp-relay"), &droid)?;
     Ok(World {
         droid,
         relayed,
@@ -266,7 +275,7 @@ fn real_world(bins: &Path, executor: PathBuf) -> Result<World> {
     })?;
     let prompt = sandbox.dir.join("prompt.txt");
     std::fs::write(&prompt, OBJECTIVE)?;
-    let (relayed, stamp) = World::relay_in(&sandbox.dir, &bins.join("stamp-relay"), &droid)?;
+    let (relayed, stamp) = relay_wrapper(&sandbox.dir, &bins.join("stamp-relay"), &droid)?;
     Ok(World {
         droid,
         relayed,

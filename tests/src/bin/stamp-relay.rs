@@ -1,14 +1,19 @@
 //! `stamp-relay <stamp-file> <program> [args...]`: runs `program` with `args`, copies its
 //! standard output to ours line by line (flushed per line), and when the first line holding
 //! `"type":"completion"` comes, writes the wall-clock time (nanoseconds since the Unix epoch,
-//! decimal) to `stamp-file` and then passes the line on. Standard input and error are inherited; the
-//! exit code is the program's (128 + the signal if a signal ended it).
+//! decimal) to `stamp-file` and then passes the line on. It also writes the wall-clock time just
+//! before it starts the program to `<stamp-file>.start`, and just after the program's exit was
+//! collected to `<stamp-file>.exit`. A run with the single argument `--version` (a version probe,
+//! not the run being timed) writes no stamp. Standard input and error are inherited; the exit code is
+//! the program's (128 + the signal if a signal ended it).
 //!
-//! What it is for: `cargo xtask bench completion` puts it between `droid-executor` and droid
-//! (through a two-line `sh` wrapper, since `DROID_CLI_CMD` names a program only) to time what
-//! issue 17's goal names, droid's completion event to our result, directly: the stamp against
-//! the moment the result is read. The relay adds one file write and one pipe hop (microseconds)
-//! to the measured time, never takes from it.
+//! What it is for: `cargo xtask bench completion` and `bench engine` put it between
+//! `droid-executor` and the agent (through a two-line `sh` wrapper, since `DROID_CLI_CMD` names
+//! a program only) to time what issue 17's goals name directly: droid's completion event to our
+//! result (the completion stamp against the moment the result is read), and the agent's own
+//! time inside one of our runs (`.start` to `.exit`, against the whole run). The relay adds one
+//! file write and one pipe hop (microseconds) to what is timed as ours, and so does its own
+//! start: all of it counts against us, never for us.
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::process::ExitStatusExt as _;
@@ -33,11 +38,26 @@ fn relay() -> Result<i32, String> {
     let (Some(stamp), Some(program)) = (args.next(), args.next()) else {
         return Err("usage: stamp-relay <stamp-file> <program> [args...]".into());
     };
+    let args: Vec<std::ffi::OsString> = args.collect();
+    // the engine's version probe (beside the run when it finds no package.json) is not the run
+    // being timed: it writes no stamp
+    let stamps = args.as_slice() != [std::ffi::OsString::from("--version")];
+    let with_suffix = |suffix: &str| {
+        let mut path = stamp.clone();
+        path.push(suffix);
+        path
+    };
+    // the time just before the start, written once the program runs (the write is not the
+    // program's time)
+    let started = now()?;
     let mut child = Command::new(&program)
         .args(args)
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", program.to_string_lossy()))?;
+    if stamps {
+        write_stamp(&with_suffix(".start"), started)?;
+    }
     let from = child
         .stdout
         .take()
@@ -54,15 +74,11 @@ fn relay() -> Result<i32, String> {
         if n == 0 {
             break;
         }
-        if !stamped && line.windows(MARK.len()).any(|w| w == MARK) {
+        if stamps && !stamped && line.windows(MARK.len()).any(|w| w == MARK) {
             // stamped before the line goes on: once our caller has the line it may end this
             // process (and the stamp with it) at any moment
             stamped = true;
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_err(|e| format!("the clock is before 1970: {e}"))?;
-            std::fs::write(&stamp, now.as_nanos().to_string())
-                .map_err(|e| format!("writing {}: {e}", stamp.to_string_lossy()))?;
+            write_stamp(&stamp, now()?)?;
         }
         // a reader gone (our caller ended the run) is not an error of ours: keep draining
         let _ = to.write_all(&line).and_then(|()| to.flush());
@@ -70,8 +86,25 @@ fn relay() -> Result<i32, String> {
     let status = child
         .wait()
         .map_err(|e| format!("waiting for the program: {e}"))?;
+    if stamps {
+        write_stamp(&with_suffix(".exit"), now()?)?;
+    }
     Ok(status
         .code()
         .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(2))
+}
+
+/// The wall-clock time, in ns since the Unix epoch.
+fn now() -> Result<u128, String> {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .map_err(|e| format!("the clock is before 1970: {e}"))
+}
+
+/// Write a stamp (`now()`'s decimal) to `path`.
+fn write_stamp(path: &std::ffi::OsStr, at: u128) -> Result<(), String> {
+    std::fs::write(path, at.to_string())
+        .map_err(|e| format!("writing {}: {e}", path.to_string_lossy()))
 }
