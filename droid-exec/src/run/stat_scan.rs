@@ -541,22 +541,22 @@ struct Found {
 
 impl Found {
     /// Record `seen` at `path`, or only count it when the earlier record has it so.
-    fn put(&mut self, against: Option<&Scan>, path: Vec<u8>, seen: Seen) {
+    fn put(&mut self, against: Option<&Scan>, path: &[u8], seen: Seen) {
         if let Some(before) = against
-            && let Some(b) = before.seen.get(&path)
-            && !before.racy.contains_key(&path)
+            && let Some(b) = before.seen.get(path)
+            && !before.racy.contains_key(path)
             && b.same(&seen)
         {
-            self.unchanged.push(path_hash(&path));
+            self.unchanged.push(path_hash(path));
             return;
         }
-        self.seen.insert(path, seen);
+        self.seen.insert(path.to_vec(), seen);
     }
 
     /// [`Found::put`] for a file of a later record: one the first record found clean is
     /// unchanged while its stat still matches the index (its position goes to
     /// [`Scan::clean`]).
-    fn put_file(&mut self, plan: &Plan<'_>, path: Vec<u8>, at: Option<usize>, stat: Stat) {
+    fn put_file(&mut self, plan: &Plan<'_>, path: &[u8], at: Option<usize>, stat: Stat) {
         let still_clean = || {
             let before = plan.against?;
             let pos = at?;
@@ -787,7 +787,10 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
             return Vec::new();
         }
     };
-    let mut entries: Vec<(std::ffi::CString, Option<EntryKind>)> = Vec::new();
+    // the names in one buffer, each with its NUL (no allocation per entry): (start, length
+    // without the NUL, kind) per entry
+    let mut names: Vec<u8> = Vec::new();
+    let mut entries: Vec<(usize, usize, Option<EntryKind>)> = Vec::new();
     for entry in dir.iter() {
         let Ok(entry) = entry else { break };
         let name = entry.file_name();
@@ -801,18 +804,24 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
             nix::dir::Type::Symlink => EntryKind::Symlink,
             _ => EntryKind::Other,
         });
-        entries.push((name.to_owned(), kind));
+        entries.push((names.len(), bytes.len(), kind));
+        names.extend_from_slice(name.to_bytes_with_nul());
     }
     drop(dir);
+    let name_at = |start: usize, len: usize| names.get(start..start + len).unwrap_or_default();
     let top_dir: Vec<u8> = [plan.prefix, task.dir.as_slice()].concat();
-    if !task.dir.is_empty() && entries.iter().any(|(n, _)| n.to_bytes() == b".git") {
+    if !task.dir.is_empty()
+        && entries
+            .iter()
+            .any(|&(at, len, _)| name_at(at, len) == b".git")
+    {
         // an embedded repository: only its checked-out commit counts (git cannot record one
         // without a commit, and says so)
         match git_dir::checked_out(&abs) {
             Some(head) => {
                 found.put(
                     plan.against,
-                    trim_slash(&task.dir).to_vec(),
+                    trim_slash(&task.dir),
                     Seen::Gitlink { head: Some(head) },
                 );
             }
@@ -823,30 +832,44 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
         }
         return Vec::new();
     }
-    let rules = if entries.iter().any(|(n, _)| n.to_bytes() == b".gitignore") {
+    let rules = if entries
+        .iter()
+        .any(|&(at, len, _)| name_at(at, len) == b".gitignore")
+    {
         task.rules.enter(&top_dir, &abs, &abs.join(".gitignore"))
     } else {
         task.rules.clone()
     };
     let mut subdirs = Vec::new();
     // names in order, merged with the index's entries below this directory (also in order)
-    entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    entries.sort_unstable_by(|a, b| name_at(a.0, a.1).cmp(name_at(b.0, b.1)));
     let mut cursor = plan.tracked.lower_bound(&top_dir);
-    for (name, listed) in entries {
-        let name_bytes = name.to_bytes();
+    // the entry's root-relative path and its path from the top level, built in place: a path
+    // is allocated only when it is stored
+    let mut path: Vec<u8> = Vec::with_capacity(task.dir.len() + 64);
+    let mut top_buf: Vec<u8> = Vec::new();
+    for (start, len, listed) in entries {
+        let name_bytes = name_at(start, len);
+        let Some(Ok(name)) = names
+            .get(start..=start + len)
+            .map(std::ffi::CStr::from_bytes_with_nul)
+        else {
+            continue;
+        };
         if task.dir.is_empty() && name_bytes == b".git" {
             continue;
         }
-        let mut path = Vec::with_capacity(task.dir.len() + name_bytes.len() + 1);
+        path.clear();
         path.extend_from_slice(&task.dir);
         path.extend_from_slice(name_bytes);
         // the path from the top level: the root-relative one when the root is the top level
-        let top_owned;
         let top: &[u8] = if plan.prefix.is_empty() {
             &path
         } else {
-            top_owned = [top_dir.as_slice(), name_bytes].concat();
-            &top_owned
+            top_buf.clear();
+            top_buf.extend_from_slice(&top_dir);
+            top_buf.extend_from_slice(name_bytes);
+            &top_buf
         };
         while plan
             .tracked
@@ -863,11 +886,7 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
         let mut stat = None;
         let kind = match listed {
             Some(k) => k,
-            None => match fstatat(
-                &fd,
-                name.as_c_str(),
-                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-            ) {
+            None => match fstatat(&fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
                 Ok(st) => {
                     stat = Some(st);
                     kind_of_mode(st.st_mode)
@@ -878,11 +897,13 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
         if kind == EntryKind::Dir {
             if at.is_some_and(|pos| plan.tracked.is_gitlink_at(pos)) {
                 let head = git_dir::checked_out(&abs.join(os(name_bytes)));
-                found.put(plan.against, path, Seen::Gitlink { head });
+                found.put(plan.against, &path, Seen::Gitlink { head });
             } else if !rules.ignored(top, true) {
-                path.push(b'/');
+                let mut dir = Vec::with_capacity(path.len() + 1);
+                dir.extend_from_slice(&path);
+                dir.push(b'/');
                 subdirs.push(Task {
-                    dir: path,
+                    dir,
                     rules: rules.clone(),
                 });
             }
@@ -909,11 +930,7 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
         }
         let st = match stat {
             Some(st) => st,
-            None => match fstatat(
-                &fd,
-                name.as_c_str(),
-                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-            ) {
+            None => match fstatat(&fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
                 Ok(st) => st,
                 Err(_) => continue,
             },
@@ -925,9 +942,9 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
         record(
             shared,
             found,
-            (&abs, Some((fd.as_fd(), name.as_c_str()))),
+            (&abs, Some((fd.as_fd(), name))),
             name_bytes,
-            (path, at),
+            (&path, at),
             kind,
             Stat::of_raw(&st),
         );
@@ -942,7 +959,7 @@ fn record(
     found: &mut Found,
     (dir_abs, at_dir): (&Path, Option<(BorrowedFd<'_>, &std::ffi::CStr)>),
     name: &[u8],
-    (path, at): (Vec<u8>, Option<usize>),
+    (path, at): (&[u8], Option<usize>),
     kind: EntryKind,
     stat: Stat,
 ) {
@@ -964,17 +981,17 @@ fn record(
             return;
         }
         if racy {
-            found.racy.push(path.clone());
+            found.racy.push(path.to_vec());
         }
         if plan.capture == Capture::Content && (clean_blob.is_none() || racy) {
             if racy {
                 // read now: a change after the record could leave its times as they are
                 if let Some(kept) = keep(shared, &dir_abs.join(os(name)), at_dir, &stat) {
-                    found.kept.insert(path.clone(), kept);
+                    found.kept.insert(path.to_vec(), kept);
                 }
             } else if let Some(whole) = budget(shared, stat.size) {
                 found.pending.push(Pending {
-                    path: path.clone(),
+                    path: path.to_vec(),
                     stat,
                     whole,
                 });
@@ -1254,7 +1271,7 @@ fn unseen_tracked(shared: &Shared<'_>, out: &mut Scan) -> Vec<Pending> {
                 &mut found,
                 (dir, None),
                 name.as_bytes(),
-                (path.to_vec(), Some(pos)),
+                (path, Some(pos)),
                 kind,
                 Stat::of(&meta),
             );
