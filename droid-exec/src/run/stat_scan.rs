@@ -20,7 +20,8 @@
 //! modified and 5,000 untracked files were a quarter of a 100,000-file record; issue 17). That
 //! thread takes a file's content only while the file is the one recorded, unchanged (device,
 //! inode, size, modification and change times, checked before and after reading): a file is
-//! not racy, so any write since the record moved its times. The run's next record stops it
+//! not racy, so any write since the record moved its times. It follows no symlink on the way
+//! to a file and opens nothing but that regular file ([`Opener`]): the agent runs meanwhile. The run's next record stops it
 //! ([`Scan::settle`]): what it has not read by then is either unchanged (nothing is needed) or
 //! was changed by the agent before it was read. Such a file is still compared (by size and
 //! times, with a warning naming it) but gets no line counts; on a real agent, whose first edit
@@ -1103,11 +1104,11 @@ fn read_late(root: &Path, pending: Vec<Pending>) -> Late {
 /// until `stop` is set.
 fn read_pending(root: &Path, pending: Vec<Pending>, stop: &AtomicBool) -> LateKept {
     let mut out = LateKept::default();
+    let mut opener = Opener::new(root);
     for p in pending {
-        let got = if stop.load(Ordering::Relaxed) {
-            None
-        } else {
-            read_unchanged(&root.join(os(&p.path)), &p, stop)
+        let got = match opener.as_mut() {
+            Some(o) if !stop.load(Ordering::Relaxed) => read_unchanged(o, &p, stop),
+            _ => None,
         };
         match got {
             Some(kept) => {
@@ -1121,28 +1122,105 @@ fn read_pending(root: &Path, pending: Vec<Pending>, stop: &AtomicBool) -> LateKe
     out
 }
 
-/// The content of the file at `abs` (its bytes, or its blob id), provided it is the file
-/// `p` recorded and did not change before or while it was read (its metadata the same before
-/// and after). Opened without following a symlink and without blocking (a FIFO put there).
-fn read_unchanged(abs: &Path, p: &Pending, stop: &AtomicBool) -> Option<Kept> {
-    use nix::fcntl::{OFlag, open};
-    let fd = open(
-        abs,
-        OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK,
-        nix::sys::stat::Mode::empty(),
-    )
-    .ok()?;
-    let file = std::fs::File::from(fd);
+/// The content of the file `p` names (its bytes, or its blob id), provided it is the file `p`
+/// recorded and did not change before or while it was read (its metadata the same before and
+/// after).
+fn read_unchanged(opener: &mut Opener, p: &Pending, stop: &AtomicBool) -> Option<Kept> {
+    let file = opener.open(&p.path, &p.stat)?;
     let same = |f: &std::fs::File| f.metadata().is_ok_and(|m| Stat::of(&m) == p.stat);
-    if !same(&file) {
-        return None;
-    }
     let kept = if p.whole {
         Kept::Bytes(read_open_bounded(&file, p.stat.size, KEEP_FILE_BYTES)?)
     } else {
         Kept::Blob(blob_id_of_open(&file, p.stat.size, stop)?)
     };
     same(&file).then_some(kept)
+}
+
+/// Opens the files left to keep below the root while droid runs, and may have put a symlink,
+/// a device or a FIFO anywhere on their way: each directory of a path is opened on its own
+/// (`O_PATH | O_DIRECTORY | O_NOFOLLOW`: a symlink is not followed), the file itself as
+/// `O_PATH` (nothing is opened yet) and checked (a regular file with the recorded device,
+/// inode, size and times) before it is opened for reading through `/proc/self/fd` (no `/proc`:
+/// nothing is read). The last directory stays open: the files come directory by directory.
+struct Opener {
+    root: std::os::fd::OwnedFd,
+    /// The last directory opened: its root-relative path and descriptor.
+    dir: Option<(Vec<u8>, std::os::fd::OwnedFd)>,
+}
+
+impl Opener {
+    fn new(root: &Path) -> Option<Self> {
+        use nix::fcntl::{OFlag, open};
+        let root = open(
+            root,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok()?;
+        Some(Self { root, dir: None })
+    }
+
+    /// The directory `parent` (root-relative, no trailing `/`; empty: the root), open.
+    fn dir(&mut self, parent: &[u8]) -> Option<BorrowedFd<'_>> {
+        use nix::fcntl::{OFlag, openat};
+        if parent.is_empty() {
+            return Some(self.root.as_fd());
+        }
+        if self.dir.as_ref().is_none_or(|(p, _)| p != parent) {
+            self.dir = None;
+            let mut at: Option<std::os::fd::OwnedFd> = None;
+            for comp in parent.split(|b| *b == b'/') {
+                if comp.is_empty() || comp == b"." || comp == b".." {
+                    return None;
+                }
+                let from = at
+                    .as_ref()
+                    .map_or(self.root.as_fd(), std::os::fd::AsFd::as_fd);
+                let next = openat(
+                    from,
+                    comp,
+                    OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                    nix::sys::stat::Mode::empty(),
+                )
+                .ok()?;
+                at = Some(next);
+            }
+            self.dir = Some((parent.to_vec(), at?));
+        }
+        self.dir.as_ref().map(|(_, fd)| fd.as_fd())
+    }
+
+    /// The file at `rel`, open for reading, when it is the regular file `stat` recorded.
+    fn open(&mut self, rel: &[u8], stat: &Stat) -> Option<std::fs::File> {
+        use nix::fcntl::{OFlag, open, openat};
+        use std::os::fd::AsRawFd as _;
+        let (parent, name) = match rel.iter().rposition(|b| *b == b'/') {
+            Some(i) => (rel.get(..i)?, rel.get(i + 1..)?),
+            None => (&b""[..], rel),
+        };
+        if name.is_empty() || name == b"." || name == b".." {
+            return None;
+        }
+        let dir = self.dir(parent)?;
+        let found = openat(
+            dir,
+            name,
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok()?;
+        let st = nix::sys::stat::fstat(&found).ok()?;
+        if kind_of_mode(st.st_mode) != EntryKind::File || Stat::of_raw(&st) != *stat {
+            return None;
+        }
+        let fd = open(
+            format!("/proc/self/fd/{}", found.as_raw_fd()).as_str(),
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok()?;
+        Some(std::fs::File::from(fd))
+    }
 }
 
 /// Take `n` from a budget of `cap` of which `used` is spent, if it is left.
@@ -1358,10 +1436,22 @@ mod tests {
         nix::unistd::mkfifo(&d.0.join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
         let gone = d.pending("gone.txt", b"g", true);
         std::fs::remove_file(d.0.join("gone.txt")).unwrap();
+        // a directory on the way swapped for a symlink: not followed, even to the very file
+        // recorded (the directory was only renamed)
+        std::fs::create_dir_all(d.0.join("sub")).unwrap();
+        let beneath = d.pending("sub/f.txt", b"s", true);
+        std::fs::rename(d.0.join("sub"), d.0.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(d.0.join("elsewhere"), d.0.join("sub")).unwrap();
+        let nested = {
+            std::fs::create_dir_all(d.0.join("a/b")).unwrap();
+            d.pending("a/b/n.txt", b"nested\n", true)
+        };
 
         let out = read_pending(
             &d.0,
-            vec![same, hashed, grown, replaced, linked, fifo, gone],
+            vec![
+                same, hashed, grown, replaced, linked, fifo, gone, beneath, nested,
+            ],
             &AtomicBool::new(false),
         );
 
@@ -1373,7 +1463,11 @@ mod tests {
             out.kept.get(b"hashed.bin".as_slice()),
             Some(&Kept::Blob(blob_id(b"blob")))
         );
-        assert_eq!(out.kept.len(), 2);
+        assert_eq!(
+            out.kept.get(b"a/b/n.txt".as_slice()),
+            Some(&Kept::Bytes(b"nested\n".to_vec()))
+        );
+        assert_eq!(out.kept.len(), 3);
         let mut unread: Vec<&[u8]> = out.unread.keys().map(Vec::as_slice).collect();
         unread.sort_unstable();
         assert_eq!(
@@ -1383,7 +1477,8 @@ mod tests {
                 b"gone.txt",
                 b"grown.txt",
                 b"linked.txt",
-                b"replaced.txt"
+                b"replaced.txt",
+                b"sub/f.txt"
             ]
         );
     }
