@@ -69,19 +69,16 @@ pub(crate) fn changed(
     };
     if !before.clean.is_empty() {
         for (top, pos) in tracked.positions() {
-            if before.clean.get(usize::try_from(pos).unwrap_or(usize::MAX)) != Some(&true) {
+            let at = usize::try_from(pos).unwrap_or(usize::MAX);
+            // clean before, and the later record found it still holding the index's blob (it
+            // stored nothing of it): the common case, settled without a lookup by path
+            if before.clean.get(at) != Some(&true) || after.clean.get(at) == Some(&true) {
                 continue;
             }
             let Some(path) = top.strip_prefix(prefix) else {
                 continue;
             };
             let change = match after.seen.get(path) {
-                // the later record found it still holding the index's blob
-                None if after.clean.get(usize::try_from(pos).unwrap_or(usize::MAX))
-                    == Some(&true) =>
-                {
-                    None
-                }
                 None if after.unchanged.contains(&path_hash(path)) => None,
                 None => Some(Change::Deleted),
                 Some(a) => {
