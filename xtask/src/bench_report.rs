@@ -9,7 +9,8 @@
 //! 10k stored tasks (`bench store`); the real droid's engine ratio (`bench engine`); and the
 //! time from the real droid's completion to our result (`bench completion --real`). Each table
 //! says when and on what it was measured (CPUs, `nproc`, the load average before and after,
-//! the machine's process count) and says so when the load was above the cores; a section whose
+//! the machine's process count, the share of the CPU time the hypervisor took) and says so when
+//! the load was above the cores or that share was 10 % or more; a section whose
 //! bench failed says why instead of its table, so one missing program does not lose the rest.
 //! The section opens with issue 17's goals, each met or not by the figures below it.
 //!
@@ -105,6 +106,10 @@ pub(crate) struct Conditions {
     pub(crate) load: (f64, f64),
     /// Processes on the machine when the bench started.
     pub(crate) processes: usize,
+    /// The share of the CPU time the hypervisor took while the table was measured (steal time
+    /// in /proc/stat), when known: a virtual machine's CPUs may run at a fraction of their
+    /// speed whatever the load average says.
+    pub(crate) steal: Option<f64>,
 }
 
 impl Conditions {
@@ -136,16 +141,30 @@ impl Conditions {
             nproc,
             load: (load, load),
             processes: bench_processes::machine_processes(),
+            steal: None,
         }
     }
 
     /// The caption under a table's heading.
     fn caption(&self) -> String {
+        let stolen = self.steal.map_or_else(String::new, |share| {
+            format!(
+                "; {:.0} % of the CPU time taken by the hypervisor (steal)",
+                share * 100.0
+            )
+        });
         let mut s = format!(
             "_Measured {} on {} ({} CPUs, `nproc` {}); load average {:.2} before, {:.2} after; \
-             {} processes on the machine._",
+             {} processes on the machine{stolen}._",
             self.date, self.cpu, self.cpus, self.nproc, self.load.0, self.load.1, self.processes
         );
+        if let Some(share) = self.steal.filter(|s| *s >= STEAL_FLAG) {
+            s.push_str(&format!(
+                " **The hypervisor took {:.0} % of the CPU time: these figures are slower than \
+                 on CPUs of its own.**",
+                share * 100.0
+            ));
+        }
         let busiest = self.load.0.max(self.load.1);
         if busiest > self.nproc as f64 {
             s.push_str(&format!(
@@ -157,6 +176,32 @@ impl Conditions {
         }
         s
     }
+}
+
+/// A table measured while the hypervisor took at least this share of the CPU time is flagged.
+const STEAL_FLAG: f64 = 0.10;
+
+/// The CPU time stolen by the hypervisor and the total, in ticks, from /proc/stat's `cpu` line
+/// (`guest` times are already in `user`).
+fn steal_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()?
+        .strip_prefix("cpu ")?
+        .split_whitespace()
+        .take(8)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    Some((*fields.get(7)?, fields.iter().sum()))
+}
+
+/// The share of the CPU time stolen between two [`steal_ticks`] readings.
+fn steal_share(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> Option<f64> {
+    let ((s0, t0), (s1, t1)) = (before?, after?);
+    let total = t1.checked_sub(t0).filter(|t| *t > 0)?;
+    #[allow(clippy::cast_precision_loss)] // tick counts far below 2^52
+    Some(s1.saturating_sub(s0) as f64 / total as f64)
 }
 
 /// The 1-minute load average (/proc/loadavg).
@@ -174,9 +219,11 @@ type Measured<T> = std::result::Result<(Conditions, T), String>;
 fn measured<T>(name: &str, bench: impl FnOnce() -> Result<T>) -> Measured<T> {
     eprintln!("bench report: {name}");
     let mut when = Conditions::now();
+    let ticks = steal_ticks();
     match bench() {
         Ok(figures) => {
             when.load.1 = load_average();
+            when.steal = steal_share(ticks, steal_ticks());
             Ok((when, figures))
         }
         Err(e) => {
@@ -877,6 +924,7 @@ mod tests {
             nproc: 2,
             load,
             processes: 120,
+            steal: None,
         }
     }
 
@@ -1051,6 +1099,35 @@ mod tests {
         ));
         assert!(!text.contains("--quick"), "{text}");
         assert!(!text.ends_with('\n'));
+    }
+
+    #[test]
+    fn a_caption_gives_the_steal_time_and_flags_a_large_one() {
+        let some = Conditions {
+            steal: Some(0.04),
+            ..when((0.5, 0.7))
+        };
+        assert_eq!(
+            some.caption(),
+            "_Measured 2026-11-24 09:00 UTC on AMD EPYC (2 CPUs, `nproc` 2); load average 0.50 \
+             before, 0.70 after; 120 processes on the machine; 4 % of the CPU time taken by the \
+             hypervisor (steal)._"
+        );
+        let much = Conditions {
+            steal: Some(0.18),
+            ..when((0.5, 0.7))
+        };
+        assert!(
+            much.caption().ends_with(
+                "(steal)._ **The hypervisor took 18 % of the CPU time: these figures are slower \
+                 than on CPUs of its own.**"
+            ),
+            "{}",
+            much.caption()
+        );
+        assert_eq!(steal_share(Some((10, 1000)), Some((30, 1200))), Some(0.1));
+        assert_eq!(steal_share(Some((10, 1000)), Some((10, 1000))), None);
+        assert_eq!(steal_share(None, Some((10, 1000))), None);
     }
 
     #[test]
