@@ -167,6 +167,73 @@ async fn all_verification_passing_is_success() {
     );
 }
 
+/// More dirty files than the first record reads itself: their content (for line counts) is read
+/// by a thread of its own while droid starts, and droid's first edit comes after it is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dirty_repository_s_content_is_read_while_droid_starts() {
+    let files: Vec<(String, String)> = (0..100)
+        .map(|i| (format!("f{i}.txt"), format!("{i}\n")))
+        .collect();
+    let listed: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, c)| (n.as_str(), c.as_str()))
+        .collect();
+    let repo = git_repo(&listed);
+    let r = repo.path();
+    for i in 0..90 {
+        std::fs::write(r.join(format!("f{i}.txt")), format!("{i}\ndirty\n")).unwrap();
+    }
+    for i in 0..10 {
+        std::fs::write(r.join(format!("new{i}.txt")), "new\n").unwrap();
+    }
+    // older than the record's racy window: read after its walk, not during it
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let w = World::new(json!([
+        {"tool": [{"name": "Edit", "args": {"file_path": p(r, "f0.txt"),
+                   "old_str": "dirty", "new_str": "dirty\nmore"}}]},
+        {"tool": [{"name": "Edit", "args": {"file_path": p(r, "new0.txt"),
+                   "old_str": "new", "new_str": "newer"}}]},
+        {"text": "Edited f0.txt and new0.txt."}
+    ]))
+    .await;
+    let ran = run(
+        &w.engine,
+        &request(
+            r,
+            "Edit f0.txt and new0.txt",
+            json!({"model": w.model_id(), "execution_mode": "code"}),
+        ),
+    )
+    .await;
+    let res = &ran.result;
+    assert_eq!(res.status, Status::Success, "{res:#?}");
+    let changed: Vec<(&str, ChangeType, Option<u64>, Option<u64>)> = res
+        .files_changed
+        .iter()
+        .map(|f| {
+            (
+                f.path.as_str(),
+                f.change_type,
+                f.lines_added,
+                f.lines_removed,
+            )
+        })
+        .collect();
+    // the 98 other dirty files are not reported: they did not change during the run
+    assert_eq!(
+        changed,
+        [
+            ("f0.txt", ChangeType::Modified, Some(1), Some(0)),
+            ("new0.txt", ChangeType::Modified, Some(1), Some(1)),
+        ]
+    );
+    assert!(
+        !res.logs.iter().any(|l| l.contains("before their content")),
+        "{:#?}",
+        res.logs
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_contract_at_its_limits_reaches_droid_whole() {
     let repo = git_repo(&[("a.txt", "x\n")]);
