@@ -375,6 +375,17 @@ impl World {
 
 impl Drop for World {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // a repository of 100,000 files is a quarter of a GiB: a failed removal is said, not
+        // left silently in the temp directory (once more first: something may have been
+        // writing into it a moment ago)
+        if std::fs::remove_dir_all(&self.dir).is_err()
+            && let Err(e) = std::fs::remove_dir_all(&self.dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            eprintln!(
+                "bench snapshot: could not remove {}: {e}",
+                self.dir.display()
+            );
+        }
     }
 }

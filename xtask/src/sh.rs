@@ -71,6 +71,13 @@ pub(crate) fn git_commit_all(repo: &std::path::Path, message: &str) -> Result<()
                     "user.name=xtask",
                     "-c",
                     "user.email=xtask@example.invalid",
+                    // no automatic gc after the commit: on a 100k-file repository it packed
+                    // 100,000 objects in a detached process, competing for the CPUs with the
+                    // measurement that followed
+                    "-c",
+                    "gc.auto=0",
+                    "-c",
+                    "maintenance.auto=false",
                 ])
                 .args(args)
                 .current_dir(repo),
