@@ -96,6 +96,27 @@ pub(crate) enum Command {
     },
 }
 
+impl Command {
+    /// Whether the command answers once and exits, all its work done when its dispatch
+    /// returns (its runs settled: `run` and `ask` wait for the agent's tree to end): it runs on
+    /// one thread, and its exit does not wait for idle threads. The servers (`mcp`, `acp`,
+    /// `serve`) are not, nor a background task's `worker`, nor `ping` and `doctor`, which ask
+    /// every agent CLI at once.
+    pub(crate) fn one_shot(&self) -> bool {
+        matches!(
+            self,
+            Self::Run(_)
+                | Self::Ask(_)
+                | Self::Pend(_)
+                | Self::Tasks(_)
+                | Self::Schema { .. }
+                | Self::Config(_)
+                | Self::Guard { .. }
+                | Self::Reap { .. }
+        )
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum SchemaKind {
     /// The ExecutionRequest.

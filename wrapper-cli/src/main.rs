@@ -33,12 +33,11 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args = <cli::Cli as clap::Parser>::parse();
     cli::init_logging();
-    // a run's supervisor or guardian starts with every run, a reaper with every front-end: one
-    // thread starts fastest
-    let mut builder = if matches!(
-        args.command,
-        cli::Command::Guard { .. } | cli::Command::Reap { .. }
-    ) {
+    // a command that answers once and exits (a run's supervisor or guardian starts with every
+    // run, a reaper with every front-end, `run` with every task) starts fastest on one thread;
+    // the servers get a thread per core
+    let one_shot = args.command.one_shot();
+    let mut builder = if one_shot {
         tokio::runtime::Builder::new_current_thread()
     } else {
         tokio::runtime::Builder::new_multi_thread()
@@ -46,8 +45,15 @@ fn main() -> ExitCode {
     match builder.enable_all().build() {
         Ok(rt) => {
             let code = rt.block_on(cli::dispatch(args));
-            // a blocking stdin read (the MCP server stopped by a signal) must not hold the exit
-            rt.shutdown_timeout(std::time::Duration::from_millis(200));
+            if one_shot {
+                // its answer is out and its runs are settled: the idle threads of the blocking
+                // pool are not waited for (joining them cost `run` a quarter of a millisecond)
+                rt.shutdown_background();
+            } else {
+                // a blocking stdin read (the MCP server stopped by a signal) must not hold the
+                // exit
+                rt.shutdown_timeout(std::time::Duration::from_millis(200));
+            }
             code
         }
         Err(e) => {

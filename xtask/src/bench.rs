@@ -372,6 +372,27 @@ pub(crate) fn read_stamp(path: &Path) -> Result<std::time::SystemTime> {
 const ANSWER_LIMIT: Duration = Duration::from_secs(60);
 
 /// The nearest-rank percentile `p` (0-100) of sorted `v`.
+/// The fake droid installed as npm installs the real one: `<dir>/droid-package/bin/droid` (a
+/// copy of `bins/fake-droid`) beside the `package.json` of `@factory/cli-linux-x64` at the
+/// version the fake prints. The engine reads a droid's version from that file, as it does for
+/// the real droid (0.225.2 comes from npm with its `package.json`), instead of starting the
+/// program a second time with `--version`: without it, every `droid-executor run` of a bench
+/// starting a process per run also timed a second start of the agent that no real run pays.
+/// Returns the program's path.
+pub(crate) fn npm_fake_droid(bins: &Path, dir: &Path) -> Result<PathBuf> {
+    let package = dir.join("droid-package");
+    let bin = package.join("bin");
+    std::fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
+    std::fs::write(
+        package.join("package.json"),
+        json!({"name": "@factory/cli-linux-x64", "version": "0.225.2"}).to_string(),
+    )?;
+    let droid = bin.join("droid");
+    std::fs::copy(bins.join("fake-droid"), &droid)
+        .with_context(|| format!("copying the fake droid to {}", droid.display()))?;
+    Ok(droid)
+}
+
 pub(crate) fn percentile(sorted: &[Duration], p: usize) -> Duration {
     let rank = (sorted.len() * p).div_ceil(100).max(1);
     sorted[rank.min(sorted.len()) - 1]

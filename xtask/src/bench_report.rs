@@ -430,7 +430,28 @@ fn goals(r: &Report) -> Vec<Goal> {
                     )
                 })
                 .collect();
-            g.push(Goal::judged(OVERHEAD, each.join(", "), worst <= 3.0));
+            // the goal is judged on the engine's cost per run (an MCP session's); a process
+            // per run (`droid-executor run`) adds its own start and exit, shown beside it
+            let process = r
+                .repos
+                .as_ref()
+                .ok()
+                .and_then(|(_, repos)| {
+                    repos
+                        .iter()
+                        .find(|row| row.files == 1 && row.state == RepoState::Clean)
+                })
+                .map_or_else(String::new, |row| {
+                    format!(
+                        " (runs in one MCP session); a `droid-executor run` process per run: {} ms, its start and exit included (`bench snapshot`, tiny, clean)",
+                        fms(row.overhead_ms())
+                    )
+                });
+            g.push(Goal::judged(
+                OVERHEAD,
+                format!("{}{process}", each.join(", ")),
+                worst <= 3.0,
+            ));
         }
         m => g.push(Goal::unmeasured(OVERHEAD, missing(m, r.quick))),
     }
@@ -656,7 +677,7 @@ pub(crate) fn render(r: &Report) -> String {
     line("#### Overhead by repository size, next to `git status` (`bench snapshot`)");
     line("");
     line(
-        "`droid-executor run --json` (a process per run, as the CLI does) on the fake droid against a bare fake-droid `exec`, medians; `git status --porcelain=v2 -z --untracked-files=all` on the same repository. Dirty: min(5,000, N/10) committed files modified and as many untracked files added before the run. The 1 GiB file is untracked, pseudo-random (incompressible) data, beside the smallest repository. Before each row the file system is synced and the CPUs left to go idle (at most 30 s).",
+        "`droid-executor run --json` (a process per run, as the CLI does) on the fake droid against a bare fake-droid `exec`, medians (the fake droid installed beside a `package.json`, as npm installs droid, so its version is read as the real droid's is rather than asked with a second start); `git status --porcelain=v2 -z --untracked-files=all` on the same repository. Dirty: min(5,000, N/10) committed files modified and as many untracked files added before the run. The 1 GiB file is untracked, pseudo-random (incompressible) data, beside the smallest repository. Before each row the file system is synced and the CPUs left to go idle (at most 30 s).",
     );
     line("");
     match &r.repos {
@@ -1055,7 +1076,7 @@ mod tests {
             [
                 "| goal | measured | met |",
                 "|---|---|---|",
-                "| Per-run overhead on a tiny repository ≤ 3 ms, whatever the machine's process count | 2.50 ms at 120 processes, 2.00 ms at 2,121 processes | yes |",
+                "| Per-run overhead on a tiny repository ≤ 3 ms, whatever the machine's process count | 2.50 ms at 120 processes, 2.00 ms at 2,121 processes (runs in one MCP session); a `droid-executor run` process per run: 10.0 ms, its start and exit included (`bench snapshot`, tiny, clean) | yes |",
                 "| Bridge throughput ≥ 3× the Python peer at 8 clients (fake droid) | 3.00× (600.0 against 200.0 req/s) | yes |",
                 "| Bridge p99 ≤ 20 ms at 8 clients | 19.0 ms | yes |",
                 "| Ground truth kept under load: every answer `success`, no process left | every answer `success` (snapshots on); 0 process(es) of our runs left | yes |",

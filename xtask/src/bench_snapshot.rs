@@ -204,6 +204,8 @@ struct World {
     scenario: PathBuf,
     prompt: PathBuf,
     bins: PathBuf,
+    /// The fake droid, installed as npm installs droid ([`crate::bench::npm_fake_droid`]).
+    droid: PathBuf,
 }
 
 impl World {
@@ -236,6 +238,7 @@ impl World {
         )?;
         let prompt = home.join("prompt.txt");
         std::fs::write(&prompt, "Look around")?;
+        let droid = crate::bench::npm_fake_droid(bins, &dir)?;
         Ok(Self {
             home: std::fs::canonicalize(&home)?,
             repo: std::fs::canonicalize(&repo)?,
@@ -243,6 +246,7 @@ impl World {
             scenario,
             prompt,
             bins: bins.to_path_buf(),
+            droid,
         })
     }
 
@@ -298,7 +302,7 @@ impl World {
         c.env_clear()
             .env("HOME", &self.home)
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("DROID_CLI_CMD", self.bins.join("fake-droid"))
+            .env("DROID_CLI_CMD", &self.droid)
             .env("FAKE_DROID_SCENARIO", &self.scenario)
             .current_dir(&self.repo)
             .stdin(Stdio::null())
@@ -320,7 +324,7 @@ impl World {
     }
 
     fn bare(&self) -> Result<Duration> {
-        let mut cmd = self.command(&self.bins.join("fake-droid"));
+        let mut cmd = self.command(&self.droid);
         cmd.args(["exec", "--output-format", "stream-json", "--cwd"])
             .arg(&self.repo)
             .arg("-f")

@@ -30,6 +30,8 @@ struct World {
     repo: PathBuf,
     scenario: PathBuf,
     bins: PathBuf,
+    /// The fake droid, installed as npm installs droid ([`crate::bench::npm_fake_droid`]).
+    droid: PathBuf,
 }
 
 impl World {
@@ -57,12 +59,14 @@ impl World {
             &scenario,
             json!({"steps": [{"emit": message}, {"completion": "Done."}]}).to_string(),
         )?;
+        let droid = crate::bench::npm_fake_droid(bins, &dir)?;
         Ok(Self {
             home: std::fs::canonicalize(&home)?,
             repo: std::fs::canonicalize(&repo)?,
             dir,
             scenario,
             bins: bins.to_path_buf(),
+            droid,
         })
     }
 
@@ -77,7 +81,7 @@ impl World {
             .env_clear()
             .env("HOME", &self.home)
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("DROID_CLI_CMD", self.bins.join("fake-droid"))
+            .env("DROID_CLI_CMD", &self.droid)
             .env("FAKE_DROID_SCENARIO", &self.scenario)
             .current_dir(&self.repo)
             .stdin(Stdio::null())

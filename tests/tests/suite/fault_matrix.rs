@@ -38,6 +38,11 @@ pub(super) const SESSION_VAR: &str = "FAULT_SESSION";
 const GONE: Duration = Duration::from_secs(10);
 /// How often the RSS sampler reads `/proc/<pid>/status`.
 const SAMPLE_EVERY: Duration = Duration::from_millis(20);
+/// ... and how often in a process's first [`SAMPLE_FAST_FOR`]: a `run` against the fake droid
+/// is over in under 20 ms (a debug build), and a sampler reading every 20 ms saw only the
+/// process as it executed (a peak of 20 KiB, read as 0 MiB).
+const SAMPLE_FAST: Duration = Duration::from_millis(1);
+const SAMPLE_FAST_FOR: Duration = Duration::from_millis(500);
 /// The fake droid records its invocation here (in HOME).
 pub(super) const RECORD_FILE: &str = "record.json";
 /// The display name of the real droid's custom model in a [`FaultHome::real`] HOME.
@@ -349,6 +354,7 @@ impl Sampler {
         // the first sample now, not when the task first runs: a CLI run that ends in ~10 ms
         // could otherwise be reaped before the task ever looked (a peak of 0: nothing measured)
         let first_kib = vm_hwm_kib(pid).unwrap_or(0);
+        let started = std::time::Instant::now();
         let task = tokio::spawn(async move {
             let mut peak_kib = first_kib;
             loop {
@@ -362,7 +368,11 @@ impl Sampler {
                         }
                         return peak_kib;
                     }
-                    () = tokio::time::sleep(SAMPLE_EVERY) => {}
+                    () = tokio::time::sleep(if started.elapsed() < SAMPLE_FAST_FOR {
+                        SAMPLE_FAST
+                    } else {
+                        SAMPLE_EVERY
+                    }) => {}
                 }
                 if !is_alive(pid) {
                     return peak_kib;
