@@ -21,7 +21,7 @@
 //! asserted.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -87,6 +87,10 @@ pub(crate) fn bridge(args: &[&str]) -> Result<()> {
          ListenOverflows, whole machine); each costs its client a 1 s retry"
     );
     println!("  left: processes of the level still alive once its load ended");
+    println!(
+        "  starts: the fake droid alone, started as many at a time as there are clients (the \
+         most any bridge starting it per request can serve)"
+    );
     println!();
     println!(
         "  {:>7}  {:<10} {:>9} {:>9} {:>9} {:>6} {:>5}",
@@ -106,6 +110,10 @@ pub(crate) fn bridge(args: &[&str]) -> Result<()> {
                 st.survivors
             );
         }
+        println!(
+            "  {:>7}  {:<10} {:>9.1}",
+            row.clients, "starts", row.starts_per_second
+        );
         println!(
             "  {:>7}  {:<10} {:>9.2} {:>9.2} {:>9.2}",
             row.clients,
@@ -153,6 +161,10 @@ pub(crate) struct Level {
     pub(crate) clients: usize,
     pub(crate) ours: Stats,
     pub(crate) seed: Stats,
+    /// Starts of the fake droid per second with nothing else running: as many threads as
+    /// clients, each starting the seed's command line, reading its output and waiting for it
+    /// ([`ceiling`]). No bridge that starts the agent once per request serves more.
+    pub(crate) starts_per_second: f64,
 }
 
 /// One bridge's figures at one level.
@@ -219,10 +231,12 @@ pub(crate) fn measure(bins: &Path, seconds: u64, repos: usize) -> Result<BridgeF
             let s = load(&world, &seed, &servers, clients, seconds)?;
             (load(&world, &ours, &servers, clients, seconds)?, s)
         };
+        let starts_per_second = ceiling(&world, clients, seconds)?;
         levels.push(Level {
             clients,
             ours: o,
             seed: s,
+            starts_per_second,
         });
     }
     let peak_kib = (ours.memory("VmHWM")?, seed.memory("VmHWM")?);
@@ -233,6 +247,50 @@ pub(crate) fn measure(bins: &Path, seconds: u64, repos: usize) -> Result<BridgeF
         idle_kib,
         peak_kib,
     })
+}
+
+/// The most requests per second any bridge starting the agent once per request could serve
+/// here: `clients` threads, each starting the fake droid with the seed's command line (`exec -o
+/// json --auto low <prompt>`, in one of the world's repositories), reading its output to the
+/// end and waiting for it, again and again for `seconds`; no HTTP, no JSON, no record of the
+/// repository. Starts per second, every one checked to exit 0.
+fn ceiling(world: &World, clients: usize, seconds: u64) -> Result<f64> {
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let counts = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..clients)
+            .map(|t| {
+                s.spawn(move || -> Result<u64> {
+                    let mut n = 0_u64;
+                    while Instant::now() < until {
+                        let repo =
+                            &world.repos[(t + usize::try_from(n).unwrap_or(0)) % world.repos.len()];
+                        let out = world
+                            .command(&world.fake_droid)
+                            .args(["exec", "-o", "json", "--auto", "low", "Append a line"])
+                            .current_dir(repo)
+                            .stdin(Stdio::null())
+                            .output()
+                            .context("starting the fake droid")?;
+                        if !out.status.success() {
+                            bail!("the fake droid exited with {}", out.status);
+                        }
+                        n += 1;
+                    }
+                    Ok(n)
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a thread panicked")))
+            })
+            .collect::<Result<Vec<u64>>>()
+    })?;
+    let total: u64 = counts.iter().sum();
+    Ok(total as f64 / started.elapsed().as_secs_f64())
 }
 
 /// `TcpExt ListenOverflows` from `/proc/net/netstat`: SYNs dropped because a listen queue was
