@@ -3202,6 +3202,61 @@ mod tests {
         }
     }
 
+    /// A directory the run's first record listed is not listed again by the second while its
+    /// own stat is unchanged (a file edited in place leaves it so); one where an entry was
+    /// created, removed or renamed is, and what changed there is found. A directory changed
+    /// just before the first record (racy) is listed again whatever its stat says.
+    #[tokio::test]
+    async fn directories_whose_entries_did_not_change_are_not_listed_again() {
+        let f = Fixture::new();
+        f.init().await;
+        for dir in ["created", "edited", "removed", "renamed"] {
+            f.write(&format!("{dir}/a.txt"), "a\n");
+            f.write(&format!("{dir}/b.txt"), "b\n");
+        }
+        f.commit_all().await;
+        // older than the racy window: the first record keeps their listings
+        std::thread::sleep(Duration::from_millis(300));
+        f.write("fresh/a.txt", "just made\n");
+        let before = f.take().await;
+        let first = scan_of(&before);
+        for dir in ["created/", "edited/", "removed/", "renamed/"] {
+            assert!(first.kept_listing(dir.as_bytes()), "{dir:?} kept");
+        }
+        // `fresh/` was just made, and the root changed with it
+        for dir in ["fresh/", ""] {
+            assert!(!first.kept_listing(dir.as_bytes()), "racy {dir:?} not kept");
+        }
+
+        f.write("created/c.txt", "c\n");
+        f.write("edited/a.txt", "a\nmore\n");
+        f.remove("removed/b.txt");
+        std::fs::rename(f.repo.join("renamed/b.txt"), f.repo.join("renamed/z.txt")).unwrap();
+        f.write("fresh/b.txt", "also new\n");
+        let after = f.take_after(&before).await;
+        // `edited/` only: the others gained, lost or renamed an entry, and the two racy ones
+        // were not kept
+        assert_eq!(scan_of(&after).listings_reused, 1);
+        let changes = f.diff(&before, &after).await;
+        let mut paths: Vec<(String, Option<(u64, u64)>)> = changes
+            .files
+            .iter()
+            .map(|c| (c.path.clone(), c.lines_added.zip(c.lines_removed)))
+            .collect();
+        paths.sort();
+        assert_eq!(
+            paths,
+            vec![
+                ("created/c.txt".to_owned(), Some((1, 0))),
+                ("edited/a.txt".to_owned(), Some((1, 0))),
+                ("fresh/b.txt".to_owned(), Some((1, 0))),
+                ("removed/b.txt".to_owned(), Some((0, 1))),
+                ("renamed/z.txt".to_owned(), Some((0, 0))),
+            ],
+            "{changes:#?}"
+        );
+    }
+
     #[tokio::test]
     async fn dirty_files_past_the_inline_bound_are_read_while_the_agent_works() {
         let f = Fixture::new();

@@ -27,6 +27,10 @@
 //! times, with a warning naming it) but gets no line counts; on a real agent, whose first edit
 //! comes after a model's answer, the thread is long done by then.
 //!
+//! A first record also keeps each directory's listing, with the directory's own stat, when the
+//! directory did not change within [`RACY_NANOS`] of the record: the run's next record lists
+//! again only the directories whose stat changed ([`Listing`]), and still `fstatat`s every entry.
+//!
 //! The walk is bounded by [`SnapshotLimits`] (files and time); past either the record says it is
 //! incomplete and the result carries an issue, never a silently short list.
 
@@ -65,6 +69,9 @@ pub(crate) const INLINE_BYTES: u64 = 8 * 1024 * 1024;
 const PARALLEL_FROM: usize = 2_000;
 /// Threads of a parallel walk at most.
 const MAX_THREADS: usize = 4;
+/// At most this much of directory listings (names and entries) is kept by a first record for
+/// the next one ([`Listing`]); past it, the next record lists the other directories again.
+const LISTINGS_MAX_BYTES: u64 = 64 * 1024 * 1024;
 
 /// A fast hasher for paths (FxHash's multiply-rotate over 8-byte words): a record hashes each
 /// of 100,000 paths several times, and SipHash was a tenth of its time. Not collision-proof
@@ -347,6 +354,28 @@ pub(crate) struct Scan {
     pub(crate) incomplete: Option<String>,
     /// Content read after the walk (first record only).
     late: Late,
+    /// Root-relative directory (with its trailing `/`; empty: the root) → its listing, kept by
+    /// a first record for the next one ([`Listing`]).
+    listings: PathMap<Listing>,
+    /// A later record: how many directories it did not list again (their listings kept by
+    /// the earlier record still held).
+    pub(crate) listings_reused: usize,
+}
+
+/// A directory's listing as a first record read it, and the directory's own stat taken just
+/// before: the run's next record lists it again only if that stat changed. Creating, removing
+/// or renaming an entry sets the directory's modification and change times to the current
+/// time, and the change time cannot be set back from user space; a listing is kept only for a
+/// directory that last changed more than [`RACY_NANOS`] before the record began, so a change
+/// after the listing, however soon, leaves times that differ from the ones kept (git's
+/// untracked cache relies on the same rule). What is saved is the `getdents` of every
+/// directory and the sort of its names, about a tenth of a 100,000-file record: each entry is
+/// still `fstatat`ed.
+#[derive(Debug)]
+struct Listing {
+    stat: Stat,
+    names: Vec<u8>,
+    entries: Vec<ListedEntry>,
 }
 
 impl Scan {
@@ -365,6 +394,13 @@ impl Scan {
             .done
             .get()
             .is_some_and(|d| d.unread.contains_key(path))
+    }
+
+    /// Whether the record kept the listing of `dir` (root-relative, trailing `/`) for the
+    /// next one.
+    #[cfg(test)]
+    pub(crate) fn kept_listing(&self, dir: &[u8]) -> bool {
+        self.listings.contains_key(dir)
     }
 
     /// How many files' content is kept (for the debug log).
@@ -526,6 +562,8 @@ struct Shared<'a> {
     why_stopped: Mutex<Option<String>>,
     until: Instant,
     racy_from: i128,
+    /// Bytes of directory listings kept so far ([`LISTINGS_MAX_BYTES`]).
+    listed_bytes: AtomicU64,
 }
 
 /// One worker's findings.
@@ -538,6 +576,8 @@ struct Found {
     pending: Vec<Pending>,
     racy: Vec<Vec<u8>>,
     warnings: Vec<String>,
+    listings: Vec<(Vec<u8>, Listing)>,
+    listings_reused: usize,
 }
 
 impl Found {
@@ -638,6 +678,7 @@ pub(crate) fn scan(plan: &Plan<'_>) -> Scan {
         why_stopped: Mutex::new(None),
         until: started + plan.limits.max_time,
         racy_from: now_nanos() - RACY_NANOS,
+        listed_bytes: AtomicU64::new(0),
     };
     let mut parts: Vec<Found> = if threads == 1 {
         vec![work(&shared)]
@@ -676,6 +717,8 @@ pub(crate) fn scan(plan: &Plan<'_>) -> Scan {
         out.unchanged.extend(part.unchanged);
         out.racy.extend(part.racy.into_iter().map(|p| (p, ())));
         out.warnings.extend(part.warnings);
+        out.listings.extend(part.listings);
+        out.listings_reused += part.listings_reused;
     }
     out.incomplete = shared
         .why_stopped
@@ -771,16 +814,9 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
         &abs,
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
         Mode::empty(),
-    )
-    .and_then(|fd| {
-        // one descriptor to list, one to stat relative to
-        let listing = fd
-            .try_clone()
-            .map_err(|e| nix::Error::from_raw(e.raw_os_error().unwrap_or(0)))?;
-        Ok((nix::dir::Dir::from_fd(listing)?, fd))
-    });
-    let (mut dir, fd) = match opened {
-        Ok(d) => d,
+    );
+    let fd = match opened {
+        Ok(fd) => fd,
         Err(e) => {
             found
                 .warnings
@@ -788,27 +824,35 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
             return Vec::new();
         }
     };
-    // the names in one buffer, each with its NUL (no allocation per entry): (start, length
-    // without the NUL, kind) per entry
-    let mut names: Vec<u8> = Vec::new();
-    let mut entries: Vec<(usize, usize, Option<EntryKind>)> = Vec::new();
-    for entry in dir.iter() {
-        let Ok(entry) = entry else { break };
-        let name = entry.file_name();
-        let bytes = name.to_bytes();
-        if bytes == b"." || bytes == b".." {
-            continue;
+    // the directory's own stat, taken before it is listed: what tells a later record whether
+    // the listing still holds (see `Listing`)
+    let dir_stat = nix::sys::stat::fstat(&fd).ok().map(|st| Stat::of_raw(&st));
+    let kept = match (plan.against, dir_stat) {
+        (Some(before), Some(now)) => before
+            .listings
+            .get(task.dir.as_slice())
+            .filter(|l| l.stat == now),
+        _ => None,
+    };
+    let fresh = if kept.is_some() {
+        found.listings_reused += 1;
+        None
+    } else {
+        match list(&fd) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                found
+                    .warnings
+                    .push(format!("{} could not be read: {e}", abs.display()));
+                return Vec::new();
+            }
         }
-        let kind = entry.file_type().map(|t| match t {
-            nix::dir::Type::Directory => EntryKind::Dir,
-            nix::dir::Type::File => EntryKind::File,
-            nix::dir::Type::Symlink => EntryKind::Symlink,
-            _ => EntryKind::Other,
-        });
-        entries.push((names.len(), bytes.len(), kind));
-        names.extend_from_slice(name.to_bytes_with_nul());
-    }
-    drop(dir);
+    };
+    let (names, entries): (&[u8], &[ListedEntry]) = match (kept, &fresh) {
+        (Some(l), _) => (&l.names, &l.entries),
+        (None, Some((names, entries))) => (names, entries),
+        (None, None) => return Vec::new(),
+    };
     let name_at = |start: usize, len: usize| names.get(start..start + len).unwrap_or_default();
     let top_dir: Vec<u8> = [plan.prefix, task.dir.as_slice()].concat();
     if !task.dir.is_empty()
@@ -842,14 +886,14 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
         task.rules.clone()
     };
     let mut subdirs = Vec::new();
-    // names in order, merged with the index's entries below this directory (also in order)
-    entries.sort_unstable_by(|a, b| name_at(a.0, a.1).cmp(name_at(b.0, b.1)));
+    // names in order (`list` sorts them), merged with the index's entries below this directory
+    // (also in order)
     let mut cursor = plan.tracked.lower_bound(&top_dir);
     // the entry's root-relative path and its path from the top level, built in place: a path
     // is allocated only when it is stored
     let mut path: Vec<u8> = Vec::with_capacity(task.dir.len() + 64);
     let mut top_buf: Vec<u8> = Vec::new();
-    for (start, len, listed) in entries {
+    for &(start, len, listed) in entries {
         let name_bytes = name_at(start, len);
         let Some(Ok(name)) = names
             .get(start..=start + len)
@@ -950,7 +994,64 @@ fn read_dir(shared: &Shared<'_>, task: &Task, found: &mut Found) -> Vec<Task> {
             Stat::of_raw(&st),
         );
     }
+    // a first record keeps the listing it read for the run's next record, unless the
+    // directory changed so recently that a change after the listing could leave its times
+    // as they were (as a racy file), or the listings kept are already large
+    if plan.against.is_none()
+        && let Some(stat) = dir_stat
+        && stat.changed_nanos() < shared.racy_from
+        && let Some((names, entries)) = fresh
+    {
+        let bytes = u64::try_from(names.len() + entries.len() * size_of::<ListedEntry>())
+            .unwrap_or(u64::MAX);
+        if shared.listed_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes <= LISTINGS_MAX_BYTES {
+            found.listings.push((
+                task.dir.clone(),
+                Listing {
+                    stat,
+                    names,
+                    entries,
+                },
+            ));
+        }
+    }
     subdirs
+}
+
+/// One entry of a directory listing: where its name starts in the listing's buffer, its
+/// length (without the NUL that follows it there), and its kind where the listing says.
+type ListedEntry = (usize, usize, Option<EntryKind>);
+
+/// List the directory open as `fd`, sorted by name: the names in one buffer, each followed by
+/// its NUL (no allocation per entry), and an entry for each. `.` and `..` are left out.
+fn list(fd: &std::os::fd::OwnedFd) -> nix::Result<(Vec<u8>, Vec<ListedEntry>)> {
+    // a descriptor of its own to list (the listing moves its offset), `fd` to stat relative to
+    let listing = fd
+        .try_clone()
+        .map_err(|e| nix::Error::from_raw(e.raw_os_error().unwrap_or(0)))?;
+    let mut dir = nix::dir::Dir::from_fd(listing)?;
+    let mut names: Vec<u8> = Vec::new();
+    let mut entries: Vec<ListedEntry> = Vec::new();
+    for entry in dir.iter() {
+        let Ok(entry) = entry else { break };
+        let name = entry.file_name();
+        let bytes = name.to_bytes();
+        if bytes == b"." || bytes == b".." {
+            continue;
+        }
+        let kind = entry.file_type().map(|t| match t {
+            nix::dir::Type::Directory => EntryKind::Dir,
+            nix::dir::Type::File => EntryKind::File,
+            nix::dir::Type::Symlink => EntryKind::Symlink,
+            _ => EntryKind::Other,
+        });
+        entries.push((names.len(), bytes.len(), kind));
+        names.extend_from_slice(name.to_bytes_with_nul());
+    }
+    drop(dir);
+    let name_at = |start: usize, len: usize| names.get(start..start + len).unwrap_or_default();
+    entries.sort_unstable_by(|a, b| name_at(a.0, a.1).cmp(name_at(b.0, b.1)));
+    Ok((names, entries))
 }
 
 /// Record one file or symlink named `name` in the directory `dir_abs` (root-relative `path`),
