@@ -36,6 +36,7 @@
 //! | `{"flood_events": {"events": [E, ...], "bytes": N}}` | write the events (compact JSON lines) round-robin until at least N bytes are out |
 //! | `{"long_line": N}` | write one line of N `x` |
 //! | `{"write_file": {"path": P, "content": C}}` | create or overwrite P (parents too) |
+//! | `{"sh": C}` | run `sh -c C` in the `--cwd` directory with this environment, stdin on /dev/null, and wait for it; its stdout and stderr go to this process's stderr (the hostile agent's tool: whatever it does, its exit status is ignored) |
 //!
 //! Relative paths in `write_file`, `wait_file` and `pid_file` are relative to the `--cwd` directory. stdout is
 //! flushed after every step. A bad scenario (unknown step, missing variable) prints
@@ -405,6 +406,10 @@ async fn play(step: &Value, base: &Path) -> anyhow::Result<Option<Ending>> {
             std::fs::write(&path, content)
                 .with_context(|| format!("writing {}", path.display()))?;
         }
+        "sh" => {
+            let command = text(arg, name)?;
+            run_sh(command, base).with_context(|| format!("running `sh -c {command:?}`"))?;
+        }
         other => bail!("unknown step {other:?}"),
     }
     Ok(None)
@@ -427,6 +432,24 @@ fn spawn_grandchild(command: &str, cwd: &Path) -> io::Result<u32> {
         .stderr(std::process::Stdio::null())
         .spawn()?;
     Ok(child.id())
+}
+
+/// Runs `sh -c COMMAND` in `cwd` and waits for it, its output on this process's stderr (stdout
+/// carries the event stream). Its exit status is not looked at.
+#[allow(clippy::disallowed_methods)]
+fn run_sh(command: &str, cwd: &Path) -> io::Result<()> {
+    use std::os::fd::AsFd as _;
+    let err = io::stderr().as_fd().try_clone_to_owned()?;
+    let out = err.try_clone()?;
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(out))
+        .stderr(std::process::Stdio::from(err))
+        .status()
+        .map(|_| ())
 }
 
 /// Writes `events` as JSON lines, round-robin, until at least `total` bytes are out.

@@ -13,6 +13,8 @@
 //!   SIGTERM, leak a grandchild, flood stdout...).
 //! - [`procs`]: is a pid alive, wait until it is gone, which processes carry a marker variable.
 //! - [`temp_dir`]: a self-deleting temporary directory.
+//! - [`non_root`]: a world for escape tests run as a non-root user whose HOME is outside the
+//!   system temp directory.
 //!
 //! This crate is dev-only: nothing ships depends on it, and it depends on none of our crates, so
 //! a suite can test any of them. Key choice: no HTTP or temp-file crates. The model server speaks
@@ -29,6 +31,7 @@ pub mod droid_home;
 pub mod fake_droid;
 pub mod gemini_home;
 mod http1;
+pub mod non_root;
 pub mod opencode_home;
 pub mod procs;
 pub mod scripted_model;

@@ -16,6 +16,7 @@ mod delegation_cli;
 mod doctor;
 mod engine_fake_droid;
 mod engine_real_droid;
+mod escape_git;
 mod fallback_skills;
 mod fault_matrix;
 mod faults_droid;

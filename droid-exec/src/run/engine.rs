@@ -748,6 +748,10 @@ impl Engine {
             phase: Phase::Assemble,
             message: "reading the repository".into(),
         });
+        // what git runs or consults later is put back before the repository is read again, so
+        // `files_changed` is measured with the ignore rules of before the run (an
+        // `info/exclude` the agent extended hides nothing); and once more after verification
+        let mut restored = git_guard.as_ref().map(GitGuard::restore);
         let changes = match before {
             Ok(before) => {
                 match Snapshot::take(root, &cfg.env, scratch.path(), &limits, Some(&before)).await {
@@ -825,7 +829,9 @@ impl Engine {
         drop(held_guardian);
         // droid's tree may still be ending (see above): what it writes from now on is inside
         // the confinement; hooks and config are checked once the run's own work is done
-        let restored = git_guard.as_ref().map(GitGuard::restore);
+        if let (Some(first), Some(guard)) = (restored.as_mut(), git_guard.as_ref()) {
+            first.merge(guard.restore());
+        }
         assemble(&Assembly {
             provider,
             req,
@@ -1267,26 +1273,29 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     let sandbox_denied = denied.is_some();
     let wrote_outside = !outside.is_empty();
     issues.extend(denied.map(|(issue, _)| issue));
-    if let Some(r) = a.restored.filter(|r| !r.changed.is_empty()) {
-        let failed = if r.failed.is_empty() {
-            String::new()
-        } else {
-            format!("; could not restore {}", r.failed.join(", "))
-        };
+    if let Some(r) = a.restored.filter(|r| !r.is_clean()) {
+        let mut said = Vec::new();
+        if !r.changed.is_empty() {
+            said.push(format!(
+                "the run changed {} (git runs or consults them later on the user's behalf); \
+                 they were restored to what they were before the run",
+                r.changed.join(", ")
+            ));
+        }
+        if !r.failed.is_empty() {
+            said.push(format!("could not restore {}", r.failed.join(", ")));
+        }
+        said.extend(r.refused.iter().cloned());
         issues.push(Issue::new(
             IssueType::Conflict,
-            format!(
-                "the run changed {} (git runs them later on the user's behalf); they were \
-                 restored to what they were before the run{failed}",
-                r.changed.join(", ")
-            ),
+            a.redact.apply(&said.join("; ")),
             "inspect the agent's transcript for why it touched them; if a hook or setting is \
              wanted, add it yourself",
         ));
     }
     if let Some(why) = a.restored.and_then(|r| r.incomplete.as_deref()) {
         logs.push(format!(
-            ".git/hooks could not be recorded whole ({why}); files the run added there were not \
+            ".git could not be recorded whole ({why}); files the run added there were not \
              looked for"
         ));
     }
