@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use droid_exec::Engine;
 use droid_exec::run::lines::{Line, Lines};
+use droid_exec::run::redact::Redactor;
 use droid_exec::session::history;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -57,12 +58,20 @@ pub struct Agent {
     closing: AtomicBool,
     /// One permit per open session ([`MAX_SESSIONS`]).
     pub(crate) slots: Arc<tokio::sync::Semaphore>,
+    /// Masks secrets in everything sent to the client (as results, logs and the store are).
+    redact: Redactor,
 }
 
 impl Agent {
-    /// Queue a message for the writer (dropped once the client is gone).
+    /// Queue a message for the writer (dropped once the client is gone), its secrets masked:
+    /// a credential droid was given and a command echoed never reaches the client.
     pub(crate) async fn send(&self, msg: Value) {
-        let _ = self.out.send(msg).await;
+        let _ = self.out.send(self.redact.apply_to(msg)).await;
+    }
+
+    /// The masking of what is sent, for text that reaches the client in pieces.
+    pub(crate) fn redact(&self) -> Redactor {
+        self.redact.clone()
     }
 
     /// Send a `session/update`.
@@ -323,7 +332,9 @@ where
             }
         }
     });
+    let redact = Redactor::for_config(engine.config());
     let agent = Arc::new(Agent {
+        redact,
         engine,
         out: tx,
         client: std::sync::Mutex::default(),

@@ -4,9 +4,11 @@
 //! A turn: the prompt goes to droid; droid's events become `session/update`s as they come (a
 //! message chunk per token delta, tool calls with their diffs and output, the plan); droid's
 //! permission requests are decided by the mode and what the user allowed "always", or asked;
-//! when droid ends the turn, what the turn started and left running is ended, the repository
-//! is measured (and the session's verification commands run), that measurement is sent as
-//! one more update, and the prompt is answered.
+//! when droid ends the turn, what the turn started and left running is ended (and found gone),
+//! what it changed under `.git` that git runs later is put back, the repository is measured
+//! (and the session's verification commands run), that measurement is sent as one more update,
+//! and the prompt is answered. The answer and the reasoning are masked as they stream
+//! ([`StreamMask`]); every message is masked again on its way out (`Agent::send`).
 //!
 //! droid runs at its lowest autonomy level (`off`), so it asks before every edit and command,
 //! and this agent decides: the mode is ours, not droid's (droid trusts the model's own risk
@@ -18,8 +20,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use droid_contract::{Autonomy, ShellCommand};
+use droid_exec::run::redact::Redactor;
 use droid_exec::session::event::PermissionRequest;
 use droid_exec::session::history;
+use droid_exec::session::mask::StreamMask;
 use droid_exec::session::measure::TurnMeter;
 use droid_exec::session::tools::{self, Risk, ToolView};
 use droid_exec::session::{DroidSession, SessionError, SessionEvent, SessionSpec};
@@ -676,6 +680,7 @@ impl Session {
         let mut grace: Option<tokio::time::Instant> = None;
         let mut rejected: Vec<String> = Vec::new();
         let mut continuations = 0;
+        let mut streams = Streams::new(agent.redact());
         // whether a tool that can start processes ran
         let mut started = false;
         let ending = loop {
@@ -707,13 +712,23 @@ impl Session {
                 }
             };
             let Some(ev) = ev else { break Ending::Exited };
+            // what the streams kept back goes out before anything else (see `Streams`)
+            match &ev {
+                SessionEvent::TextDelta { .. } => streams.flush_thought(agent, &self.id).await,
+                SessionEvent::ThinkingDelta { .. } => {
+                    streams.flush_message(agent, &self.id).await;
+                }
+                _ => streams.flush(agent, &self.id).await,
+            }
             match ev {
                 SessionEvent::TextDelta { text, .. } => {
+                    let text = streams.message.push(&text);
                     if !text.is_empty() {
                         agent.update(&self.id, updates::message_chunk(&text)).await;
                     }
                 }
                 SessionEvent::ThinkingDelta { text } => {
+                    let text = streams.thought.push(&text);
                     if !text.is_empty() {
                         agent.update(&self.id, updates::thought_chunk(&text)).await;
                     }
@@ -843,20 +858,19 @@ impl Session {
                 SessionEvent::Title(_) | SessionEvent::Ignored(_) => {}
             }
         };
+        streams.flush(agent, &self.id).await;
         if measuring.is_none() {
             measuring = Some((&mut begin).await);
         }
-        // nothing the turn started outlives it (droid itself and its MCP servers stay); a turn
-        // that ran no command started none, and skips the search
-        if started {
-            let killed = droid.end_turn_processes().await;
-            if !killed.is_empty() {
-                tracing::info!("ended {} process(es) the turn left running", killed.len());
-            }
+        // droid gone: it and everything it started end before the repository is measured
+        if matches!(ending, Ending::Exited) {
+            droid.close().await;
         }
+        // nothing the turn started outlives it (droid itself and its MCP servers stay), and the
+        // repository is measured once it is gone
         let measure = {
             let mut meter = self.meter.lock().await;
-            let mut m = meter.finish(&droid, &self.verify, token).await;
+            let mut m = meter.finish(&droid, started, &self.verify, token).await;
             if let Some(Err(e)) = measuring {
                 m.warnings.push(format!(
                     "the repository could not be recorded when the turn started: {e}"
@@ -1033,5 +1047,40 @@ impl Session {
             }
             _ => "cancel",
         }
+    }
+}
+
+/// The turn's answer and reasoning, each masked as it streams ([`StreamMask`]): what one kept
+/// back goes out before any other update, so the client sees everything in order.
+struct Streams {
+    message: StreamMask,
+    thought: StreamMask,
+}
+
+impl Streams {
+    fn new(redact: Redactor) -> Self {
+        Self {
+            message: StreamMask::new(redact.clone()),
+            thought: StreamMask::new(redact),
+        }
+    }
+
+    async fn flush_message(&mut self, agent: &Agent, id: &str) {
+        let text = self.message.flush();
+        if !text.is_empty() {
+            agent.update(id, updates::message_chunk(&text)).await;
+        }
+    }
+
+    async fn flush_thought(&mut self, agent: &Agent, id: &str) {
+        let text = self.thought.flush();
+        if !text.is_empty() {
+            agent.update(id, updates::thought_chunk(&text)).await;
+        }
+    }
+
+    async fn flush(&mut self, agent: &Agent, id: &str) {
+        self.flush_thought(agent, id).await;
+        self.flush_message(agent, id).await;
     }
 }

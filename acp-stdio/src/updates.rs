@@ -117,17 +117,17 @@ pub fn plan(entries: &[PlanEntry]) -> Value {
 
 /// The end-of-turn measurement, as a completed tool call of kind `other` (so every client
 /// shows it with no extension): one `diff` per changed file whose text we have, a text listing
-/// every change with its line counts and the verification commands' verdicts, and the same as
-/// data in `rawOutput` and `_meta.droidExecutor`. Its status is `failed` when a verification
-/// command failed.
+/// every change with its line counts, what was put back under `.git`, the processes ended and
+/// the verification commands' verdicts, and the same as data in `rawOutput` and
+/// `_meta.droidExecutor`. Its status is `failed` when a verification command failed or
+/// something under `.git` could not be put back. Its size is bounded by the measure's own
+/// bounds (`droid_exec::session::measure`).
 pub fn measured(id: &str, root: &str, m: &TurnMeasure) -> Value {
+    use droid_exec::session::measure::{DIFFS_MAX_BYTES, LIST_MAX_FILES};
     let mut content = Vec::new();
     let mut lines = Vec::new();
-    let (mut added, mut removed) = (0u64, 0u64);
     for f in &m.files {
         let c = &f.change;
-        added += c.lines_added.unwrap_or(0);
-        removed += c.lines_removed.unwrap_or(0);
         let counts = match (c.lines_added, c.lines_removed) {
             (Some(a), Some(r)) => format!(" (+{a} −{r})"),
             _ => String::new(),
@@ -141,7 +141,15 @@ pub fn measured(id: &str, root: &str, m: &TurnMeasure) -> Value {
             change_name(c.change_type),
             c.path
         ));
-        if f.old_text.is_some() || f.new_text.is_some() {
+        // a diff only with both of its sides (an empty side only for a file added or deleted)
+        let whole = match c.change_type {
+            ChangeType::Added => f.new_text.is_some(),
+            ChangeType::Deleted => f.old_text.is_some(),
+            ChangeType::Modified | ChangeType::Renamed => {
+                f.old_text.is_some() && f.new_text.is_some()
+            }
+        };
+        if whole {
             content.push(json!({
                 "type": "diff",
                 "path": format!("{root}/{}", c.path),
@@ -150,12 +158,48 @@ pub fn measured(id: &str, root: &str, m: &TurnMeasure) -> Value {
             }));
         }
     }
-    if m.files.is_empty() {
+    let unlisted = m.changed.saturating_sub(m.files.len());
+    if m.changed == 0 {
         lines.push("no file changed".into());
     }
+    if unlisted > 0 {
+        lines.push(format!(
+            "… and {unlisted} more changed file{} (at most {LIST_MAX_FILES} are listed)",
+            plural(unlisted)
+        ));
+    }
+    if m.texts_left_out > 0 {
+        lines.push(format!(
+            "{} changed file{} listed without a diff (the diffs of a turn are bounded to {} KiB)",
+            m.texts_left_out,
+            plural(m.texts_left_out),
+            DIFFS_MAX_BYTES / 1024
+        ));
+    }
     let mut failed = false;
+    if let Some(r) = &m.restored {
+        failed |= r.failed();
+        if !r.changed.is_empty() {
+            lines.push(format!(
+                "put back {}: the turn changed what git runs or consults later on your behalf \
+                 (hooks, config); it is as it was before the turn",
+                r.changed.join(", ")
+            ));
+        }
+        if !r.failed.is_empty() {
+            lines.push(format!("could not put back {}", r.failed.join("; ")));
+        }
+        lines.extend(r.refused.iter().cloned());
+    }
+    if m.processes_ended > 0 {
+        lines.push(format!(
+            "ended {} process{} the turn left running",
+            m.processes_ended,
+            if m.processes_ended == 1 { "" } else { "es" }
+        ));
+    }
     let tests = m.tests.as_ref().map(|(t, runs)| {
-        failed = t.passed == Some(false);
+        failed |= t.passed == Some(false);
         for r in runs {
             lines.push(format!(
                 "verify `{}`: {}",
@@ -193,16 +237,45 @@ pub fn measured(id: &str, root: &str, m: &TurnMeasure) -> Value {
             })
         })
         .collect();
-    let data = json!({"filesChanged": files, "tests": tests, "warnings": m.warnings});
-    let title = if m.files.is_empty() {
+    let restored = m
+        .restored
+        .as_ref()
+        .map(|r| json!({"changed": r.changed, "failed": r.failed, "refused": r.refused}));
+    let data = json!({
+        "filesChanged": files,
+        "filesNotListed": unlisted,
+        "diffsLeftOut": m.texts_left_out,
+        "gitRestored": restored,
+        "processesEnded": m.processes_ended,
+        "tests": tests,
+        "warnings": m.warnings,
+    });
+    let mut title = if m.changed == 0 {
         "Measured changes: none".to_owned()
     } else {
         format!(
-            "Measured changes: {} file{} (+{added} −{removed})",
-            m.files.len(),
-            if m.files.len() == 1 { "" } else { "s" }
+            "Measured changes: {} file{} (+{} −{})",
+            m.changed,
+            plural(m.changed),
+            m.lines.0,
+            m.lines.1
         )
     };
+    if let Some(r) = &m.restored {
+        let touched = r.changed.len() + r.failed.len() + r.refused.len();
+        if touched > 0 {
+            title.push_str(&format!(
+                "; .git changed ({}), put back",
+                match r.changed.as_slice() {
+                    [one] => one.clone(),
+                    _ => format!("{touched} path{}", plural(touched)),
+                }
+            ));
+            if r.failed() {
+                title.push_str(" in part");
+            }
+        }
+    }
     json!({
         "sessionUpdate": "tool_call",
         "toolCallId": id,
@@ -215,10 +288,14 @@ pub fn measured(id: &str, root: &str, m: &TurnMeasure) -> Value {
     })
 }
 
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
 #[cfg(test)]
 mod tests {
     use droid_contract::{CommandRun, CommandSource, FileChange, Tests};
-    use droid_exec::session::measure::MeasuredFile;
+    use droid_exec::session::measure::{GitRestored, MeasuredFile};
     use pretty_assertions::assert_eq;
 
     use super::*;
@@ -249,6 +326,8 @@ mod tests {
                     new_text: None,
                 },
             ],
+            changed: 2,
+            lines: (1, 1),
             warnings: vec!["w".into()],
             tests: Some((
                 Tests {
@@ -266,6 +345,7 @@ mod tests {
                     truncated: false,
                 }],
             )),
+            ..TurnMeasure::default()
         };
         let u = measured("measured-0", "/r", &m);
         assert_eq!(u["sessionUpdate"], "tool_call");
@@ -287,5 +367,71 @@ mod tests {
         let none = measured("measured-1", "/r", &TurnMeasure::default());
         assert_eq!(none["title"], "Measured changes: none");
         assert_eq!(none["status"], "completed");
+    }
+
+    /// What a turn changed under `.git` and put back is in the title, the text and the data;
+    /// so are the processes ended, the files not listed and the diffs left out.
+    #[test]
+    fn what_was_put_back_and_what_was_bounded_are_said() {
+        let m = TurnMeasure {
+            files: vec![MeasuredFile {
+                change: change("big.txt", ChangeType::Modified, (3, 1)),
+                old_text: Some("a\n".into()),
+                // its new text was left out for the budget: no half diff
+                new_text: None,
+            }],
+            changed: 5,
+            lines: (9, 1),
+            texts_left_out: 1,
+            restored: Some(GitRestored {
+                changed: vec![".git/hooks/pre-commit".into()],
+                failed: Vec::new(),
+                refused: Vec::new(),
+            }),
+            processes_ended: 2,
+            ..TurnMeasure::default()
+        };
+        let u = measured("measured-3", "/r", &m);
+        assert_eq!(
+            u["title"],
+            "Measured changes: 5 files (+9 −1); .git changed (.git/hooks/pre-commit), put back"
+        );
+        assert_eq!(u["status"], "completed");
+        let content = u["content"].as_array().unwrap();
+        assert_eq!(content.len(), 1, "no diff with one side missing: {u}");
+        let text = content[0]["content"]["text"].as_str().unwrap();
+        for said in [
+            "modified big.txt (+3 −1)",
+            "… and 4 more changed files",
+            "1 changed file listed without a diff",
+            "put back .git/hooks/pre-commit",
+            "ended 2 processes the turn left running",
+        ] {
+            assert!(text.contains(said), "{said:?} in {text}");
+        }
+        assert_eq!(
+            u["rawOutput"]["gitRestored"],
+            json!({"changed": [".git/hooks/pre-commit"], "failed": [], "refused": []})
+        );
+        assert_eq!(u["rawOutput"]["filesNotListed"], 4);
+        assert_eq!(u["rawOutput"]["diffsLeftOut"], 1);
+        assert_eq!(u["rawOutput"]["processesEnded"], 2);
+        let clean = measured("measured-4", "/r", &TurnMeasure::default());
+        assert_eq!(clean["rawOutput"]["gitRestored"], Value::Null);
+        // what could not be put back fails the tool call
+        let m = TurnMeasure {
+            restored: Some(GitRestored {
+                changed: Vec::new(),
+                failed: vec![".git/config: permission denied".into()],
+                refused: Vec::new(),
+            }),
+            ..TurnMeasure::default()
+        };
+        let u = measured("measured-5", "/r", &m);
+        assert_eq!(u["status"], "failed");
+        assert_eq!(
+            u["title"],
+            "Measured changes: none; .git changed (1 path), put back in part"
+        );
     }
 }

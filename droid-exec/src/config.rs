@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
 use crate::locate::{Located, locate_agent, locate_droid};
+pub use crate::run::limits::RunLimits;
 pub use crate::run::sandbox::SandboxMode;
 
 /// A snapshot of environment variables (name → value).
@@ -55,6 +56,13 @@ pub struct Settings {
     /// Each run's processes in a cgroup v2 leaf where this process may make one (ended with
     /// `cgroup.kill`); `false`, or where there is none: a supervisor process per run.
     pub cgroups: bool,
+    /// Most tasks (processes and threads) of a run's agent tree, and of each verification
+    /// command's: `pids.max` of its cgroup, else `RLIMIT_NPROC` (docs/operations.md#limits);
+    /// 0: no limit.
+    pub max_pids: u32,
+    /// Most memory in MiB of a run's agent tree, and of each verification command's:
+    /// `memory.max` of its cgroup, else `RLIMIT_DATA` per process; 0: no limit.
+    pub max_memory_mb: u64,
     /// Default `max_runtime_seconds`.
     pub default_timeout: u32,
     /// Seconds a finished task's result is kept.
@@ -102,6 +110,8 @@ impl Default for Settings {
             sandbox: SandboxMode::Auto,
             sandbox_writable: Vec::new(),
             cgroups: true,
+            max_pids: crate::run::limits::DEFAULT_MAX_PIDS,
+            max_memory_mb: crate::run::limits::DEFAULT_MAX_MEMORY_MB,
             default_timeout: 600,
             task_ttl: 24 * 3600,
             excerpt_bytes: 4096,
@@ -328,6 +338,12 @@ impl Settings {
         if let Some(v) = parse_env::<bool>(env, "DROID_EXECUTOR_CGROUPS")? {
             self.cgroups = v;
         }
+        if let Some(v) = parse_env::<u32>(env, "DROID_EXECUTOR_MAX_PIDS")? {
+            self.max_pids = v;
+        }
+        if let Some(v) = parse_env::<u64>(env, "DROID_EXECUTOR_MAX_MEMORY_MB")? {
+            self.max_memory_mb = v;
+        }
         if let Some(v) = var(env, "DROID_EXECUTOR_SANDBOX_WRITABLE") {
             self.sandbox_writable = root_list(v);
         }
@@ -454,6 +470,10 @@ impl Settings {
             task_ttl: Duration::from_secs(self.task_ttl),
             supervisor: None,
             cgroups: self.cgroups,
+            limits: RunLimits {
+                max_pids: self.max_pids,
+                max_memory_mb: self.max_memory_mb,
+            },
             redact: Vec::new(),
         }
     }
@@ -608,6 +628,9 @@ pub struct EngineConfig {
     /// where there is none: a supervisor process per run ([`crate::run::guard`]).
     #[serde(default = "cgroups_default")]
     pub cgroups: bool,
+    /// The most tasks and memory of a run's processes ([`crate::run::limits`]).
+    #[serde(default)]
+    pub limits: RunLimits,
     /// Values hidden wherever they would be stored or logged, besides the credentials of `env`
     /// (the bridge sets its own token here). Never passed to droid.
     #[serde(default)]
@@ -713,6 +736,8 @@ mod tests {
             "DROID_EXECUTOR_EXCERPT_BYTES",
             "DROID_EXECUTOR_BODY_LIMIT",
             "DROID_EXECUTOR_MAX_QUEUE",
+            "DROID_EXECUTOR_MAX_PIDS",
+            "DROID_EXECUTOR_MAX_MEMORY_MB",
             "DROID_EXECUTOR_HOST",
             "DROID_EXECUTOR_MODEL",
         ];
@@ -736,6 +761,44 @@ mod tests {
             err.to_string(),
             "invalid value for DROID_EXECUTOR_MAX_AUTONOMY: \"max\": expected read_only, low, medium or high"
         );
+    }
+
+    #[test]
+    fn run_limits_come_from_the_file_or_the_variables_and_reach_the_engine() {
+        let defaults = Settings::load(None, &env(&[])).unwrap();
+        assert_eq!((defaults.max_pids, defaults.max_memory_mb), (4096, 8192));
+        assert_eq!(
+            defaults.engine_config(&env(&[])).limits,
+            RunLimits::default()
+        );
+        let file =
+            std::env::temp_dir().join(format!("dx-config-limits-{}.toml", std::process::id()));
+        std::fs::write(&file, "max_pids = 100\nmax_memory_mb = 0\n").unwrap();
+        let from_file = Settings::load(Some(&file), &env(&[])).unwrap();
+        assert_eq!((from_file.max_pids, from_file.max_memory_mb), (100, 0));
+        let e = env(&[
+            ("DROID_EXECUTOR_MAX_PIDS", "20"),
+            ("DROID_EXECUTOR_MAX_MEMORY_MB", "256"),
+        ]);
+        let from_env = Settings::load(Some(&file), &e).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(
+            from_env.engine_config(&e).limits,
+            RunLimits {
+                max_pids: 20,
+                max_memory_mb: 256
+            }
+        );
+        let bad = Settings::load(None, &env(&[("DROID_EXECUTOR_MAX_PIDS", "-1")])).unwrap_err();
+        assert_eq!(
+            bad.to_string(),
+            "invalid value for DROID_EXECUTOR_MAX_PIDS: \"-1\": invalid digit found in string"
+        );
+        // a configuration sent to a background task's worker by an older front-end has none
+        let mut old = serde_json::to_value(defaults.engine_config(&env(&[]))).unwrap();
+        old.as_object_mut().unwrap().remove("limits");
+        let old: EngineConfig = serde_json::from_value(old).unwrap();
+        assert_eq!(old.limits, RunLimits::default());
     }
 
     #[test]

@@ -412,29 +412,46 @@ pub async fn doctor_checks(config: Option<&Path>, env: &EnvMap) -> Vec<Check> {
 }
 
 /// What the kernel offers for write confinement (`crate::run::sandbox`) under the `sandbox`
-/// setting `mode`, with the kernel's Landlock ABI `abi` (`None`: no Landlock).
+/// setting `mode`, with the kernel's Landlock ABI `abi` (`None`: no Landlock), and whether a
+/// run's signals are scoped to it (ABI 6 and later; before, a run can signal, stop or kill any
+/// process of the user: the front-ends, other runs, its own supervisor).
 pub fn sandbox_check(mode: SandboxMode, abi: Option<u32>) -> Check {
+    use crate::run::sandbox::SCOPE_ABI;
     let offered = abi.map_or_else(
         || "this kernel offers no Landlock".to_owned(),
         |n| format!("Landlock ABI {n}"),
     );
     let (level, detail, fix) = match (mode, abi) {
-        (SandboxMode::Auto | SandboxMode::Landlock, Some(_)) => (
+        (SandboxMode::Auto | SandboxMode::Landlock, Some(n)) if n >= SCOPE_ABI => (
             Level::Ok,
             format!(
-                "{offered}; runs are confined (sandbox = \"{}\")",
+                "{offered}; runs are confined (sandbox = \"{}\"): writes, and signals and \
+                 abstract sockets scoped to the run",
                 mode.as_str()
             ),
             String::new(),
         ),
+        (SandboxMode::Auto | SandboxMode::Landlock, Some(_)) => (
+            Level::Warn,
+            format!(
+                "{offered}; runs are confined (sandbox = \"{}\"): writes only; signals are not \
+                 scoped (ABI {SCOPE_ABI} needed): a run can stop or kill any of your processes, \
+                 its own supervisor included",
+                mode.as_str()
+            ),
+            format!("use Linux 6.12 or later (Landlock ABI {SCOPE_ABI})"),
+        ),
         (SandboxMode::Off, _) => (
             Level::Warn,
-            format!("{offered}; sandbox = \"off\": agents write wherever the user can"),
+            format!(
+                "{offered}; sandbox = \"off\": agents write wherever the user can, and \
+                 signals are not scoped"
+            ),
             "set sandbox = \"auto\" (DROID_EXECUTOR_SANDBOX=auto)".to_owned(),
         ),
         (SandboxMode::Auto, None) => (
             Level::Warn,
-            format!("{offered}; runs go unconfined (sandbox = \"auto\")"),
+            format!("{offered}; runs go unconfined (sandbox = \"auto\"), signals are not scoped"),
             "use a kernel with Landlock (Linux 5.13 or later, landlock in the lsm= boot list)"
                 .to_owned(),
         ),
@@ -610,5 +627,48 @@ fn store_check(dir: Option<&Path>) -> Check {
         level: Level::Ok,
         detail: what,
         fix: String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_sandbox_line_says_whether_signals_are_scoped() {
+        let line = |mode, abi| {
+            let c = sandbox_check(mode, abi);
+            (c.level, c.detail)
+        };
+        assert_eq!(
+            line(SandboxMode::Auto, Some(6)),
+            (
+                Level::Ok,
+                "Landlock ABI 6; runs are confined (sandbox = \"auto\"): writes, and signals and \
+                 abstract sockets scoped to the run"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            line(SandboxMode::Landlock, Some(5)),
+            (
+                Level::Warn,
+                "Landlock ABI 5; runs are confined (sandbox = \"landlock\"): writes only; signals \
+                 are not scoped (ABI 6 needed): a run can stop or kill any of your processes, its \
+                 own supervisor included"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            sandbox_check(SandboxMode::Landlock, Some(5)).fix,
+            "use Linux 6.12 or later (Landlock ABI 6)"
+        );
+        for (mode, abi) in [(SandboxMode::Off, Some(7)), (SandboxMode::Auto, None)] {
+            let (level, detail) = line(mode, abi);
+            assert_eq!(level, Level::Warn);
+            assert!(detail.ends_with("signals are not scoped"), "{detail}");
+        }
+        assert_eq!(line(SandboxMode::Landlock, None).0, Level::Fail);
     }
 }

@@ -28,6 +28,8 @@ pub const ENV_NAMES: &[(&str, &[&str])] = &[
     ("sandbox", &["DROID_EXECUTOR_SANDBOX"]),
     ("sandbox_writable", &["DROID_EXECUTOR_SANDBOX_WRITABLE"]),
     ("cgroups", &["DROID_EXECUTOR_CGROUPS"]),
+    ("max_pids", &["DROID_EXECUTOR_MAX_PIDS"]),
+    ("max_memory_mb", &["DROID_EXECUTOR_MAX_MEMORY_MB"]),
     (
         "default_timeout",
         &["DROID_TIMEOUT", "DROID_EXECUTOR_DEFAULT_TIMEOUT"],

@@ -74,6 +74,7 @@ pub fn engine(dir: &WorkDir) -> Engine {
         task_ttl: Duration::from_secs(3600),
         supervisor: None,
         cgroups: true,
+        limits: Default::default(),
         redact: Vec::new(),
     })
 }

@@ -10,6 +10,11 @@
 //! there only). `wait_seconds` (0 to 600) waits for the reply in the same call, with a progress
 //! heartbeat as `droid_pend` sends.
 //!
+//! `pend_<p>` and `cancel_<p>` without a `task_id` act on this session's latest task of `p`
+//! ([`Server::own_latest`]), never on the store's: the store is shared by every client of the
+//! machine, and a fresh session once cancelled another client's Codex task that way (issue 29,
+//! item 13). A session without one is told so; an explicit `task_id` reaches any task.
+//!
 //! The schemas are small on purpose: twenty tools go into the client's context. An ask's input
 //! schema has no prose (the description says what the arguments mean, once), and `pend_<p>` and
 //! `cancel_<p>` share one small output schema ([`record_schema`]): the task record's fields,
@@ -139,7 +144,7 @@ pub fn definitions(p: ProviderId) -> Vec<Value> {
             "name": tool_name(Verb::Pend, p),
             "title": format!("Get {who}'s reply"),
             "description": format!(
-                "The reply of an ask_{id} task, then its verified result (status, files changed, commands, issues). task_id: default your latest {id} task. wait_seconds (0-600, default 0): wait for it to finish; stay under your client's tool-call timeout and call again while it runs."
+                "The reply of an ask_{id} task, then its verified result (status, files changed, commands, issues). task_id: default your latest {id} task in this session. wait_seconds (0-600, default 0): wait for it to finish; stay under your client's tool-call timeout and call again while it runs."
             ),
             "inputSchema": pend_input.clone(),
             "outputSchema": record_schema(),
@@ -167,7 +172,7 @@ pub fn definitions(p: ProviderId) -> Vec<Value> {
             "name": tool_name(Verb::Cancel, p),
             "title": format!("Cancel a {who} task"),
             "description": format!(
-                "Stop an ask_{id} task ({id} and everything it started are killed). task_id: default your latest {id} task. Returns the record right after the request."
+                "Stop an ask_{id} task ({id} and everything it started are killed). task_id: default your latest {id} task in this session. Returns the record right after the request."
             ),
             "inputSchema": {
                 "type": "object",
@@ -325,6 +330,7 @@ async fn ask(
             return Err(engine_error(&e));
         }
     };
+    server.remember(&key);
     relay
         .log(
             LogLevel::Notice,
@@ -365,13 +371,9 @@ async fn waited(
 }
 
 /// The task id a pend or cancel of `p` is about: `args.task_id` (refused when it names another
-/// provider's task), else `p`'s latest task.
-async fn task_of(
-    server: &Server,
-    p: ProviderId,
-    args: &Map<String, Value>,
-) -> Result<String, Value> {
-    let tasks = tasks_of(server)?;
+/// provider's task), else this session's latest task of `p` (never another session's).
+fn task_of(server: &Server, p: ProviderId, args: &Map<String, Value>) -> Result<String, Value> {
+    tasks_of(server)?;
     match opt_str(args, "task_id")? {
         Some(id) => {
             let named = id.split_once('-').and_then(|(q, _)| ProviderId::parse(q));
@@ -384,15 +386,13 @@ async fn task_of(
                 _ => Ok(id.to_owned()),
             }
         }
-        None => match tasks.latest_of(p).await {
-            Ok(Some(rec)) => Ok(rec.task_id),
-            Ok(None) => Err(bad_arguments(format!(
-                "no {} tasks yet; start one with ask_{}",
-                p.as_str(),
-                p.as_str()
-            ))),
-            Err(e) => Err(engine_error(&e)),
-        },
+        None => server.own_latest(Some(p)).ok_or_else(|| {
+            bad_arguments(format!(
+                "no {p} tasks yet in this session; start one with ask_{p}, or pass the task_id \
+                 of a task another session started",
+                p = p.as_str()
+            ))
+        }),
     }
 }
 
@@ -405,7 +405,7 @@ async fn pend(
 ) -> Result<Value, Value> {
     only_keys(args, &["task_id", "wait_seconds"])?;
     let wait = opt_int(args, "wait_seconds", 0..=MAX_WAIT_SECONDS)?.unwrap_or(0);
-    let id = task_of(server, p, args).await?;
+    let id = task_of(server, p, args)?;
     waited(server, p, &id, wait, &mut relay, &cancel).await
 }
 
@@ -416,7 +416,7 @@ async fn cancel_task(
     relay: &Relay,
 ) -> Result<Value, Value> {
     only_keys(args, &["task_id"])?;
-    let id = task_of(server, p, args).await?;
+    let id = task_of(server, p, args)?;
     let rec = tasks_of(server)?
         .cancel(&id)
         .await
@@ -545,6 +545,57 @@ mod tests {
                 "cancel_gemini"
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn without_a_task_id_a_session_acts_on_its_own_task_only() {
+        let root = std::env::temp_dir().join(format!("mcp-own-tasks-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let repo = root.join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        let mut cfg = droid_exec::Settings::default().engine_config(&droid_exec::EnvMap::new());
+        cfg.store_dir = Some(root.join("store"));
+        let session = || {
+            Server::new(
+                droid_exec::Engine::new(cfg.clone()),
+                Default::default(),
+                None,
+            )
+        };
+        let (mine, theirs) = (session(), session());
+        // the other session's task, the newest of the store both share
+        let req = mine
+            .engine()
+            .admit(&ask_request(&Ask {
+                provider: ProviderId::Droid,
+                message: "hi",
+                repo_root: &repo,
+                autonomy: None,
+                timeout_s: None,
+                session: None,
+            }))
+            .unwrap();
+        let done = droid_contract::ExecutionResult::error(None, "done", Vec::new());
+        let key = theirs.tasks().unwrap().record(&req, &done).await.unwrap();
+        theirs.remember(&key);
+        let none = Map::new();
+        assert_eq!(
+            task_of(&mine, ProviderId::Droid, &none).unwrap_err()["content"][0]["text"],
+            "no droid tasks yet in this session; start one with ask_droid, or pass the task_id \
+             of a task another session started"
+        );
+        assert_eq!(
+            task_of(&theirs, ProviderId::Droid, &none),
+            Ok(key.as_str().to_owned())
+        );
+        assert!(task_of(&theirs, ProviderId::Codex, &none).is_err());
+        // naming the task reaches it from any session
+        let named = json!({"task_id": key.as_str()});
+        assert_eq!(
+            task_of(&mine, ProviderId::Droid, named.as_object().unwrap()),
+            Ok(key.as_str().to_owned())
+        );
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

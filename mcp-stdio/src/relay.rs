@@ -216,6 +216,7 @@ mod tests {
             task_ttl: Duration::from_secs(3600),
             supervisor: None,
             cgroups: true,
+            limits: Default::default(),
             redact: Vec::new(),
         };
         Server::new(Engine::new(cfg), Default::default(), None)

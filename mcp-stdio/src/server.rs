@@ -1,5 +1,6 @@
-//! What the server holds: the engine, the task store, the configuration it was started with, and
-//! the output every message goes through.
+//! What the server holds: the engine, the task store, the configuration it was started with, the
+//! tasks this session submitted (what a pend or cancel without a task id means), and the output
+//! every message goes through.
 //!
 //! The output is one bounded queue drained by one writer ([`Outbox`] → [`Inbox`]). A message can
 //! be tied to a request's cancellation token ([`Outbox::guarded`]): once that token fires, the
@@ -10,10 +11,10 @@
 //! (progress, log messages, the response) is dropped at the writer.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use droid_contract::ProviderId;
-use droid_exec::{Engine, EnvMap, Settings, Tasks};
+use droid_exec::{Engine, EnvMap, Settings, TaskKey, Tasks};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -104,6 +105,27 @@ impl Inbox {
     }
 }
 
+/// The tasks this session submitted, as far as a pend or cancel without a task id needs them:
+/// the latest of each provider, the latest last (at most one entry per provider, so it never
+/// grows). The store is shared by every client of the machine; what a call without a task id
+/// means must be this session's own task, never another client's (issue 29, item 13).
+#[derive(Debug, Default)]
+struct OwnTasks(Vec<TaskKey>);
+
+impl OwnTasks {
+    fn remember(&mut self, key: &TaskKey) {
+        self.0.retain(|k| k.provider() != key.provider());
+        self.0.push(key.clone());
+    }
+
+    fn latest(&self, provider: Option<ProviderId>) -> Option<&TaskKey> {
+        self.0
+            .iter()
+            .rev()
+            .find(|k| provider.is_none_or(|p| k.provider() == p))
+    }
+}
+
 /// The server's state, shared by every request.
 #[derive(Debug)]
 pub struct Server {
@@ -112,6 +134,8 @@ pub struct Server {
     env: EnvMap,
     config_path: Option<PathBuf>,
     providers: Vec<ProviderId>,
+    /// Never locked across an `.await`.
+    own: Mutex<OwnTasks>,
 }
 
 impl Server {
@@ -142,6 +166,7 @@ impl Server {
             env,
             config_path,
             providers,
+            own: Mutex::new(OwnTasks::default()),
         })
     }
 
@@ -169,6 +194,26 @@ impl Server {
     pub fn config_path(&self) -> Option<&Path> {
         self.config_path.as_deref()
     }
+
+    /// Remember that this session (this server: one client's connection) submitted task `key`
+    /// (`droid_submit`, `ask_<p>`, a task-augmented call, a cut result kept in the store).
+    pub fn remember(&self, key: &TaskKey) {
+        self.own
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remember(key);
+    }
+
+    /// The id of the latest task this session submitted (of `provider`, when given): what
+    /// `droid_pend`, `pend_<p>` and `cancel_<p>` mean without a task id. Another client's tasks
+    /// are never taken for it: those only their id reaches.
+    pub fn own_latest(&self, provider: Option<ProviderId>) -> Option<String> {
+        self.own
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .latest(provider)
+            .map(|k| k.as_str().to_owned())
+    }
 }
 
 #[cfg(test)]
@@ -177,6 +222,35 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_sessions_latest_task_is_its_own_latest_submission() {
+        let key = |id: &str| TaskKey::parse(id).unwrap();
+        let mut own = OwnTasks::default();
+        assert_eq!(own.latest(None), None);
+        own.remember(&key("droid-1700000000-0001"));
+        own.remember(&key("codex-1700000001-0002"));
+        own.remember(&key("droid-1700000002-0003"));
+        assert_eq!(own.latest(None), Some(&key("droid-1700000002-0003")));
+        assert_eq!(
+            own.latest(Some(ProviderId::Droid)),
+            Some(&key("droid-1700000002-0003"))
+        );
+        assert_eq!(
+            own.latest(Some(ProviderId::Codex)),
+            Some(&key("codex-1700000001-0002"))
+        );
+        assert_eq!(own.latest(Some(ProviderId::Gemini)), None);
+        // one entry per provider: a long session's memory stays this small
+        for n in 0..1000 {
+            own.remember(&key(&format!("droid-{}-{:04x}", 1_700_000_100 + n, n)));
+        }
+        assert_eq!(own.0.len(), 2);
+        assert_eq!(
+            own.latest(Some(ProviderId::Codex)),
+            Some(&key("codex-1700000001-0002"))
+        );
+    }
 
     #[tokio::test]
     async fn a_cancelled_requests_queued_messages_are_never_written() {

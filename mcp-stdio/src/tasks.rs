@@ -164,6 +164,7 @@ pub async fn create(
         .submit(&req)
         .await
         .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("could not start the task: {e}")))?;
+    server.remember(&key);
     let rec = tasks
         .status(key.as_str())
         .await

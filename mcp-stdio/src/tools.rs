@@ -158,7 +158,7 @@ fn base_definitions() -> Vec<Value> {
         json!({
             "name": "droid_pend",
             "title": "Check on a background droid task",
-            "description": "The record of a background task ({task_id, state, created_at, updated_at, result}); state is queued or running until the result is there, then the result's status. Without task_id: the latest task. wait_seconds (0-600, default 0) waits for the task to finish first; keep it under your client's tool-call timeout (often 60 s) and call again if the task is still running (with a progressToken the wait sends a progress heartbeat every 10 s).",
+            "description": "The record of a background task ({task_id, state, created_at, updated_at, result}); state is queued or running until the result is there, then the result's status. Without task_id: your latest task in this session. wait_seconds (0-600, default 0) waits for the task to finish first; keep it under your client's tool-call timeout (often 60 s) and call again if the task is still running (with a progressToken the wait sends a progress heartbeat every 10 s).",
             "inputSchema": object_schema(json!({
                 "task_id": task_id,
                 "wait_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS, "description": "Wait up to this many seconds for the task to finish."},
@@ -395,7 +395,10 @@ async fn sync_answer(server: &Server, args: &Value, r: &ExecutionResult) -> Valu
         (Some(_), Err(v)) => Err(format!("the request is invalid ({v})")),
     };
     let whole = match stored {
-        Ok(key) => whole_in_task(server, key.as_str()),
+        Ok(key) => {
+            server.remember(&key);
+            whole_in_task(server, key.as_str())
+        }
         Err(why) => {
             tracing::warn!("a cut result could not be stored: {why}");
             format!("the whole result could not be stored: {why}")
@@ -439,7 +442,7 @@ pub(crate) fn record_answer_with(
 pub(crate) fn engine_error(e: &EngineError) -> Value {
     let hint = match e {
         EngineError::NoSuchTask { .. } => {
-            "check the task_id (droid_pend without task_id shows the latest task)"
+            "check the task_id (droid_pend without task_id shows your latest task in this session)"
         }
         _ => "check the task store (droid_ping) and try again",
     };
@@ -512,6 +515,7 @@ pub async fn call(
             };
             match tasks.submit(&req).await {
                 Ok(key) => {
+                    server.remember(&key);
                     relay
                         .log(
                             LogLevel::Notice,
@@ -555,12 +559,17 @@ pub async fn call(
             let Some(tasks) = server.tasks() else {
                 return bad_arguments("background tasks are unavailable: no task store");
             };
+            // without a task id: this session's latest task, never another client's
             let id = match task_id_arg(&args) {
                 Ok(Some(id)) => id,
-                Ok(None) => match tasks.latest().await {
-                    Ok(Some(rec)) => rec.task_id,
-                    Ok(None) => return bad_arguments("no tasks yet; start one with droid_submit"),
-                    Err(e) => return engine_error(&e),
+                Ok(None) => match server.own_latest(None) {
+                    Some(id) => id,
+                    None => {
+                        return bad_arguments(
+                            "no tasks yet in this session; start one with droid_submit, or pass \
+                             the task_id of a task another session started",
+                        );
+                    }
                 },
                 Err(e) => return e,
             };

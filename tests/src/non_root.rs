@@ -61,6 +61,21 @@ fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// Where tests put what a run must not write, outside the system temp directory wherever the
+/// checkout is: [`ROOT_BASE`] as root, else `$HOME/.droid-executor-tests`.
+///
+/// # Panics
+/// When HOME is not set and this process is not root.
+pub fn outside_temp_base() -> PathBuf {
+    if is_root() {
+        return PathBuf::from(ROOT_BASE);
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| panic!("HOME is not set: the escape tests need a HOME outside /tmp"));
+    PathBuf::from(home).join(".droid-executor-tests")
+}
+
 impl World {
     /// A world whose programs run as a non-root user (see the module documentation).
     ///
@@ -83,14 +98,7 @@ impl World {
     /// # Errors
     /// When the directory cannot be made or given to the user.
     pub fn new(name: &str, who: Who) -> io::Result<World> {
-        let base = if is_root() {
-            PathBuf::from(ROOT_BASE)
-        } else {
-            let home = std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .ok_or_else(|| io::Error::other("HOME is not set"))?;
-            PathBuf::from(home).join(".droid-executor-tests")
-        };
+        let base = outside_temp_base();
         std::fs::create_dir_all(&base)?;
         // others must traverse it to reach their own world inside
         std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755))?;

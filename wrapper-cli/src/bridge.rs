@@ -111,6 +111,7 @@ pub(crate) async fn ensure(
 ) -> anyhow::Result<Option<u32>> {
     let client = Client::new(t.addr, t.token.clone());
     if probe(t.addr).await {
+        ours(t, &engine_config(settings, env))?;
         return match client.health().await {
             Ok(_) => Ok(None),
             // the bridge answered and refused (a token, Host…): its own words say why
@@ -145,6 +146,18 @@ pub(crate) async fn ensure(
     let pid = started.pid();
     let until = tokio::time::Instant::now() + START_WAIT;
     loop {
+        // nothing is sent before the one listening is proven to be a bridge of ours: another
+        // process may have taken the port before the one just started could bind it
+        if ours(t, &cfg).is_err() {
+            if let Some(status) = started.exited() {
+                return exited_at_start(&d, &client, &started, Some(status), until).await;
+            }
+            if tokio::time::Instant::now() >= until {
+                ours(t, &cfg)?;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
         // its exit is watched while /health is asked: a connection to an address that drops
         // packets can take seconds to fail
         let health = tokio::select! {
@@ -180,6 +193,23 @@ pub(crate) async fn ensure(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Whether what listens at `t` is provably a bridge of ours (its lock in the store, its pid
+/// holding the listening socket: `droid_exec::tasks::listener`), before a request or the token
+/// is sent there. A bridge on another machine (a host that is not loopback) cannot be checked
+/// this way and is taken at the user's word.
+fn ours(t: &Target, cfg: &droid_exec::EngineConfig) -> anyhow::Result<()> {
+    if !t.addr.ip().is_loopback() {
+        return Ok(());
+    }
+    let d = daemon(cfg, t.port).context(
+        "no task store: a bridge's lock and pid file live there, and without them the one \
+         listening cannot be proven to be droid-executor's",
+    )?;
+    droid_exec::tasks::listener::ours(&d, t.port)
+        .map(|_| ())
+        .map_err(|e| anyhow::anyhow!("{e}: not sending it the request or the token"))
 }
 
 /// The bridge `ensure` started exited before it answered. When another instance holds the
@@ -269,7 +299,18 @@ async fn bridge_inner(args: BridgeArgs, config: Option<&PathBuf>) -> anyhow::Res
                 Some(d) => d.state()?,
                 None => DaemonState::Stopped,
             };
-            let health = Client::new(t.addr, t.token.clone()).health().await;
+            let listens = probe(t.addr).await;
+            let health = match ours(&t, &cfg) {
+                _ if !listens => Err(anyhow::anyhow!(
+                    "bridge at {}: nothing listens there (connection refused)",
+                    t.addr
+                )),
+                Ok(()) => Client::new(t.addr, t.token.clone())
+                    .health()
+                    .await
+                    .map_err(anyhow::Error::new),
+                Err(e) => Err(e),
+            };
             let running = matches!(state, DaemonState::Running(_)) || health.is_ok();
             let pid = match state {
                 DaemonState::Running(p) => p,
@@ -305,6 +346,12 @@ async fn bridge_inner(args: BridgeArgs, config: Option<&PathBuf>) -> anyhow::Res
                 }
             } else {
                 crate::cli::say(&format!("bridge not running on http://{}", t.addr));
+                // something else answers there: say what, having sent it nothing
+                if let Err(e) = &health
+                    && listens
+                {
+                    crate::cli::say(&format!("{e:#}"));
+                }
             }
             Ok(if running {
                 ExitCode::SUCCESS

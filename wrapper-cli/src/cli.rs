@@ -76,6 +76,10 @@ pub(crate) enum Command {
     Guard {
         /// The run's marker (`DROID_EXECUTOR_RUN_ID`).
         marker: String,
+        /// Start the supervised program in a Landlock layer of scopes only (signals, abstract
+        /// Unix sockets), so that nothing it starts can signal this process.
+        #[arg(long)]
+        scope: bool,
         /// The supervised program's stdin (an agent's prompt file); `/dev/null` without.
         #[arg(long, value_name = "FILE")]
         stdin: Option<std::path::PathBuf>,
@@ -102,6 +106,25 @@ impl Command {
     /// one thread, and its exit does not wait for idle threads. The servers (`mcp`, `acp`,
     /// `serve`) are not, nor a background task's `worker`, nor `ping` and `doctor`, which ask
     /// every agent CLI at once.
+    /// The TCP ports of our own bridge that the runs this command starts must not reach
+    /// (`droid_exec::run::net_confine`), and whether the rule applies always (a server) or only
+    /// while something listens there (a one-shot command). `None`: the command starts no run,
+    /// or is the bridge's own client.
+    pub(crate) fn bridge_ports(&self, settings: &Settings) -> Option<(Vec<u16>, bool)> {
+        match self {
+            Self::Run(args) if args.via == crate::run::Via::InProcess => {
+                Some((vec![settings.port], false))
+            }
+            Self::Ask(_) | Self::Worker { .. } => Some((vec![settings.port], false)),
+            Self::Mcp | Self::Acp => Some((vec![settings.port], true)),
+            Self::Serve(args) => {
+                let own = args.port.unwrap_or(settings.port);
+                Some((vec![settings.port, own], true))
+            }
+            _ => None,
+        }
+    }
+
     pub(crate) fn one_shot(&self) -> bool {
         matches!(
             self,
@@ -237,10 +260,13 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
         Command::Worker { id, store } => crate::worker::worker(&id, &store).await,
         Command::Guard {
             marker,
+            scope,
             stdin,
             command,
         } => match command.split_first() {
-            Some((program, args)) => supervise(&marker, program.into(), args.to_vec(), stdin).await,
+            Some((program, args)) => {
+                supervise(&marker, program.into(), args.to_vec(), stdin, scope).await
+            }
             None => guard(&marker).await,
         },
         Command::Reap { host, scratch } => reap(&host, scratch.as_deref()).await,
@@ -281,6 +307,7 @@ async fn supervise(
     program: std::path::PathBuf,
     args: Vec<std::ffi::OsString>,
     stdin: Option<std::path::PathBuf>,
+    scope: bool,
 ) -> ExitCode {
     let control = match droid_exec::run::guard::stdin_control() {
         Ok(c) => c,
@@ -289,7 +316,8 @@ async fn supervise(
             return ExitCode::from(droid_exec::run::guard::SUPERVISOR_SPAWN_FAILED);
         }
     };
-    match droid_exec::run::guard::supervise_tree(marker, program, args, stdin, control).await {
+    match droid_exec::run::guard::supervise_tree(marker, program, args, stdin, scope, control).await
+    {
         Ok((status, left)) => {
             if left > 0 {
                 eprintln!("droid-executor guard: {left} process(es) of run {marker} survived");

@@ -33,6 +33,18 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args = <cli::Cli as clap::Parser>::parse();
     cli::init_logging();
+    // before any other thread exists: the runs this process starts cannot connect to our own
+    // bridge (a request from inside a run never gets more than the run has); the settings are
+    // read again, with their errors reported, by the command itself
+    if let Ok(settings) = cli::settings(args.config.as_ref(), &cli::env_map())
+        && let Some((ports, always)) = args.command.bridge_ports(&settings)
+    {
+        if always {
+            droid_exec::run::net_confine::refuse_tcp_connect_to(&ports);
+        } else {
+            droid_exec::run::net_confine::refuse_if_listening(&ports);
+        }
+    }
     // a command that answers once and exits (a run's supervisor or guardian starts with every
     // run, a reaper with every front-end, `run` with every task) starts fastest on one thread;
     // the servers get a thread per core

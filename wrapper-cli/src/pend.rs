@@ -1,7 +1,9 @@
-//! `droid-executor pend <provider> [TASK_ID] [--wait S] [--json]`: seed 002's pend from the
-//! command line (docs/architecture.md#origin), a thin shortcut over `tasks wait`. Without a task
-//! id it takes that provider's latest task ([`droid_exec::Tasks::latest_of`]); an id of another
-//! provider's task is refused, naming both. It waits up to `--wait` seconds (default 0: look
+//! `droid-executor pend <provider> [TASK_ID] [--repo DIR] [--wait S] [--json]`: seed 002's pend
+//! from the command line (docs/architecture.md#origin), a thin shortcut over `tasks wait`.
+//! Without a task id it takes that provider's latest task in this repository (the one the
+//! current directory, or `--repo`, lies in: [`droid_exec::Tasks::latest_in_repository`]), never
+//! another repository's, which only its id reaches; an id of another provider's task is refused,
+//! naming both. It waits up to `--wait` seconds (default 0: look
 //! once) and prints the agent's final reply first, then the verified result (status, agent, files
 //! changed, commands, tests, issues); `--json` prints the task record as `tasks show --json` does.
 //!
@@ -9,12 +11,13 @@
 //! partial, timeout or cancelled, 2 error); 3 when it is still not finished; 2 for usage errors,
 //! an unknown task, a task of another provider or an unusable store.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
 use droid_contract::{ProviderId, TaskRecord};
+use droid_exec::tasks::repository_of;
 use droid_exec::{TaskKey, Tasks};
 
 use crate::cli::{engine_config, env_map, settings};
@@ -32,8 +35,13 @@ pub(crate) struct PendArgs {
     /// The provider whose task it is: codex, claude, gemini, opencode or droid.
     #[arg(value_parser = crate::ask::parse_provider)]
     provider: ProviderId,
-    /// The task id `ask --background` printed (default: that provider's latest task).
+    /// The task id `ask --background` printed (default: that provider's latest task in this
+    /// repository).
     task_id: Option<String>,
+    /// The repository whose latest task to take without a task id (default: the one the
+    /// current directory lies in).
+    #[arg(long, value_name = "DIR", conflicts_with = "task_id")]
+    repo: Option<PathBuf>,
     /// Wait up to this many seconds for the task to finish (default 0: look once).
     #[arg(long, value_name = "SECONDS", default_value_t = 0)]
     wait: u64,
@@ -47,8 +55,14 @@ fn fail(e: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// The task `args` names: its id checked against the provider, or the provider's latest.
-async fn resolve(tasks: &Tasks, provider: ProviderId, id: Option<&str>) -> Result<String, String> {
+/// The task `args` names: its id checked against the provider, or the provider's latest task in
+/// the repository `dir` lies in.
+async fn resolve(
+    tasks: &Tasks,
+    provider: ProviderId,
+    id: Option<&str>,
+    dir: &Path,
+) -> Result<String, String> {
     match id {
         Some(id) => {
             let key = TaskKey::parse(id).map_err(|e| e.to_string())?;
@@ -62,11 +76,13 @@ async fn resolve(tasks: &Tasks, provider: ProviderId, id: Option<&str>) -> Resul
                 ))
             }
         }
-        None => match tasks.latest_of(provider).await {
+        None => match tasks.latest_in_repository(provider, dir).await {
             Ok(Some(rec)) => Ok(rec.task_id),
             Ok(None) => Err(format!(
-                "no {provider} tasks yet; start one with: droid-executor ask {provider} \
-                 \"MESSAGE\" --background"
+                "no {provider} tasks yet in the repository {}; start one there with: \
+                 droid-executor ask {provider} \"MESSAGE\" --background (a task of another \
+                 repository: droid-executor pend {provider} TASK_ID)",
+                repository_of(dir).display()
             )),
             Err(e) => Err(e.to_string()),
         },
@@ -106,7 +122,18 @@ pub(crate) async fn pend(args: PendArgs, config: Option<&PathBuf>) -> ExitCode {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    let id = match resolve(&tasks, args.provider, args.task_id.as_deref()).await {
+    let dir = match &args.repo {
+        Some(dir) => std::path::absolute(dir).unwrap_or_else(|_| dir.clone()),
+        None => match std::env::current_dir() {
+            Ok(cwd) => cwd,
+            Err(e) => {
+                return fail(format!(
+                    "cannot tell the current directory ({e}); pass --repo or the task id"
+                ));
+            }
+        },
+    };
+    let id = match resolve(&tasks, args.provider, args.task_id.as_deref(), &dir).await {
         Ok(id) => id,
         Err(e) => return fail(e),
     };

@@ -262,6 +262,15 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
         let _ = (home, env);
         Vec::new()
     }
+    /// What in its state a run must leave as it was, because the CLI executes or obeys it in a
+    /// later run or in the user's own use of it (issue 29 item 3): settings with hooks and MCP
+    /// servers, plugins, extensions, instruction files. Files and directories (guarded whole)
+    /// under `home` or its variables' directories; [`crate::run::state_guard`] records them
+    /// before every run and puts them back after it. None by default.
+    fn config_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<ConfigPath> {
+        let _ = (home, env);
+        Vec::new()
+    }
     /// Arguments that make the program print its version.
     fn version_args(&self) -> Vec<OsString> {
         vec!["--version".into()]
@@ -312,6 +321,35 @@ pub fn env_allowed(id: ProviderId, name: &str) -> bool {
             .into_iter()
             .filter(|other| *other != id)
             .all(|other| !provider(other).env_names().contains(name))
+}
+
+/// A file or directory of an agent CLI's configuration that a run must leave as it was
+/// ([`Provider::config_paths`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigPath {
+    /// The absolute path.
+    pub path: PathBuf,
+    /// Only these top-level keys of a JSON file are compared (the CLI rewrites the rest on every
+    /// run: Claude Code's `~/.claude.json`); empty: the whole file or directory.
+    pub json_keys: &'static [&'static str],
+}
+
+impl ConfigPath {
+    /// The whole of `path`.
+    pub fn whole(path: PathBuf) -> Self {
+        Self {
+            path,
+            json_keys: &[],
+        }
+    }
+}
+
+/// Every provider's configuration a run must leave as it was, for a run's HOME and environment.
+pub fn all_config_paths(home: &Path, env: &[(OsString, OsString)]) -> Vec<ConfigPath> {
+    ProviderId::ALL
+        .into_iter()
+        .flat_map(|p| provider(p).config_paths(home, env))
+        .collect()
 }
 
 /// Every provider's own variable names, for the engine's pass-through list.

@@ -31,9 +31,12 @@
 //! Key choices: the host lives under the front-end's own cgroup, the only place an unprivileged
 //! user with a delegated cgroup (systemd `Delegate=`, a user session) may write, and the moves
 //! stay under one common ancestor, as cgroup v2 requires (creating a process in a leaf asks the
-//! same rights as moving one there); no controller is enabled (none is
-//! needed for `cgroup.kill`, and enabling one would forbid processes in the front-end's own
-//! cgroup). `cgroup.kill` needs Linux 5.14; older kernels use the supervisor.
+//! same rights as moving one there). `cgroup.kill` needs no controller, and the front-end's own
+//! cgroup is never changed (enabling a controller there would forbid its processes in it). The
+//! host holds no process itself, so it may pass the `pids` and `memory` controllers down to its
+//! leaves when its own `cgroup.controllers` offers them: each leaf then gets `pids.max` and
+//! `memory.max` ([`crate::run::limits`]; elsewhere the children set rlimits on themselves).
+//! `cgroup.kill` needs Linux 5.14; older kernels use the supervisor.
 
 use std::fs::File;
 use std::io::{Read as _, Write as _};
@@ -47,6 +50,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 
 use crate::error::EngineError;
+use crate::run::limits::{Controllers, RunLimits};
 use crate::run::spawn::{SpawnSpec, spawn};
 
 /// The start of every host's name; the reaper refuses to touch anything else.
@@ -69,30 +73,53 @@ pub(crate) struct Host {
     /// Empty leaves, never killed, ready for a run (paths only: a long-lived front-end holds
     /// no descriptor for them).
     free: Mutex<Vec<PathBuf>>,
+    /// What each leaf is given.
+    limits: RunLimits,
+    /// The controllers the host passes down to its leaves, whose limits each leaf gets.
+    controllers: Controllers,
     /// The reaper's stdin, never written: closed with the host (or by the kernel when this
     /// process dies), which is the reaper's signal.
     _reaper: File,
 }
 
 impl Host {
-    /// Make this process's host and start its reaper with `program` (`<program> reap <host>`).
+    /// Make this process's host and start its reaper with `program` (`<program> reap <host>`);
+    /// each leaf is bounded by `limits` as far as the host's controllers allow.
     ///
     /// # Errors
     /// Why there can be no host here (no cgroup v2 hierarchy, no write access, no `cgroup.kill`,
     /// the reaper could not start or move): runs use the supervisor instead.
-    pub(crate) fn start(program: &Path, scratch_root: &Path) -> Result<Arc<Self>, String> {
+    pub(crate) fn start(
+        program: &Path,
+        scratch_root: &Path,
+        limits: RunLimits,
+    ) -> Result<Arc<Self>, String> {
         let own = own_cgroup()?;
         remove_stale_hosts(&own);
         // `<pid>-<time>-<count>`: the pid first, for `remove_stale_hosts`
         let dir = own.join(format!("{HOST_PREFIX}{}", crate::run::scratch::unique_id()));
         std::fs::create_dir(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
         match Self::reaper(program, &dir, scratch_root) {
-            Ok(reaper) => Ok(Arc::new(Self {
-                dir,
-                next: AtomicU64::new(0),
-                free: Mutex::new(Vec::new()),
-                _reaper: reaper,
-            })),
+            Ok(reaper) => {
+                let controllers = pass_down(&dir, limits);
+                tracing::info!(
+                    "runs are bounded so: {}",
+                    crate::run::limits::describe(
+                        limits,
+                        controllers,
+                        nix::unistd::geteuid().is_root(),
+                        Ok(&own)
+                    )
+                );
+                Ok(Arc::new(Self {
+                    dir,
+                    next: AtomicU64::new(0),
+                    free: Mutex::new(Vec::new()),
+                    limits,
+                    controllers,
+                    _reaper: reaper,
+                }))
+            }
             Err(why) => {
                 let _ = remove_tree(&dir);
                 Err(why)
@@ -139,11 +166,17 @@ impl Host {
     pub(crate) fn leaf(self: &Arc<Self>) -> std::io::Result<Leaf> {
         let kept = self.free.lock().ok().and_then(|mut f| f.pop());
         let dir = match kept {
+            // it has its limits already (they do not change with the host)
             Some(dir) => dir,
             None => {
                 let n = self.next.fetch_add(1, Ordering::Relaxed);
                 let dir = self.dir.join(format!("run-{n}"));
                 std::fs::create_dir(&dir)?;
+                // a leaf without the limits its host promises is not used
+                if let Err(e) = write_limits(&dir, self.controllers, self.limits) {
+                    let _ = std::fs::remove_dir(&dir);
+                    return Err(e);
+                }
                 dir
             }
         };
@@ -186,6 +219,16 @@ pub(crate) struct Leaf {
 }
 
 impl Leaf {
+    /// The limits the leaf itself enforces (`pids.max`, `memory.max`); a child born in it sets
+    /// rlimits for the rest ([`crate::run::limits::Rlimits::for_child`]).
+    #[allow(
+        dead_code,
+        reason = "read by the spawn of the agent and of verification commands, whose hook is pending"
+    )]
+    pub(crate) fn controllers(&self) -> Controllers {
+        self.host.controllers
+    }
+
     /// The leaf's directory, open: what `clone3(CLONE_INTO_CGROUP)` is given.
     pub(crate) fn dir(&self) -> BorrowedFd<'_> {
         match &self.fd {
@@ -200,6 +243,18 @@ impl Leaf {
     pub(crate) fn kill(&self) {
         self.killed.store(true, Ordering::Relaxed);
         kill_dir(&self.dir);
+    }
+
+    /// The processes in the leaf now (`cgroup.procs`).
+    ///
+    /// # Errors
+    /// When `cgroup.procs` cannot be read.
+    pub(crate) fn pids(&self) -> std::io::Result<Vec<i32>> {
+        let text = std::fs::read_to_string(self.dir.join("cgroup.procs"))?;
+        Ok(text
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect())
     }
 
     /// Is any process still in the leaf? (An unreadable `cgroup.events` says yes: no proof.)
@@ -264,6 +319,69 @@ impl Drop for Leaf {
         }
         let _ = std::fs::remove_dir(&self.dir);
     }
+}
+
+/// Enable in the host `dir`'s `cgroup.subtree_control` the controllers `limits` needs that its
+/// `cgroup.controllers` offers (`pids` for `max_pids`, `memory` for `max_memory_mb`), each on
+/// its own; the ones now enabled.
+fn pass_down(dir: &Path, limits: RunLimits) -> Controllers {
+    let offered = std::fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
+    let enable = |name: &str, wanted: bool| {
+        wanted
+            && offered.split_whitespace().any(|c| c == name)
+            && std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join("cgroup.subtree_control"))
+                .and_then(|mut f| f.write_all(format!("+{name}").as_bytes()))
+                .inspect_err(|e| tracing::warn!("cannot enable {name} in {}: {e}", dir.display()))
+                .is_ok()
+    };
+    Controllers {
+        pids: enable("pids", limits.pids().is_some()),
+        memory: enable("memory", limits.memory_bytes().is_some()),
+    }
+}
+
+/// Write a new leaf's `pids.max` and `memory.max` for the controllers its host passes down.
+fn write_limits(dir: &Path, controllers: Controllers, limits: RunLimits) -> std::io::Result<()> {
+    let write = |file: &str, value: u64| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join(file))
+            .and_then(|mut f| f.write_all(value.to_string().as_bytes()))
+    };
+    if let Some(n) = limits.pids().filter(|_| controllers.pids) {
+        write("pids.max", n)?;
+    }
+    if let Some(n) = limits.memory_bytes().filter(|_| controllers.memory) {
+        write("memory.max", n)?;
+    }
+    Ok(())
+}
+
+/// The controllers among `pids` and `memory` a host made beside this process would have: its
+/// own cgroup's `cgroup.subtree_control` (what it passes down to its children), where this
+/// process may make a host at all, and that cgroup (`doctor`; nothing is made or changed).
+///
+/// # Errors
+/// Why there would be no host (no cgroup v2 hierarchy, its directory not writable, no
+/// `cgroup.kill`).
+pub(crate) fn offered_controllers() -> Result<(Controllers, PathBuf), String> {
+    let own = own_cgroup()?;
+    nix::unistd::access(&own, nix::unistd::AccessFlags::W_OK)
+        .map_err(|e| format!("{} is not writable: {e}", own.display()))?;
+    // the root cgroup (no `cgroup.type`) has no `cgroup.kill` of its own; the host would
+    if own.join("cgroup.type").exists() && !own.join("cgroup.kill").exists() {
+        return Err("the kernel has no cgroup.kill (Linux 5.14 or later)".into());
+    }
+    let passed = std::fs::read_to_string(own.join("cgroup.subtree_control"))
+        .map_err(|e| format!("cannot read {}/cgroup.subtree_control: {e}", own.display()))?;
+    let has = |name: &str| passed.split_whitespace().any(|c| c == name);
+    let offered = Controllers {
+        pids: has("pids"),
+        memory: has("memory"),
+    };
+    Ok((offered, own))
 }
 
 /// Does `dir`'s `cgroup.events` say `populated 1`, or can it not be read?
@@ -444,6 +562,81 @@ mod tests {
                 .unwrap_err();
             assert!(matches!(err, EngineError::InvalidCgroup(_)), "{dir}");
         }
+    }
+
+    /// A directory standing for a host: its `cgroup.controllers` saying `offered`, an empty
+    /// `cgroup.subtree_control`.
+    fn fake_host(name: &str, offered: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("cgroup-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cgroup.controllers"), offered).unwrap();
+        std::fs::write(dir.join("cgroup.subtree_control"), "").unwrap();
+        dir
+    }
+
+    #[test]
+    fn the_host_passes_down_the_controllers_it_is_offered_and_needs() {
+        let limits = RunLimits::default();
+        let dir = fake_host("both", "cpuset cpu io memory hugetlb pids rdma misc\n");
+        assert_eq!(
+            pass_down(&dir, limits),
+            Controllers {
+                pids: true,
+                memory: true
+            }
+        );
+        // a real cgroup.subtree_control takes one write per controller; this file keeps the last
+        let written = std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap();
+        assert_eq!(written, "+memory");
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let dir = fake_host("hugetlb", "hugetlb\n");
+        assert_eq!(pass_down(&dir, limits), Controllers::default());
+        let written = std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap();
+        assert_eq!(written, "", "nothing offered, nothing enabled");
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let dir = fake_host("unwanted", "memory pids\n");
+        let off = RunLimits {
+            max_pids: 0,
+            max_memory_mb: 0,
+        };
+        assert_eq!(pass_down(&dir, off), Controllers::default());
+        let written = std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap();
+        assert_eq!(written, "", "a setting of 0 enables nothing");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_leaf_gets_the_limits_of_its_hosts_controllers() {
+        let dir = fake_host("leaf", "");
+        let limits = RunLimits {
+            max_pids: 20,
+            max_memory_mb: 256,
+        };
+        for f in ["pids.max", "memory.max"] {
+            std::fs::write(dir.join(f), "").unwrap();
+        }
+        write_limits(&dir, Controllers::default(), limits).unwrap();
+        for f in ["pids.max", "memory.max"] {
+            assert_eq!(std::fs::read_to_string(dir.join(f)).unwrap(), "", "{f}");
+        }
+        let both = Controllers {
+            pids: true,
+            memory: true,
+        };
+        write_limits(&dir, both, limits).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("pids.max")).unwrap(), "20");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("memory.max")).unwrap(),
+            (256 * 1024 * 1024).to_string()
+        );
+        // a limit that cannot be written fails the leaf
+        std::fs::remove_file(dir.join("pids.max")).unwrap();
+        std::fs::create_dir(dir.join("pids.max")).unwrap();
+        assert!(write_limits(&dir, both, limits).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -25,8 +25,9 @@ use crate::run::child::RunChild;
 use crate::run::classify::{agent_commands, inside_repo, tool_files};
 use crate::run::event::{Phase, RunEvent};
 use crate::run::excerpt::head_str;
-use crate::run::git_guard::{GitGuard, RecordCache, Restored};
+use crate::run::git_guard::GitGuard;
 use crate::run::guard::{self, TreeControl};
+use crate::run::guarded_tree::{RecordCache, Restored};
 use crate::run::prompt;
 use crate::run::reap::{Reapers, Reaping};
 use crate::run::redact::Redactor;
@@ -36,8 +37,14 @@ use crate::run::scratch::{Scratch, ScratchPool, unique_id};
 use crate::run::snapshot::{Changes, Snapshot, SnapshotLimits};
 use crate::run::spawn::leaf::{IntoError, spawn_into};
 use crate::run::spawn::{SpawnSpec, capture, spawn_confined};
+use crate::run::state_guard::StateGuard;
 use crate::run::supervise::{Limits, Publisher, Supervised, supervise};
 use crate::run::sweep::MARKER_VAR;
+
+/// The variable naming the task store; inside a run it names the run's own ([`RUN_STORE_DIR`]).
+const RUN_STORE_VAR: &str = "DROID_EXECUTOR_STORE_DIR";
+/// The run's own task store, in its `TMPDIR`.
+const RUN_STORE_DIR: &str = "droid-executor-store";
 use crate::run::verify::{Verified, VerifyPlan, verify};
 use crate::tasks::queue::Scheduler;
 
@@ -135,7 +142,7 @@ impl Engine {
                     .supervisor
                     .as_deref()
                     .filter(|_| self.cfg.cgroups)?;
-                Host::start(program, &self.cfg.scratch_root)
+                Host::start(program, &self.cfg.scratch_root, self.cfg.limits)
                     .inspect_err(|why| {
                         tracing::info!("runs use a supervisor process, not a cgroup: {why}");
                     })
@@ -145,7 +152,7 @@ impl Engine {
     }
 
     /// The cgroup host of this engine's runs, unless the kernel refused a child in a leaf.
-    fn leaf_host(&self) -> Option<&Arc<Host>> {
+    pub(crate) fn leaf_host(&self) -> Option<&Arc<Host>> {
         if self.no_leaves.load(std::sync::atomic::Ordering::Relaxed) {
             return None;
         }
@@ -153,7 +160,7 @@ impl Engine {
     }
 
     /// A cgroup leaf for one run's processes, where this engine has a host.
-    fn leaf(&self) -> Option<Leaf> {
+    pub(crate) fn leaf(&self) -> Option<Leaf> {
         self.leaf_host()?
             .leaf()
             .inspect_err(|e| tracing::warn!("this run has no cgroup: {e}"))
@@ -548,11 +555,20 @@ impl Engine {
         let mut env: Vec<(OsString, OsString)> = cfg
             .env
             .iter()
-            .filter(|(k, _)| k != "TMPDIR" && k != MARKER_VAR)
+            .filter(|(k, _)| k != "TMPDIR" && k != MARKER_VAR && k != RUN_STORE_VAR)
             .cloned()
             .collect();
         env.push(("TMPDIR".into(), scratch.tmp().into()));
         env.push((MARKER_VAR.into(), marker.clone().into()));
+        // a task delegated from inside the run (`droid-executor ask … --background`, the MCP
+        // server droid starts) goes to a store of the run's own, in its scratch directory: the
+        // user's store is outside what the run may write, and a delegated task must get no more
+        // than the run has (its worker is started from inside the run, so it inherits the run's
+        // confinement and dies with it)
+        env.push((
+            RUN_STORE_VAR.into(),
+            scratch.tmp().join(RUN_STORE_DIR).into(),
+        ));
         let mut agent_env: Vec<(OsString, OsString)> = env
             .iter()
             .filter(|(k, _)| providers::env_allowed(provider.id(), &k.to_string_lossy()))
@@ -584,6 +600,12 @@ impl Engine {
         // the write confinement of the agent and the verification commands
         // (`crate::run::sandbox`), decided now that the run's paths are known
         let home = sandbox::env_path(&agent_env, "HOME");
+        // every agent CLI's configuration (what it runs or obeys later), as it was
+        let config_paths = home
+            .as_deref()
+            .map(|h| providers::all_config_paths(h, &agent_env))
+            .unwrap_or_default();
+        let state_home = home.clone();
         let state = home
             .as_deref()
             .map(|h| provider.state_paths(h, &agent_env))
@@ -630,6 +652,8 @@ impl Engine {
         }
         let confine = confinement.confinement.as_ref();
         let git_guard = GitGuard::record(root, &self.guard_records);
+        let state_guard =
+            StateGuard::record(&config_paths, state_home.as_deref(), &self.guard_records);
 
         if cancel.is_cancelled() {
             return cancelled_before_start();
@@ -751,7 +775,23 @@ impl Engine {
         // what git runs or consults later is put back before the repository is read again, so
         // `files_changed` is measured with the ignore rules of before the run (an
         // `info/exclude` the agent extended hides nothing); and once more after verification
-        let mut restored = git_guard.as_ref().map(GitGuard::restore);
+        let mut restored = git_guard
+            .as_ref()
+            .map(GitGuard::restore)
+            .unwrap_or_default();
+        restored.merge(state_guard.restore());
+        if let (Some(guard), Some(flags)) = (
+            git_guard.as_ref(),
+            before.as_ref().ok().and_then(Snapshot::index_flags),
+        ) {
+            clear_index_flags(
+                root,
+                &cfg.env,
+                &guard.new_index_flags(&flags),
+                &mut restored,
+            )
+            .await;
+        }
         let changes = match before {
             Ok(before) => {
                 match Snapshot::take(root, &cfg.env, scratch.path(), &limits, Some(&before)).await {
@@ -829,9 +869,10 @@ impl Engine {
         drop(held_guardian);
         // droid's tree may still be ending (see above): what it writes from now on is inside
         // the confinement; hooks and config are checked once the run's own work is done
-        if let (Some(first), Some(guard)) = (restored.as_mut(), git_guard.as_ref()) {
-            first.merge(guard.restore());
+        if let Some(guard) = git_guard.as_ref() {
+            restored.merge(guard.restore());
         }
+        restored.merge(state_guard.restore());
         assemble(&Assembly {
             provider,
             req,
@@ -848,8 +889,58 @@ impl Engine {
             warnings: &cfg.droid_warnings,
             git_fallback: git_fallback.as_deref(),
             sandbox: &confinement,
-            restored: restored.as_ref(),
+            restored: Some(&restored),
         })
+    }
+}
+
+/// Clear the skip-worktree and assume-unchanged flags the run set on `paths` (they would hide
+/// the files' later changes from the user's `git status`), with git run as the snapshot runs it
+/// (no hooks, no fsmonitor), and say so in `restored`.
+async fn clear_index_flags(
+    root: &Path,
+    env: &[(OsString, OsString)],
+    paths: &[Vec<u8>],
+    restored: &mut Restored,
+) {
+    if paths.is_empty() {
+        return;
+    }
+    let shown: Vec<String> = paths
+        .iter()
+        .take(20)
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    let more = paths.len().saturating_sub(shown.len());
+    let named = if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    };
+    let args: Vec<OsString> = [
+        "update-index",
+        "--no-skip-worktree",
+        "--no-assume-unchanged",
+        "-z",
+        "--stdin",
+    ]
+    .into_iter()
+    .map(OsString::from)
+    .collect();
+    let input: Vec<u8> = paths
+        .iter()
+        .flat_map(|p| p.iter().copied().chain([0]))
+        .collect();
+    let cleared = crate::run::snapshot::git(root, env, &args, Some(&input))
+        .await
+        .and_then(crate::run::snapshot::GitRun::into_stdout);
+    match cleared {
+        Ok(_) => restored.changed.push(format!(
+            "the index flags skip-worktree/assume-unchanged on {named} (cleared)"
+        )),
+        Err(e) => restored.failed.push(format!(
+            "the index flags skip-worktree/assume-unchanged on {named}: {e}"
+        )),
     }
 }
 
@@ -1277,7 +1368,8 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
         let mut said = Vec::new();
         if !r.changed.is_empty() {
             said.push(format!(
-                "the run changed {} (git runs or consults them later on the user's behalf); \
+                "the run changed {} (git or an agent CLI runs or obeys them later on the user's \
+                 behalf); \
                  they were restored to what they were before the run",
                 r.changed.join(", ")
             ));

@@ -147,7 +147,7 @@ pub(crate) fn locate(root: &Path, env: &[(OsString, OsString)]) -> Found {
 
 /// One `key = value` setting of a git configuration file: section (lowercased, subsection
 /// kept), key (lowercased), raw value.
-fn settings(text: &[u8]) -> Vec<(String, String, String)> {
+pub(crate) fn settings(text: &[u8]) -> Vec<(String, String, String)> {
     let mut out = Vec::new();
     let mut section = String::new();
     for line in text.split(|b| *b == b'\n') {

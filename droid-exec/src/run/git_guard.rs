@@ -18,6 +18,10 @@
 //! found is reported, and whatever replaced it (a symlink, a gitfile pointing at a planted git
 //! directory) is removed, never used.
 //!
+//! `core.hooksPath` naming a directory inside the repository (husky's `.husky/_`, a
+//! `.githooks/` of the project's) is guarded the same way as `.git/hooks`: a hook the run adds
+//! or changes there is put back, even a tracked one (hooks are the user's to change).
+//!
 //! A work tree whose `.git` is a file (a linked work tree, a submodule) keeps its hooks and
 //! config in a directory outside `repo_root`, which a confined run cannot write; the gitfile
 //! itself is guarded.
@@ -27,29 +31,21 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use nix::sys::stat::FileStat;
 
+use crate::run::guarded_tree::{
+    Budget, Ctx, Entry, MAX_BYTES, MAX_DIRS, MAX_FILES, Node, REMOVE_BUDGET, now_secs, read,
+    reconcile, record_entry, record_tree, replace_with_file, same_content,
+};
+// the report and the cache are the guarded tree's; the session's turns take them from here
+pub(crate) use crate::run::guarded_tree::{RecordCache, Restored};
 use crate::run::no_follow::{self as nf, Kind};
 
-/// Most files recorded in all (a fresh clone has 14 hook samples).
-const MAX_FILES: usize = 512;
-/// Most directories recorded in all.
-const MAX_DIRS: usize = 512;
-/// Most bytes recorded in all (a fresh clone's samples take about 25 KiB).
-const MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// Most submodule git directories under `.git/modules` recorded.
 const MAX_MODULES: usize = 64;
-/// Most entries removed from one planted directory.
-const REMOVE_BUDGET: usize = 4096;
 /// Most entries of `repo_root` looked through for a `.git` that was moved.
 const ROOT_SCAN: usize = 100_000;
-
-/// Most files a [`RecordCache`] keeps (then it starts again empty).
-const CACHE_FILES: usize = 4096;
-/// Most bytes a [`RecordCache`] keeps (then it starts again empty).
-const CACHE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The names guarded directly in a git directory (the rest of it, objects and refs, is git's
 /// own data: what the agent does there is the user's history, not code git runs later).
@@ -58,113 +54,6 @@ const IN_GIT_DIR: &[&str] = &["config", "hooks", "info", "modules"];
 const IN_INFO: &[&str] = &["exclude", "attributes"];
 /// The names guarded in a submodule's git directory.
 const IN_MODULE: &[&str] = &["config", "hooks", "info"];
-
-/// One recorded file: its content and permission bits, and its inode's identity and times.
-#[derive(Debug, Clone)]
-struct Entry {
-    bytes: Arc<[u8]>,
-    mode: u32,
-    stamp: Stamp,
-}
-
-/// What the kernel changes on every write, rename over, chmod or replacement of a file: device,
-/// inode, size, and modification and change times. The change time cannot be set from user
-/// space, so an equal stamp means an untouched file, unless the file changed within the clock's
-/// tick of the record ([`Stamp::settled`] says whether that can be ruled out).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    dev: u64,
-    ino: u64,
-    size: i64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl Stamp {
-    fn of(st: &FileStat) -> Self {
-        let (dev, ino) = nf::id(st);
-        Self {
-            dev,
-            ino,
-            size: st.st_size,
-            mtime: (st.st_mtime, st.st_mtime_nsec),
-            ctime: (st.st_ctime, st.st_ctime_nsec),
-        }
-    }
-
-    /// Was the file last changed well before `now` (seconds since the epoch)? Then a later
-    /// change, however quick, gives it another change time.
-    fn settled(&self, now: i64) -> bool {
-        self.ctime.0 < now - 1
-    }
-}
-
-/// Files earlier records read, by device and inode, with when they were read: a long-lived
-/// front-end (the bridge, the MCP server) reads a repository's hooks and config once, not on
-/// every run. A file is taken from here only when its stamp is the one it had when it was read
-/// *and* that stamp was settled then ([`Stamp::settled`]): any write since changed the stamp.
-/// Bounded by [`CACHE_FILES`] and [`CACHE_BYTES`].
-#[derive(Debug, Default)]
-pub(crate) struct RecordCache {
-    inner: Mutex<CacheInner>,
-}
-
-#[derive(Debug, Default)]
-struct CacheInner {
-    files: std::collections::HashMap<(u64, u64), (Entry, i64)>,
-    bytes: u64,
-}
-
-impl RecordCache {
-    /// The regular file `name` in `dir` (whose metadata, not followed, is `st`): from the cache
-    /// when unchanged since a settled read, else read now (and kept when settled).
-    fn read(&self, dir: &OwnedFd, name: &OsStr, st: &FileStat, now: i64) -> Option<Entry> {
-        let stamp = Stamp::of(st);
-        if let Ok(inner) = self.inner.lock()
-            && let Some((entry, read_at)) = inner.files.get(&(stamp.dev, stamp.ino))
-            && entry.stamp == stamp
-            && stamp.settled(*read_at)
-        {
-            return Some(entry.clone());
-        }
-        let entry = read(dir, name)?;
-        if entry.stamp.settled(now)
-            && let Ok(mut inner) = self.inner.lock()
-        {
-            let len = entry.bytes.len() as u64;
-            if inner.files.len() >= CACHE_FILES || inner.bytes + len > CACHE_BYTES {
-                inner.files.clear();
-                inner.bytes = 0;
-            }
-            if let Some((old, _)) = inner
-                .files
-                .insert((entry.stamp.dev, entry.stamp.ino), (entry.clone(), now))
-            {
-                inner.bytes -= old.bytes.len() as u64;
-            }
-            inner.bytes += len;
-        }
-        Some(entry)
-    }
-}
-
-/// What was at a guarded name before the run.
-#[derive(Debug, Clone)]
-enum Node {
-    File(Entry),
-    Dir {
-        mode: u32,
-        /// Every entry is guarded (a hooks directory): one the run adds is removed. Otherwise
-        /// only the names in `children` are.
-        whole: bool,
-        children: BTreeMap<OsString, Node>,
-    },
-    Symlink(Vec<u8>),
-    /// Nothing: one the run creates is removed.
-    Absent,
-    /// A FIFO, a socket, a device, or a file past the record's bounds: left as it is.
-    Other,
-}
 
 /// What `repo_root/.git` was before the run.
 #[derive(Debug)]
@@ -188,19 +77,13 @@ pub(crate) struct GitGuard {
     /// `repo_root`, held open since the record.
     root: OwnedFd,
     top: Top,
+    /// `core.hooksPath` when it names a directory inside the repository (husky's `.husky/_`):
+    /// its components from `repo_root`, and what the last one held.
+    hooks_path: Option<(Vec<OsString>, Node)>,
     /// When the record was made (seconds since the epoch).
     recorded_at: i64,
     /// Why the record is incomplete (too many or too large files): entries it did not see are
     /// not removed then.
-    incomplete: Option<String>,
-}
-
-/// How much a record may still take.
-#[derive(Debug)]
-struct Budget {
-    files: usize,
-    dirs: usize,
-    bytes: u64,
     incomplete: Option<String>,
 }
 
@@ -275,9 +158,17 @@ impl GitGuard {
                 Kind::Other => Top::Other,
             },
         };
+        let hooks_path = match &top {
+            Top::Dir { tree, .. } => hooks_path_in(repo_root, tree).and_then(|components| {
+                let node = record_hooks_path(&root, &components, &mut budget, cache, recorded_at)?;
+                Some((components, node))
+            }),
+            _ => None,
+        };
         Some(Self {
             root,
             top,
+            hooks_path,
             recorded_at,
             incomplete: budget.incomplete,
         })
@@ -310,6 +201,9 @@ impl GitGuard {
                     complete: self.incomplete.is_none(),
                 };
                 reconcile(fd, ".git", tree, false, &mut ctx);
+                if let Some((components, node)) = &self.hooks_path {
+                    self.restore_hooks_path(components, node, &mut ctx);
+                }
             }
             Top::File(before) => {
                 let unchanged = now.as_ref().is_some_and(|st| Kind::of(st) == Kind::File)
@@ -348,6 +242,81 @@ impl GitGuard {
         out.changed.sort();
         out.changed.dedup();
         out
+    }
+
+    /// The index entries now flagged skip-worktree or assume-unchanged (flags that hide a
+    /// file's changes from the user's `git status` for good) that were not before the run
+    /// (`before`, read by the first record of the repository): the index read through the
+    /// recorded `.git` (never a symlink, a FIFO or a file past 256 MiB), and only when it was
+    /// written since.
+    pub(crate) fn new_index_flags(
+        &self,
+        before: &crate::run::snapshot::IndexFlags,
+    ) -> Vec<Vec<u8>> {
+        const MAX_INDEX_BYTES: u64 = 256 * 1024 * 1024;
+        let Top::Dir { fd, .. } = &self.top else {
+            return Vec::new();
+        };
+        let index = OsStr::new("index");
+        let unchanged = nf::stat_at(fd, index).ok().flatten().is_some_and(|st| {
+            Kind::of(&st) == Kind::File && (st.st_mtime, st.st_mtime_nsec) == before.mtime
+        });
+        if unchanged {
+            return Vec::new();
+        }
+        let Ok(Some((bytes, _))) = nf::read_at(fd, index, MAX_INDEX_BYTES) else {
+            return Vec::new();
+        };
+        let Ok(parsed) = crate::run::git_index::parse(&bytes) else {
+            return Vec::new();
+        };
+        let mut out: Vec<Vec<u8>> = parsed
+            .entries
+            .into_iter()
+            .filter(|e| {
+                (e.skip_worktree || e.assume_unchanged)
+                    && before.assumed.binary_search(&e.path).is_err()
+            })
+            .map(|e| e.path)
+            .collect();
+        out.dedup();
+        out
+    }
+
+    /// Put back the directory `core.hooksPath` named inside the repository, reached one
+    /// component at a time from `repo_root` without following a symlink: one swapped in on the
+    /// way is reported, never followed.
+    fn restore_hooks_path(&self, components: &[OsString], node: &Node, ctx: &mut Ctx<'_>) {
+        let Some((last, parents)) = components.split_last() else {
+            return;
+        };
+        let mut shown = String::new();
+        let mut dir: Option<OwnedFd> = None;
+        for c in parents {
+            if !shown.is_empty() {
+                shown.push('/');
+            }
+            shown.push_str(&c.to_string_lossy());
+            let opened = match &dir {
+                None => nf::open_dir(&self.root, c),
+                Some(d) => nf::open_dir(d, c),
+            };
+            match opened {
+                Ok(d) => dir = Some(d),
+                Err(e) => {
+                    ctx.out.refused.push(format!(
+                        "{shown} (on the way to core.hooksPath) is no longer a directory ({e}): \
+                         the hooks there were not checked"
+                    ));
+                    return;
+                }
+            }
+        }
+        let one = BTreeMap::from([(last.clone(), node.clone())]);
+        match &dir {
+            None => reconcile(&self.root, "", &one, false, ctx),
+            Some(d) => reconcile(d, &shown, &one, false, ctx),
+        }
     }
 
     /// `.git` is no longer the recorded directory (`now` is what is there): move whatever is
@@ -413,51 +382,63 @@ impl GitGuard {
     }
 }
 
-/// What [`GitGuard::restore`] found and did.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Restored {
-    /// Paths the run changed (added, modified, deleted, replaced), relative to the repository,
-    /// put back as they were.
-    pub(crate) changed: Vec<String>,
-    /// Paths that could not be put back, with why.
-    pub(crate) failed: Vec<String>,
-    /// What was found changed and could not be made as before, with why (nothing was written
-    /// through it).
-    pub(crate) refused: Vec<String>,
-    /// Why new files were not looked for.
-    pub(crate) incomplete: Option<String>,
-}
-
-impl Restored {
-    /// Nothing to report.
-    pub(crate) fn is_clean(&self) -> bool {
-        self.changed.is_empty() && self.failed.is_empty() && self.refused.is_empty()
-    }
-
-    /// Add what a later look found.
-    pub(crate) fn merge(&mut self, later: Self) {
-        for (to, from) in [
-            (&mut self.changed, later.changed),
-            (&mut self.failed, later.failed),
-            (&mut self.refused, later.refused),
-        ] {
-            for item in from {
-                if !to.contains(&item) {
-                    to.push(item);
-                }
-            }
-        }
-        self.changed.sort();
-        if self.incomplete.is_none() {
-            self.incomplete = later.incomplete;
+/// `core.hooksPath` from the recorded `.git/config`, as components from `repo_root`, when it
+/// names a directory inside the repository other than `.git/hooks` (git takes a relative path
+/// from the top of the work tree).
+fn hooks_path_in(repo_root: &Path, tree: &BTreeMap<OsString, Node>) -> Option<Vec<OsString>> {
+    let Some(Node::File(config)) = tree.get(OsStr::new("config")) else {
+        return None;
+    };
+    let value = crate::run::git_dir::settings(&config.bytes)
+        .into_iter()
+        .rev()
+        .find(|(section, key, _)| section == "core" && key == "hookspath")
+        .map(|(_, _, v)| v.trim_matches('"').to_owned())?;
+    let path = Path::new(&value);
+    let rel = if path.is_absolute() {
+        path.strip_prefix(repo_root).ok()?.to_path_buf()
+    } else {
+        path.to_path_buf()
+    };
+    let mut components = Vec::new();
+    for c in rel.components() {
+        match c {
+            std::path::Component::Normal(n) => components.push(n.to_owned()),
+            std::path::Component::CurDir => {}
+            // `..` or a root: outside the repository, which a run cannot write
+            _ => return None,
         }
     }
+    let is_default = components.len() == 2 && components[0] == ".git" && components[1] == "hooks";
+    (!components.is_empty() && !is_default).then_some(components)
 }
 
-fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+/// Record the directory at `components` from `root` (each opened without following a symlink)
+/// as a whole tree; `None` when a directory on the way is not there.
+fn record_hooks_path(
+    root: &OwnedFd,
+    components: &[OsString],
+    budget: &mut Budget,
+    cache: &RecordCache,
+    now: i64,
+) -> Option<Node> {
+    let (last, parents) = components.split_last()?;
+    let mut dir: Option<OwnedFd> = None;
+    for c in parents {
+        let next = match &dir {
+            None => nf::open_dir(root, c),
+            Some(d) => nf::open_dir(d, c),
+        };
+        dir = Some(next.ok()?);
+    }
+    let parent = dir.as_ref().unwrap_or(root);
+    Some(match nf::stat_at(parent, last).ok()? {
+        None => Node::Absent,
+        Some(st) if Kind::of(&st) == Kind::Dir => {
+            record_tree(parent, last, &st, budget, cache, now)
+        }
+        Some(st) => record_entry(parent, last, Kind::of(&st), &st, budget, cache, now),
+    })
 }
 
 /// Record `names` in `dir` (a directory `info` or `hooks` inside, as their own lists say).
@@ -500,227 +481,6 @@ fn record_names(
     out
 }
 
-/// Record a directory whose every entry is guarded (`hooks`), with everything under it.
-fn record_tree(
-    parent: &OwnedFd,
-    name: &OsStr,
-    st: &FileStat,
-    budget: &mut Budget,
-    cache: &RecordCache,
-    now: i64,
-) -> Node {
-    if budget.dirs == 0 {
-        budget.incomplete = Some(format!("more than {MAX_DIRS} directories under .git"));
-        return Node::Other;
-    }
-    budget.dirs -= 1;
-    let Ok(dir) = nf::open_dir(parent, name) else {
-        return Node::Other;
-    };
-    let mut children = BTreeMap::new();
-    let (names, more) = nf::list(&dir, MAX_FILES * 2).unwrap_or_default();
-    if more {
-        budget.incomplete = Some(format!("more than {MAX_FILES} files under .git"));
-    }
-    for n in names {
-        let Ok(Some(st)) = nf::stat_at(&dir, &n) else {
-            continue;
-        };
-        let node = match Kind::of(&st) {
-            Kind::Dir => record_tree(&dir, &n, &st, budget, cache, now),
-            kind => record_entry(&dir, &n, kind, &st, budget, cache, now),
-        };
-        children.insert(n, node);
-    }
-    Node::Dir {
-        mode: st.st_mode & 0o7777,
-        whole: true,
-        children,
-    }
-}
-
-/// Record one entry that is not a directory.
-fn record_entry(
-    dir: &OwnedFd,
-    name: &OsStr,
-    kind: Kind,
-    st: &FileStat,
-    budget: &mut Budget,
-    cache: &RecordCache,
-    now: i64,
-) -> Node {
-    match kind {
-        Kind::File => {
-            let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
-            if budget.files == 0 || size > budget.bytes {
-                budget.incomplete = Some(format!(
-                    "more than {MAX_FILES} files or {} MiB under .git",
-                    MAX_BYTES / 1024 / 1024
-                ));
-                return Node::Other;
-            }
-            match cache.read(dir, name, st, now) {
-                Some(entry) => {
-                    budget.files -= 1;
-                    budget.bytes = budget.bytes.saturating_sub(entry.bytes.len() as u64);
-                    Node::File(entry)
-                }
-                None => Node::Other,
-            }
-        }
-        Kind::Symlink => nf::read_link_at(dir, name).map_or(Node::Other, Node::Symlink),
-        Kind::Dir | Kind::Other => Node::Other,
-    }
-}
-
-/// The regular file `name` in `dir`, not followed: content, mode, stamp.
-fn read(dir: &OwnedFd, name: &OsStr) -> Option<Entry> {
-    let (bytes, st) = nf::read_at(dir, name, MAX_BYTES).ok()??;
-    Some(Entry {
-        bytes: bytes.into(),
-        mode: st.st_mode & 0o7777,
-        stamp: Stamp::of(&st),
-    })
-}
-
-fn same_content(a: &Entry, b: &Entry) -> bool {
-    a.bytes == b.bytes && a.mode == b.mode
-}
-
-/// Where [`reconcile`] reports.
-struct Ctx<'a> {
-    out: &'a mut Restored,
-    recorded_at: i64,
-    /// The record saw everything: entries it did not see may be removed.
-    complete: bool,
-}
-
-/// Make the guarded entries of `dir` (shown as `shown`) what `recorded` says; with `whole`, also
-/// remove every entry not recorded.
-fn reconcile(
-    dir: &OwnedFd,
-    shown: &str,
-    recorded: &BTreeMap<OsString, Node>,
-    whole: bool,
-    ctx: &mut Ctx<'_>,
-) {
-    let path = |name: &OsStr| format!("{shown}/{}", name.to_string_lossy());
-    if whole && ctx.complete {
-        match nf::list(dir, MAX_FILES * 4) {
-            Ok((names, _)) => {
-                for n in names {
-                    if recorded.contains_key(&n) {
-                        continue;
-                    }
-                    ctx.out.changed.push(path(&n));
-                    let mut budget = REMOVE_BUDGET;
-                    if let Err(e) = nf::remove_at(dir, &n, &mut budget) {
-                        ctx.out.failed.push(format!("{}: {e}", path(&n)));
-                    }
-                }
-            }
-            Err(e) => ctx.out.failed.push(format!("{shown}: {e}")),
-        }
-    }
-    for (name, node) in recorded {
-        let now = match nf::stat_at(dir, name) {
-            Ok(now) => now,
-            Err(e) => {
-                ctx.out.failed.push(format!("{}: {e}", path(name)));
-                continue;
-            }
-        };
-        let now_kind = now.as_ref().map(Kind::of);
-        match node {
-            Node::Other => {}
-            Node::Absent => {
-                if now.is_some() {
-                    ctx.out.changed.push(path(name));
-                    let mut budget = REMOVE_BUDGET;
-                    if let Err(e) = nf::remove_at(dir, name, &mut budget) {
-                        ctx.out.failed.push(format!("{}: {e}", path(name)));
-                    }
-                }
-            }
-            Node::File(before) => {
-                let untouched = before.stamp.settled(ctx.recorded_at)
-                    && now.as_ref().is_some_and(|st| {
-                        Kind::of(st) == Kind::File && Stamp::of(st) == before.stamp
-                    });
-                if untouched
-                    || (now_kind == Some(Kind::File)
-                        && read(dir, name).is_some_and(|e| same_content(&e, before)))
-                {
-                    continue;
-                }
-                ctx.out.changed.push(path(name));
-                if let Err(e) = replace_with_file(dir, name, before) {
-                    ctx.out.failed.push(format!("{}: {e}", path(name)));
-                }
-            }
-            Node::Symlink(target) => {
-                if now_kind == Some(Kind::Symlink)
-                    && nf::read_link_at(dir, name).is_ok_and(|t| t == *target)
-                {
-                    continue;
-                }
-                ctx.out.changed.push(path(name));
-                let mut budget = REMOVE_BUDGET;
-                if let Err(e) = nf::remove_at(dir, name, &mut budget)
-                    .and_then(|()| nf::symlink_at(dir, name, target))
-                {
-                    ctx.out.failed.push(format!("{}: {e}", path(name)));
-                }
-            }
-            Node::Dir {
-                mode,
-                whole: inner_whole,
-                children,
-            } => {
-                let remade = now_kind != Some(Kind::Dir);
-                let opened = if !remade {
-                    nf::open_dir(dir, name)
-                } else {
-                    // gone, or a symlink (to `~/precious`), a file, a FIFO in its place: that
-                    // entry goes (never followed), and the directory is made again
-                    ctx.out.changed.push(path(name));
-                    let mut budget = REMOVE_BUDGET;
-                    nf::remove_at(dir, name, &mut budget)
-                        .and_then(|()| nf::make_dir_at(dir, name, *mode))
-                };
-                match opened {
-                    Ok(sub) => {
-                        let shown = path(name);
-                        let reported = ctx.out.changed.len();
-                        reconcile(&sub, &shown, children, *inner_whole, ctx);
-                        if remade {
-                            // the directory was made again: its files are not news of their own
-                            let inner = format!("{shown}/");
-                            let mut i = reported;
-                            while i < ctx.out.changed.len() {
-                                if ctx.out.changed[i].starts_with(&inner) {
-                                    ctx.out.changed.remove(i);
-                                } else {
-                                    i += 1;
-                                }
-                            }
-                        }
-                    }
-                    Err(e) => ctx.out.failed.push(format!("{}: {e}", path(name))),
-                }
-            }
-        }
-    }
-}
-
-/// Put `entry` back as `name` in `dir`: whatever is there (a symlink, a directory, another
-/// file) goes first, never followed.
-fn replace_with_file(dir: &OwnedFd, name: &OsStr, entry: &Entry) -> std::io::Result<()> {
-    let mut budget = REMOVE_BUDGET;
-    nf::remove_at(dir, name, &mut budget)?;
-    nf::create_at(dir, name, &entry.bytes, entry.mode)
-}
-
 /// Clear `name` in `dir`: a symlink or a file is removed; a directory (a planted git directory,
 /// say) is renamed aside in the same directory, reported, never deleted with what it holds.
 fn set_aside_or_remove(
@@ -754,6 +514,7 @@ mod tests {
     use pretty_assertions::assert_eq;
     use std::os::unix::fs::PermissionsExt as _;
     use std::path::PathBuf;
+    use std::sync::Arc;
 
     /// A fresh directory with a repository `repo/` (`.git/config`, two hooks) and a directory
     /// `outside/` the run must never see written.
@@ -944,6 +705,49 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// issue 29 item 5: husky v9 points `core.hooksPath` at `.husky/_` (ignored by git, so a
+    /// change there is in no `files_changed`).
+    #[test]
+    fn a_hooks_path_inside_the_repository_is_guarded_and_not_followed_out() {
+        let (dir, repo, outside) = world("hooks-path");
+        let before = contents(&outside);
+        std::fs::write(repo.join(".git/config"), "[core]\n\thooksPath = .husky/_\n").unwrap();
+        std::fs::create_dir_all(repo.join(".husky/_")).unwrap();
+        std::fs::write(repo.join(".husky/_/pre-commit"), "#!/bin/sh\nnpx lint\n").unwrap();
+        let guard = GitGuard::record(&repo, &RecordCache::default()).unwrap();
+        std::fs::write(repo.join(".husky/_/pre-commit"), "#!/bin/sh\ncurl evil\n").unwrap();
+        std::fs::write(
+            repo.join(".husky/_/post-checkout"),
+            "#!/bin/sh\ncurl evil\n",
+        )
+        .unwrap();
+        let restored = guard.restore();
+        assert_eq!(
+            restored.changed,
+            vec![
+                ".husky/_/post-checkout".to_owned(),
+                ".husky/_/pre-commit".to_owned()
+            ]
+        );
+        assert_eq!(
+            std::fs::read_to_string(repo.join(".husky/_/pre-commit")).unwrap(),
+            "#!/bin/sh\nnpx lint\n"
+        );
+        // the hooks directory swapped for a symlink out of the repository
+        std::fs::remove_dir_all(repo.join(".husky/_")).unwrap();
+        std::os::unix::fs::symlink(&outside, repo.join(".husky/_")).unwrap();
+        let restored = guard.restore();
+        assert_eq!(restored.changed, vec![".husky/_".to_owned()]);
+        assert_eq!(contents(&outside), before);
+        // a directory on the way swapped for a symlink: reported, not followed
+        std::fs::rename(repo.join(".husky"), repo.join("husky-moved")).unwrap();
+        std::os::unix::fs::symlink(&outside, repo.join(".husky")).unwrap();
+        let restored = guard.restore();
+        assert_eq!(restored.refused.len(), 1, "{restored:?}");
+        assert_eq!(contents(&outside), before);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn files_untouched_since_well_before_the_record_are_not_read_again_but_changes_are_seen() {
         let (dir, repo, _) = world("stamp");
@@ -1007,7 +811,7 @@ mod tests {
         let hooks = repo.join(".git/hooks");
         let cache = RecordCache::default();
         let hooks_fd = nf::open_dir(
-            &std::fs::File::open(repo.join(".git")).unwrap(),
+            std::fs::File::open(repo.join(".git")).unwrap(),
             OsStr::new("hooks"),
         )
         .unwrap();

@@ -24,6 +24,8 @@ use std::fmt;
 const OID_LEN: usize = 20;
 /// Length of an entry without extended flags and path: 10 × 32 bits, oid, 16-bit flags.
 const ENTRY_FIXED_LEN: usize = 40 + OID_LEN + 2;
+/// Flags bit: "assume valid" (`git update-index --assume-unchanged`).
+const FLAG_VALID: u16 = 0x8000;
 /// Flags bit: a second 16-bit flags field follows (version 3 and later).
 const FLAG_EXTENDED: u16 = 0x4000;
 /// Flags bits holding the path length; the mask itself means "0xFFF or more".
@@ -54,6 +56,8 @@ pub(crate) struct IndexEntry {
     pub(crate) intent_to_add: bool,
     /// Extended flag (v3+): the work tree file is not looked at.
     pub(crate) skip_worktree: bool,
+    /// Flag: git assumes the work tree file unchanged (`--assume-unchanged`).
+    pub(crate) assume_unchanged: bool,
 }
 
 /// The stat data cached in an entry, all as stored (32 bits, truncated by git).
@@ -326,6 +330,7 @@ fn parse_entry(
         },
         intent_to_add: extended & EXT_INTENT_TO_ADD != 0,
         skip_worktree,
+        assume_unchanged: flags & FLAG_VALID != 0,
     })
 }
 

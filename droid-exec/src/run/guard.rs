@@ -24,6 +24,19 @@
 //! end-of-file (the run's future dropped, or the front-end dead, SIGKILL included) kills the tree
 //! at once.
 //!
+//! A supervisor is only as good as droid's inability to end it: a SIGKILLed supervisor leaves
+//! the tree to init (or to the nearest subreaper above it), where only the marker sweep finds it,
+//! and misses what dropped the marker (`setsid env -i …`). So where the run is confined and the
+//! kernel has Landlock's scopes ([`crate::run::sandbox`], ABI 6), the engine starts the supervisor
+//! with `--scope` and the supervisor enforces a scope-only Landlock layer on droid between `fork`
+//! and `exec`: the supervisor stays in the run's domain, droid's tree is in one nested in it, and
+//! a process may signal only its own domain and those nested in it, so the supervisor signals
+//! droid's tree and droid's tree cannot signal (stop, kill) the supervisor. Without scopes (a
+//! kernel before Linux 6.12, `sandbox = "off"`, a provider confining itself) droid can still kill
+//! its supervisor: the engine then sees a supervisor dead of a signal it did not send, does not
+//! trust the tree gone, and sweeps the marker, which misses a process that dropped it; a cgroup
+//! leaf has no such gap.
+//!
 //! # The guardian: `guard <marker>`
 //! Verification commands run after droid, straight under the engine; a guardian covers them: it
 //! reads its stdin until end-of-file and then kills every process carrying the run's marker
@@ -134,6 +147,9 @@ const CONTROL_KILL: u8 = b'K';
 const TREE_BUDGET: Duration = Duration::from_secs(10);
 /// The exit code of a supervisor that could not start droid (the shell's "cannot execute").
 pub const SUPERVISOR_SPAWN_FAILED: u8 = 126;
+/// The supervisor's option that puts droid in a scope-only Landlock layer of its own (see the
+/// module docs).
+pub const SCOPE_FLAG: &str = "--scope";
 
 /// The engine's hold on droid's whole tree: either the control pipe of droid's supervisor (the
 /// child is the supervisor; dropping the pipe makes it kill the tree at once and exit), or the
@@ -193,8 +209,9 @@ impl TreeControl {
 /// Start `program args` (droid) under a supervisor run by `supervisor`
 /// (`<supervisor> guard <marker> -- <program> <args…>`), in `cwd`, with `env` (the marker is
 /// added by the supervisor, and kept out of its own environment), the supervisor and so droid's
-/// whole tree confined by `confine` ([`crate::run::sandbox`]). The child returned is the
-/// supervisor: droid's output on its stdout and stderr, droid's status as its own.
+/// whole tree confined by `confine` ([`crate::run::sandbox`]; where it is scoped, droid's side
+/// gets a scope-only layer of its own, [`SCOPE_FLAG`]). The child returned is the supervisor:
+/// droid's output on its stdout and stderr, droid's status as its own.
 ///
 /// # Errors
 /// [`EngineError::Spawn`] when the supervisor cannot be started.
@@ -205,6 +222,9 @@ pub(crate) fn start_supervised(
     confine: Option<&Confinement>,
 ) -> Result<(Child, TreeControl), EngineError> {
     let mut args: Vec<OsString> = vec![GUARD_COMMAND.into(), marker.into()];
+    if confine.is_some_and(Confinement::scoped) {
+        args.push(SCOPE_FLAG.into());
+    }
     if let Some(file) = &droid.stdin_file {
         args.extend(["--stdin".into(), file.clone().into_os_string()]);
     }
@@ -295,21 +315,25 @@ pub(crate) async fn stop(
     status
 }
 
-/// The supervisor's body (`droid-executor guard <marker> [--stdin FILE] -- <program> <args…>`):
-/// become a child subreaper, start `program` with this process's environment plus the marker,
-/// in this process's directory, its stdin `stdin_file` (else `/dev/null`), writing to this process's stdout and stderr; obey `control` (`T`:
+/// The supervisor's body (`droid-executor guard <marker> [--scope] [--stdin FILE] -- <program>
+/// <args…>`): become a child subreaper, start `program` with this process's environment plus the
+/// marker, in this process's directory, its stdin `stdin_file` (else `/dev/null`), writing to
+/// this process's stdout and stderr, with `scoped` in a scope-only Landlock layer of its own
+/// (nothing of its tree can signal this process); obey `control` (`T`:
 /// SIGTERM droid's group; `K`: SIGKILL the tree; end-of-file kills the tree); when `program` exits, kill and reap whatever
 /// is left of its tree. Returns `program`'s exit status and how many processes of the tree
 /// could not be ended.
 ///
 /// # Errors
 /// [`EngineError::InvalidMarker`] as for [`guard`]; [`EngineError::Spawn`] when `program`
-/// cannot be started or this process cannot become a subreaper.
+/// cannot be started (or, `scoped`, not in its own layer) or this process cannot become a
+/// subreaper.
 pub async fn supervise_tree<R: AsyncRead + Unpin>(
     marker: &str,
     program: PathBuf,
     args: Vec<OsString>,
     stdin_file: Option<PathBuf>,
+    scoped: bool,
     mut control: R,
 ) -> Result<(ExitStatus, usize), EngineError> {
     if marker.is_empty() || marker.contains(['=', '\0']) {
@@ -333,7 +357,7 @@ pub async fn supervise_tree<R: AsyncRead + Unpin>(
         stdin_file,
         detach_log: None,
     };
-    let mut child = spawn_inheriting(&spec)?;
+    let mut child = spawn_inheriting(&spec, scoped)?;
     let group = child.id();
     let mut buf = [0u8; 64];
     let mut owner_gone = false;
@@ -416,7 +440,7 @@ async fn end_tree(group: Option<u32>) -> usize {
 }
 
 /// The children of `pid`: the union of `/proc/<pid>/task/*/children` (each thread's).
-fn children_of(pid: u32) -> Vec<i32> {
+pub(crate) fn children_of(pid: u32) -> Vec<i32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };

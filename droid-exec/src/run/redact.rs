@@ -25,7 +25,7 @@ pub struct Redactor {
     exact_json: Vec<String>,
 }
 
-const MASK: &str = "[REDACTED]";
+pub(crate) const MASK: &str = "[REDACTED]";
 
 /// What a secret follows (matched without regard to ASCII case), and the shortest run of token
 /// characters after it that counts as one: a Factory key, a bearer token, or the value of a
@@ -87,7 +87,7 @@ const FACTORY_PLAIN: &[&str] = &[
 const MIN_EXACT: usize = 8;
 
 /// Whether variable `name` holds a credential.
-fn is_credential(name: &str) -> bool {
+pub(crate) fn is_credential(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     // `AUTHOR` (git's author variables) is a name, not a credential
     let words = upper.replace("AUTHOR", "");
@@ -161,6 +161,17 @@ impl Redactor {
         let mut r = Self::for_child_env(&cfg.env);
         r.exact.extend(cfg.redact.iter().cloned());
         Self::with_values(r.exact)
+    }
+
+    /// Whether `value` is, whole, one of the values this redactor hides wherever they appear
+    /// (a credential's value, a value the front-end named such as the bridge's token).
+    pub(crate) fn hides_value(&self, value: &str) -> bool {
+        self.exact.iter().any(|v| v == value)
+    }
+
+    /// The values hidden wherever they appear, longest first.
+    pub(crate) fn values(&self) -> &[String] {
+        &self.exact
     }
 
     /// `text` with secrets replaced.

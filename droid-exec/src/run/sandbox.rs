@@ -12,6 +12,17 @@
 //! nothing (it reads `/proc`, signals and reaps), and everything it starts inherits the domain,
 //! so no rule has to cross a process boundary.
 //!
+//! Where the kernel has Landlock's scopes (ABI 6, Linux 6.12), the same ruleset also scopes
+//! signals and abstract Unix sockets ([`SCOPE_ABI`]): a confined process may signal, and connect
+//! to an abstract socket of, only processes in its own domain or one nested in it. So a run
+//! cannot stop or kill the front-ends, other runs or the user's processes, nor talk to their
+//! abstract sockets; the engine, outside the run's domain (in none, or in one the run's is
+//! nested in), still signals the run. Under a supervisor, droid gets one more layer, scopes only
+//! ([`scope_ruleset`]), enforced by the supervisor between `fork` and `exec` of droid: the
+//! supervisor is then outside droid's domain, and droid's tree cannot signal (stop, kill) the
+//! process that ends it. Without scopes (ABI 1 to 5, or `sandbox = "off"`), a run can signal any
+//! process of the user, its supervisor included (`doctor` says so).
+//!
 //! What a run may write ([`Writable`]): `repo_root`, the run's scratch directory (its `TMPDIR`),
 //! the system temp directory, the provider's own state ([`crate::providers::Provider::state_paths`]),
 //! the package caches builds and tests fill ([`CACHE_DIRS`], [`CACHE_FILES`]), the configured
@@ -111,6 +122,10 @@ pub const DEVICE_DIRS: &[&str] = &["/dev/pts", "/dev/shm"];
 /// The newest ABI whose file-system rights this code asks for (`IOCTL_DEV`); newer ABIs add no
 /// write right.
 const FS_ABI: ABI = ABI::V5;
+
+/// The first Landlock ABI with scopes (Linux 6.12): signals and abstract Unix sockets limited to
+/// the sender's own domain and those nested in it.
+pub const SCOPE_ABI: u32 = 6;
 
 /// The Landlock ABI the running kernel offers, `None` without Landlock (not built in, or not
 /// enabled at boot). A few version queries (`landlock_create_ruleset` with the version flag), no
@@ -260,8 +275,15 @@ impl Confinement {
         &self.paths
     }
 
+    /// Whether the run's signals and abstract Unix sockets are scoped too (the kernel has
+    /// [`SCOPE_ABI`]).
+    pub fn scoped(&self) -> bool {
+        self.abi >= SCOPE_ABI
+    }
+
     /// The ruleset for one child, ready to be enforced between `fork` and `exec`
-    /// ([`RulesetCreated::restrict_self`]).
+    /// ([`RulesetCreated::restrict_self`]): the write rules, and the scopes where the kernel
+    /// has them ([`Confinement::scoped`]).
     ///
     /// # Errors
     /// When the kernel refuses to create the ruleset or a rule (a path that vanished since
@@ -269,11 +291,11 @@ impl Confinement {
     pub fn ruleset(&self) -> std::io::Result<RulesetCreated> {
         let failed = |e: landlock::RulesetError| std::io::Error::other(e.to_string());
         let write = AccessFs::from_write(FS_ABI);
-        let mut rules = Ruleset::default()
-            .handle_access(write)
-            .map_err(failed)?
-            .create()
-            .map_err(failed)?;
+        let mut rules = Ruleset::default().handle_access(write).map_err(failed)?;
+        if self.scoped() {
+            rules = rules.scope(Scope::from_all(ABI::V6)).map_err(failed)?;
+        }
+        let mut rules = rules.create().map_err(failed)?;
         for p in &self.paths {
             let Ok(fd) = PathFd::new(p) else { continue };
             // the crate reads the descriptor's type and, best effort, keeps only the file
@@ -284,6 +306,25 @@ impl Confinement {
         }
         Ok(rules.no_new_privs(true))
     }
+}
+
+/// A ruleset of scopes only (signals, abstract Unix sockets; no file-system right): the layer a
+/// run's supervisor adds on droid's side, so that the supervisor is outside droid's domain and
+/// droid's tree cannot signal it. Enforced between `fork` and `exec` like
+/// [`Confinement::ruleset`]; one `landlock_create_ruleset` to build.
+///
+/// # Errors
+/// When the kernel lacks scopes ([`SCOPE_ABI`]) or refuses the ruleset: the agent must not start
+/// with its supervisor within reach.
+pub fn scope_ruleset() -> std::io::Result<RulesetCreated> {
+    let failed = |e: landlock::RulesetError| std::io::Error::other(e.to_string());
+    Ok(Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .scope(Scope::from_all(ABI::V6))
+        .map_err(failed)?
+        .create()
+        .map_err(failed)?
+        .no_new_privs(true))
 }
 
 /// `/tmp` and `/var/tmp`, and the devices ([`DEVICE_FILES`], [`DEVICE_DIRS`]), resolved once per
@@ -466,6 +507,58 @@ mod tests {
                 "/srv/other/x".to_owned(),
             ]
         );
+    }
+
+    /// A child in a scoped layer (the run's ruleset, or the supervisor's scope-only layer for
+    /// droid) cannot signal this process, outside its domain; this process still signals it.
+    #[tokio::test]
+    async fn a_scoped_child_cannot_signal_out_of_its_domain_but_is_signalled() {
+        use crate::run::spawn::{SpawnSpec, spawn_confined, spawn_inheriting};
+        use std::os::unix::process::ExitStatusExt as _;
+        // the kernel's own answer, whatever this process's environment simulates
+        let Some(abi) = probe_abi().filter(|abi| *abi >= SCOPE_ABI) else {
+            assert!(scope_ruleset().is_err(), "scopes on a kernel before ABI 6");
+            return;
+        };
+        let sh = |command: String| SpawnSpec {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), command.into()],
+            cwd: std::env::temp_dir(),
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            stdin_piped: false,
+            stdin_file: None,
+            detach_log: None,
+        };
+        let probe = sh(format!("kill -0 {} 2>/dev/null", std::process::id()));
+        let code =
+            |mut child: tokio::process::Child| async move { child.wait().await.unwrap().code() };
+        let w = Writable {
+            repo_root: std::env::temp_dir(),
+            ..Writable::default()
+        };
+        let confined = Confinement::resolve(abi, &w);
+        assert!(confined.scoped());
+        assert_eq!(
+            code(spawn_confined(&probe, Some(&confined)).unwrap()).await,
+            Some(1)
+        );
+        assert_eq!(code(spawn_inheriting(&probe, true).unwrap()).await, Some(1));
+        assert_eq!(
+            code(spawn_inheriting(&probe, false).unwrap()).await,
+            Some(0)
+        );
+        // below ABI 6 the same rules scope nothing
+        let unscoped = Confinement::resolve(5, &w);
+        assert!(!unscoped.scoped());
+        assert_eq!(
+            code(spawn_confined(&probe, Some(&unscoped)).unwrap()).await,
+            Some(0)
+        );
+
+        let mut held = spawn_inheriting(&sh("exec sleep 30".into()), true).unwrap();
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(held.id().unwrap()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        assert_eq!(held.wait().await.unwrap().signal(), Some(15));
     }
 
     #[test]

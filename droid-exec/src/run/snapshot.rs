@@ -275,7 +275,32 @@ pub(crate) struct Changes {
     pub incomplete: Option<String>,
 }
 
+/// What the index said before the run about the flags that hide a file from `git status`: the
+/// paths git assumes unchanged (skip-worktree entries send the record to git, so there are none
+/// in an in-process record), and when the index was written.
+#[derive(Debug, Clone)]
+pub(crate) struct IndexFlags {
+    pub(crate) assumed: Vec<Vec<u8>>,
+    pub(crate) mtime: (i64, i64),
+}
+
 impl Snapshot {
+    /// The index flags of an in-process record of a work tree whose top level is the root
+    /// (`root/.git` is its git directory, the one [`crate::run::git_guard`] holds).
+    pub(crate) fn index_flags(&self) -> Option<IndexFlags> {
+        match &self.kind {
+            Kind::Scan(t)
+                if t.dirs.prefix.is_empty() && t.dirs.git_dir == self.root.join(".git") =>
+            {
+                Some(IndexFlags {
+                    assumed: t.tracked.assumed.clone(),
+                    mtime: t.tracked.index_mtime(),
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// Record the working tree below `root`.
     ///
     /// `root` is the absolute repository root (may be a subdirectory of a git work tree, or not
@@ -866,7 +891,7 @@ enum Located {
 
 /// One finished git command.
 #[derive(Debug)]
-struct GitRun {
+pub(crate) struct GitRun {
     /// What ran, for messages (`git` and the `-c` settings left out).
     args: String,
     /// Exited 0.
@@ -879,7 +904,7 @@ struct GitRun {
 
 impl GitRun {
     /// Stdout of a successful run, else [`EngineError::Git`].
-    fn into_stdout(self) -> Result<Vec<u8>, EngineError> {
+    pub(crate) fn into_stdout(self) -> Result<Vec<u8>, EngineError> {
         if self.success {
             Ok(self.stdout)
         } else {
@@ -897,7 +922,7 @@ impl GitRun {
 
 /// Run `git <GIT_CONFIG> <args>` in `root` with `env` (plus a marker and the C locale, so that
 /// messages we recognise are in English).
-async fn git(
+pub(crate) async fn git(
     root: &Path,
     env: &[(OsString, OsString)],
     args: &[OsString],

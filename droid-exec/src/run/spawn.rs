@@ -16,7 +16,8 @@
 //! `kill_on_drop` nor a parent-death signal, because it must outlive the front-end that started
 //! it; a run's *supervisor* (`spawn_supervisor`) keeps its own group and pipes, but gets no
 //! parent-death signal and no `kill_on_drop` either, for the same reason; and droid started by that supervisor (`spawn_inheriting`)
-//! writes straight to the supervisor's stdout and stderr.
+//! writes straight to the supervisor's stdout and stderr, in a Landlock layer of its own where
+//! the run is scoped ([`crate::run::sandbox`]: droid's tree cannot signal the supervisor).
 //!
 //! The parent-death signal is per *thread* on Linux: it fires when the thread that called `fork`
 //! exits. Children are spawned from async code, that is from a tokio worker thread (or the
@@ -31,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use landlock::RulesetCreated;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -109,7 +111,7 @@ pub(crate) fn spawn_confined(
     } else {
         Tie::Owned
     };
-    spawn_tied(spec, tie, confine)
+    spawn_tied(spec, tie, ruleset(spec, confine)?)
 }
 
 /// Start a run's supervisor ([`crate::run::guard::supervise_tree`]): its own process group, its stdin,
@@ -124,33 +126,53 @@ pub(crate) fn spawn_supervisor(
     spec: &SpawnSpec,
     confine: Option<&Confinement>,
 ) -> Result<Child, EngineError> {
-    spawn_tied(spec, Tie::Supervisor, confine)
+    spawn_tied(spec, Tie::Supervisor, ruleset(spec, confine)?)
 }
 
 /// Start the agent from its supervisor: [`spawn`], but writing to this process's own stdout and
-/// stderr (`detach_log` ignored).
+/// stderr (`detach_log` ignored). `scoped`: the agent gets a Landlock layer of scopes only
+/// ([`crate::run::sandbox::scope_ruleset`]) on top of the supervisor's domain, so that nothing
+/// it starts can signal the supervisor.
 ///
 /// # Errors
-/// [`EngineError::Spawn`] when the program cannot be started.
-pub(crate) fn spawn_inheriting(spec: &SpawnSpec) -> Result<Child, EngineError> {
-    spawn_tied(spec, Tie::Inherit, None)
+/// [`EngineError::Spawn`] when the scopes cannot be built or enforced, or the program cannot be
+/// started.
+pub(crate) fn spawn_inheriting(spec: &SpawnSpec, scoped: bool) -> Result<Child, EngineError> {
+    let rules = scoped
+        .then(crate::run::sandbox::scope_ruleset)
+        .transpose()
+        .map_err(|source| EngineError::Spawn {
+            program: spec.program.display().to_string(),
+            source,
+        })?;
+    spawn_tied(spec, Tie::Inherit, rules)
 }
 
+/// The ruleset of `confine`, built here, in the parent: the child only enforces it.
+fn ruleset(
+    spec: &SpawnSpec,
+    confine: Option<&Confinement>,
+) -> Result<Option<RulesetCreated>, EngineError> {
+    confine
+        .map(Confinement::ruleset)
+        .transpose()
+        .map_err(|source| EngineError::Spawn {
+            program: spec.program.display().to_string(),
+            source,
+        })
+}
+
+/// Start `spec` tied as `tie` says, enforcing `ruleset` (built by the caller) in the child.
 #[allow(clippy::disallowed_methods)] // the one spawn site
 fn spawn_tied(
     spec: &SpawnSpec,
     tie: Tie,
-    confine: Option<&Confinement>,
+    mut ruleset: Option<RulesetCreated>,
 ) -> Result<Child, EngineError> {
     let failed = |source| EngineError::Spawn {
         program: spec.program.display().to_string(),
         source,
     };
-    // built here, in the parent: the child only enforces it
-    let mut ruleset = confine
-        .map(Confinement::ruleset)
-        .transpose()
-        .map_err(failed)?;
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .current_dir(&spec.cwd)
@@ -238,7 +260,7 @@ fn in_child(tie: Tie, parent: Pid) -> std::io::Result<()> {
 /// Enforce `rules` on this (child) process: `no_new_privs`, then `landlock_restrict_self`. A
 /// ruleset the kernel did not enforce fails the spawn (ENOSYS): a run that was to be confined
 /// never runs unconfined.
-fn confine_self(rules: landlock::RulesetCreated) -> std::io::Result<()> {
+fn confine_self(rules: RulesetCreated) -> std::io::Result<()> {
     match rules.restrict_self() {
         Ok(status) if status.ruleset != landlock::RulesetStatus::NotEnforced => Ok(()),
         Ok(_) => Err(std::io::Error::from_raw_os_error(nix::libc::ENOSYS)),

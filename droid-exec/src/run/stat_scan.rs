@@ -239,13 +239,19 @@ pub(crate) struct Tracked {
     list: Vec<(Vec<u8>, Option<Entry>)>,
     /// When the index was last written (an entry's stat is trusted only for files older).
     index_mtime: (i64, i64),
+    /// The paths git was told to assume unchanged (`--assume-unchanged`), sorted.
+    pub(crate) assumed: Vec<Vec<u8>>,
 }
 
 impl Tracked {
     /// The tracked paths of `index` (sorted, as git writes it), written at `index_mtime`.
     pub(crate) fn new(index: Index, index_mtime: (i64, i64)) -> Self {
         let mut list: Vec<(Vec<u8>, Option<Entry>)> = Vec::with_capacity(index.entries.len());
+        let mut assumed = Vec::new();
         for e in index.entries {
+            if e.assume_unchanged {
+                assumed.push(e.path.clone());
+            }
             let clean = (e.stage == 0 && !e.intent_to_add).then_some((e.mode, e.oid, e.stat));
             match list.last_mut() {
                 // the stages of a path in conflict follow each other
@@ -261,7 +267,17 @@ impl Tracked {
             list.sort_by(|a, b| a.0.cmp(&b.0));
             list.dedup_by(|a, b| a.0 == b.0);
         }
-        Self { list, index_mtime }
+        assumed.sort();
+        Self {
+            list,
+            index_mtime,
+            assumed,
+        }
+    }
+
+    /// When the index was last written.
+    pub(crate) fn index_mtime(&self) -> (i64, i64) {
+        self.index_mtime
     }
 
     /// How many paths are tracked.

@@ -8,6 +8,10 @@
 //! does not delay the run; `setsid` children are in the leaf too). Without one, its process group
 //! is killed, then everything carrying its marker (`<run marker>-verify-<i>`, `setsid` children
 //! included) is swept.
+//!
+//! The commands run code the agent wrote (a test file, a build script), so their environment is
+//! the run's without any credential ([`command_env`]): not the run's provider's, nor another's,
+//! nor a token of ours, whatever the caller's environment.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -20,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use std::sync::Arc;
 
 use crate::run::cgroup::{END_BUDGET, Host};
-use crate::run::redact::Redactor;
+use crate::run::redact::{Redactor, is_credential};
 use crate::run::sandbox::Confinement;
 use crate::run::spawn::{SpawnSpec, capture_confined};
 use crate::run::sweep::MARKER_VAR;
@@ -72,8 +76,7 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
             continue;
         }
         let marker = format!("{}-verify-{i}", plan.marker);
-        let mut env = plan.env.to_vec();
-        env.retain(|(k, _)| k != MARKER_VAR);
+        let mut env = command_env(plan.env, plan.redact);
         env.push((MARKER_VAR.into(), marker.clone().into()));
         let spec = SpawnSpec {
             program: "/bin/sh".into(),
@@ -160,6 +163,40 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
     }
 }
 
+/// Our own variables' prefix: the settings, and the bridge's token (`DROID_EXECUTOR_TOKEN`).
+const OUR_PREFIX: &str = "DROID_EXECUTOR_";
+
+/// The environment of a verification command, from the run's `env`: whatever the run's provider
+/// and whatever the caller's environment, no credential of any provider and no token of ours.
+/// Left out are
+/// - every provider's own variables ([`crate::providers::all_env_names`]: keys, endpoints and
+///   configuration directories), the run's own provider's included;
+/// - every `DROID_EXECUTOR_*` variable (our settings, the bridge's token; the command's marker,
+///   `DROID_EXECUTOR_RUN_ID`, is set again by [`verify`]);
+/// - every variable whose name says it holds a credential (`KEY`, `TOKEN`, `SECRET`,
+///   `PASSWORD`, `PASSWD`, `CREDENTIAL`, `AUTH`, `COOKIE`: the redactor's rule), so a key listed
+///   in `env_passthrough` for an agent (`OPENROUTER_API_KEY` for OpenCode) stays the agent's;
+/// - every variable whose whole value the redactor hides (the bridge's token under any name).
+///
+/// The rest (`PATH`, `HOME`, locale, proxies, toolchain homes, `TMPDIR`, the other names of
+/// `env_passthrough`) is passed as it is.
+pub(crate) fn command_env(
+    env: &[(OsString, OsString)],
+    redact: &Redactor,
+) -> Vec<(OsString, OsString)> {
+    let providers = crate::providers::all_env_names();
+    env.iter()
+        .filter(|(name, value)| {
+            let name = name.to_string_lossy();
+            !(name.starts_with(OUR_PREFIX)
+                || providers.iter().any(|p| p.contains(&name))
+                || is_credential(&name)
+                || value.to_str().is_some_and(|v| redact.hides_value(v)))
+        })
+        .cloned()
+        .collect()
+}
+
 fn not_run(cmd: &ShellCommand, why: &str) -> CommandRun {
     CommandRun {
         command: cmd.as_str().to_owned(),
@@ -169,5 +206,97 @@ fn not_run(cmd: &ShellCommand, why: &str) -> CommandRun {
         stderr_excerpt: why.to_owned(),
         source: CommandSource::Verify,
         truncated: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use droid_contract::ProviderId;
+    use pretty_assertions::assert_eq;
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        list.iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect()
+    }
+
+    fn names(env: &[(OsString, OsString)]) -> Vec<String> {
+        env.iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn verification_gets_no_credential_of_any_provider_and_no_token_of_ours() {
+        let bridge_token = "bridge-token-0123456789";
+        let redact = Redactor::for_config(&crate::EngineConfig {
+            redact: vec![bridge_token.to_owned()],
+            ..crate::Settings::default().engine_config(&crate::EnvMap::new())
+        });
+        let env = pairs(&[
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/home/u"),
+            ("LANG", "C.UTF-8"),
+            ("TMPDIR", "/tmp/run/tmp"),
+            ("HTTPS_PROXY", "http://proxy:3128"),
+            ("CARGO_HOME", "/home/u/.cargo"),
+            ("RUST_LOG", "info"),
+            ("FACTORY_API_KEY", "fk-0123456789abcdef"),
+            ("FACTORY_HOME", "/home/u/.factory"),
+            ("OPENAI_API_KEY", "sk-openai-0123456789"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+            ("CODEX_API_KEY", "codex-0123456789"),
+            ("CODEX_HOME", "/home/u/.codex"),
+            ("ANTHROPIC_API_KEY", "sk-ant-0123456789"),
+            ("ANTHROPIC_AUTH_TOKEN", "ant-token-0123456789"),
+            ("CLAUDE_CODE_OAUTH_TOKEN", "oauth-0123456789"),
+            ("GEMINI_API_KEY", "gemini-0123456789"),
+            ("GOOGLE_API_KEY", "google-0123456789"),
+            ("GOOGLE_APPLICATION_CREDENTIALS", "/home/u/adc.json"),
+            ("OPENCODE_CONFIG_CONTENT", "{}"),
+            // listed in env_passthrough for an agent
+            ("OPENROUTER_API_KEY", "or-0123456789"),
+            ("AWS_SECRET_ACCESS_KEY", "aws-0123456789"),
+            // ours
+            ("DROID_EXECUTOR_TOKEN", bridge_token),
+            ("DROID_EXECUTOR_RUN_ID", "run-1"),
+            ("BRIDGE", bridge_token),
+        ]);
+        assert_eq!(
+            names(&command_env(&env, &redact)),
+            [
+                "PATH",
+                "HOME",
+                "LANG",
+                "TMPDIR",
+                "HTTPS_PROXY",
+                "CARGO_HOME",
+                "RUST_LOG"
+            ]
+        );
+    }
+
+    #[test]
+    fn every_variable_a_provider_declares_is_left_out() {
+        let redact = Redactor::default();
+        for id in ProviderId::ALL {
+            let provider = crate::providers::provider(id);
+            let declared = provider.env_names();
+            let mut env: Vec<(OsString, OsString)> = declared
+                .exact
+                .iter()
+                .chain(provider.auth_vars())
+                .map(|n| ((*n).into(), "value".into()))
+                .collect();
+            env.extend(
+                declared
+                    .prefixes
+                    .iter()
+                    .map(|p| (format!("{p}ANY").into(), "value".into())),
+            );
+            env.push(("PATH".into(), "/bin".into()));
+            assert_eq!(names(&command_env(&env, &redact)), ["PATH"], "{id:?}");
+        }
     }
 }

@@ -11,9 +11,13 @@
 //! What the engine adds, as for a one-shot run: the working directory is checked against
 //! `allowed_roots` and resolved once; droid gets its own process group, a parent-death signal,
 //! the configured environment (no other provider's keys) and a marker variable that every
-//! process it starts inherits; each turn is measured from the repository ([`measure`]); what
-//! a turn started is ended when the turn ends ([`DroidSession::end_turn_processes`]); and
-//! closing a session ends droid and everything carrying its marker.
+//! process it starts inherits; droid is born in a cgroup leaf of the session, or runs under a
+//! supervisor that is a child subreaper ([`tree`]), so the session owns everything droid's tools
+//! start, `setsid` daemons included; what a turn started is ended when the turn ends, before
+//! the repository is measured ([`DroidSession::end_turn_processes`]); each turn is measured from
+//! the repository, what it changed under `.git` that git runs later put back ([`measure`]);
+//! what the client is sent is masked, across chunk boundaries too ([`mask`]); and closing a
+//! session ends droid and everything it started.
 //!
 //! Recorded behaviour this relies on (droid 0.225.2, interactive mode): `droid.initialize_session
 //! {machineId, cwd, modelId?, autonomyLevel?}` and `droid.load_session {sessionId}` (works
@@ -25,8 +29,10 @@
 
 pub mod event;
 pub mod history;
+pub mod mask;
 pub mod measure;
 pub mod tools;
+pub mod tree;
 pub mod wire;
 
 use std::collections::HashMap;
@@ -39,19 +45,22 @@ use std::time::Duration;
 use droid_contract::{HostCheck, ProviderId};
 use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 pub use event::{PermissionRequest, PermissionTool, SessionEvent};
+pub use tree::TurnEnded;
 
 use crate::host::FsFacts;
 use crate::providers;
 use crate::run::Engine;
+use crate::run::child::RunChild;
+use crate::run::guard::{self, TreeControl};
 use crate::run::lines::{Line, Lines, MAX_LINE_BYTES};
 use crate::run::sandbox::{self, Confinement, Writable};
 use crate::run::scratch::{Scratch, unique_id};
-use crate::run::spawn::{SpawnSpec, signal_group, spawn_confined};
+use crate::run::spawn::{SpawnSpec, signal_group};
 use crate::run::sweep::{self, MARKER_VAR};
+use crate::session::tree::{Fifo, Input};
 
 /// How long droid may take to open a session (it starts in ~0.4 s; a cold disk cache, much
 /// more).
@@ -138,13 +147,20 @@ pub struct Opened {
 
 type Pending = Arc<std::sync::Mutex<HashMap<String, oneshot::Sender<Result<Value, String>>>>>;
 
-/// A running droid session. Dropping it kills droid's process group; [`DroidSession::close`]
-/// also ends everything droid started.
+/// A running droid session. Dropping it kills droid and, in a leaf or under a supervisor,
+/// everything droid started; [`DroidSession::close`] ends them gracefully and waits for it.
 #[derive(Debug)]
 pub struct DroidSession {
-    stdin: Mutex<Option<ChildStdin>>,
-    child: Mutex<Option<Child>>,
+    stdin: Mutex<Option<Input>>,
+    /// droid's stdin by name until droid has read from it (see [`tree`]).
+    fifo: std::sync::Mutex<Option<Fifo>>,
+    child: Mutex<Option<RunChild>>,
+    /// Our hold on droid's whole tree (`None`: droid is our plain child; the marker sweep).
+    tree: Option<TreeControl>,
+    /// droid's pid, or its supervisor's.
     pid: Option<u32>,
+    /// Where the verification commands' cgroup leaves come from (`None`: the marker sweep).
+    leaves: Option<Arc<crate::run::cgroup::Host>>,
     pending: Pending,
     next_id: AtomicU64,
     marker: String,
@@ -230,7 +246,14 @@ impl Engine {
             stdin_file: None,
             detach_log: None,
         };
-        let mut child = spawn_confined(&spawn_spec, confinement.as_ref()).map_err(|e| match e {
+        let started = tree::start(
+            self,
+            &spawn_spec,
+            confinement.as_ref(),
+            &marker,
+            scratch.path(),
+        )
+        .map_err(|e| match e {
             crate::EngineError::Spawn { ref source, .. }
                 if source.kind() == std::io::ErrorKind::NotFound =>
             {
@@ -238,10 +261,10 @@ impl Engine {
             }
             other => SessionError::Spawn(other.to_string()),
         })?;
+        let mut child = started.child;
         let pid = child.id();
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take();
-        let stderr_pipe = child.stderr.take();
+        let stdout = child.take_stdout();
+        let stderr_pipe = child.take_stderr();
         let pending: Pending = Arc::default();
         let stderr = Arc::new(std::sync::Mutex::new(String::new()));
         let (tx, rx) = mpsc::channel(EVENTS);
@@ -252,9 +275,12 @@ impl Engine {
             tokio::spawn(keep_stderr(err, stderr.clone()));
         }
         let session = DroidSession {
-            stdin: Mutex::new(stdin),
+            stdin: Mutex::new(started.input),
+            fifo: std::sync::Mutex::new(started.fifo),
             child: Mutex::new(Some(child)),
+            tree: started.tree,
             pid,
+            leaves: self.leaf_host().cloned(),
             pending,
             next_id: AtomicU64::new(0),
             marker,
@@ -287,6 +313,8 @@ impl Engine {
                     .await
             }
         };
+        // droid answered: it reads its stdin, which needs no name any more
+        session.let_go_of_fifo();
         let result = match opened {
             Ok(r) => r,
             Err(e) => {
@@ -383,9 +411,26 @@ impl DroidSession {
         &self.marker
     }
 
-    /// droid's pid.
+    /// droid's pid, or its supervisor's.
     pub fn pid(&self) -> Option<u32> {
         self.pid
+    }
+
+    /// Whether the session owns droid's whole tree (a cgroup leaf or a supervisor), not only
+    /// what carries its marker.
+    pub fn owns_tree(&self) -> bool {
+        self.tree.is_some()
+    }
+
+    /// Where the verification commands' cgroup leaves come from.
+    pub(crate) fn leaves(&self) -> Option<&Arc<crate::run::cgroup::Host>> {
+        self.leaves.as_ref()
+    }
+
+    fn let_go_of_fifo(&self) {
+        if let Ok(mut f) = self.fifo.lock() {
+            f.take();
+        }
     }
 
     /// The last of what droid wrote on stderr (at most 8 KiB).
@@ -400,6 +445,7 @@ impl DroidSession {
         };
         let mut bytes = line.into_bytes();
         bytes.push(b'\n');
+        let stdin = &mut stdin.0;
         match stdin.write_all(&bytes).await {
             Ok(()) => stdin
                 .flush()
@@ -497,34 +543,65 @@ impl DroidSession {
         .await
     }
 
-    /// End what the last turn started and left running: every process carrying this
-    /// session's marker outside droid's own process group (droid runs each Execute command in
-    /// a new session, so a `sleep &` or a server it started lives there). droid itself and the
-    /// MCP servers it keeps in its group stay. Returns the pids killed.
-    pub async fn end_turn_processes(&self) -> Vec<i32> {
-        let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) else {
-            return Vec::new();
+    /// End what the turn started and left running, and wait until it is gone: every process
+    /// of droid's tree outside droid's own process group (droid runs each command in a session
+    /// of its own, so a `sleep &`, a server or a `setsid` daemon it started is there). droid
+    /// itself and what it keeps in its group (its MCP servers) stay. In a cgroup leaf or under a
+    /// supervisor, the tree is the leaf or the supervisor's descendants, however they left their
+    /// parents or their environment. Without either, what carries the session's marker is
+    /// killed, when `commands_ran` (a turn that ran no command started nothing; the search scans
+    /// every process of the machine).
+    pub async fn end_turn_processes(&self, commands_ran: bool) -> TurnEnded {
+        let Some(pid) = self.pid else {
+            return TurnEnded::default();
+        };
+        // droid (or its supervisor) gone: its pid may be another process's by now
+        let alive = match self.child.lock().await.as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        };
+        match &self.tree {
+            Some(tree) if alive => return tree::end_turn(tree, pid).await,
+            // without droid, nothing of its leaf stays
+            Some(TreeControl::Cgroup { leaf, .. }) => {
+                let killed = leaf.pids().map_or(0, |p| p.len());
+                let proven = leaf.end(crate::run::cgroup::END_BUDGET).await;
+                return TurnEnded {
+                    killed,
+                    left: usize::from(!proven),
+                };
+            }
+            // a supervisor exits once droid's tree is gone (or, killed, is swept at close)
+            Some(TreeControl::Supervisor(_)) => return TurnEnded::default(),
+            None => {}
+        }
+        if !commands_ran {
+            return TurnEnded::default();
+        }
+        let Ok(pid) = i32::try_from(pid) else {
+            return TurnEnded::default();
         };
         let marker = self.marker.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut killed = Vec::new();
+        let killed = tokio::task::spawn_blocking(move || {
+            let mut killed = std::collections::HashSet::new();
             // twice: a command's parent killed first can leave a child that was forking
             for _ in 0..2 {
                 for p in sweep::marked_pids(&marker) {
-                    if p == pid || process_group(p) == Some(pid) {
+                    if p == pid || tree::process_group(p) == Some(pid) {
                         continue;
                     }
                     let _ = nix::sys::signal::kill(
                         nix::unistd::Pid::from_raw(p),
                         nix::sys::signal::Signal::SIGKILL,
                     );
-                    killed.push(p);
+                    killed.insert(p);
                 }
             }
-            killed
+            killed.len()
         })
         .await
-        .unwrap_or_default()
+        .unwrap_or_default();
+        TurnEnded { killed, left: 0 }
     }
 
     /// Whether droid's process has exited.
@@ -537,39 +614,39 @@ impl DroidSession {
     }
 
     /// End the session: close droid's input, SIGTERM its group, SIGKILL after a grace, and
-    /// kill everything that still carries the session's marker. Idempotent.
+    /// end everything it started (its leaf killed and found empty, or its supervisor's tree;
+    /// without either, what still carries the session's marker). Idempotent.
     pub async fn close(&self) {
         drop(self.stdin.lock().await.take());
+        self.let_go_of_fifo();
         let child = self.child.lock().await.take();
-        if let Some(mut child) = child {
-            if let Some(pid) = child.id() {
-                signal_group(pid, nix::sys::signal::Signal::SIGTERM);
-                if tokio::time::timeout(CLOSE_GRACE, child.wait())
-                    .await
-                    .is_err()
-                {
-                    signal_group(pid, nix::sys::signal::Signal::SIGKILL);
-                    let _ = child.wait().await;
-                } else {
-                    signal_group(pid, nix::sys::signal::Signal::SIGKILL);
-                }
-            } else {
-                let _ = child.wait().await;
+        match (child, &self.tree) {
+            (Some(mut child), Some(tree)) => {
+                guard::stop(&mut child, tree, CLOSE_GRACE, &self.marker).await;
             }
+            (Some(mut child), None) => {
+                if let Some(pid) = child.id() {
+                    signal_group(pid, nix::sys::signal::Signal::SIGTERM);
+                    if tokio::time::timeout(CLOSE_GRACE, child.wait())
+                        .await
+                        .is_err()
+                    {
+                        signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+                        let _ = child.wait().await;
+                    } else {
+                        signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+                    }
+                } else {
+                    let _ = child.wait().await;
+                }
+                sweep::sweep(&self.marker, Duration::from_secs(3)).await;
+            }
+            (None, _) => {}
         }
-        sweep::sweep(&self.marker, Duration::from_secs(3)).await;
         if let Ok(mut p) = self.pending.lock() {
             p.clear();
         }
     }
-}
-
-/// The process group of `pid`, from `/proc/<pid>/stat` (field 5).
-fn process_group(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // the command name (field 2) may hold spaces and parentheses: fields follow the last `)`
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(2)?.parse().ok()
 }
 
 async fn read_events<R: tokio::io::AsyncBufRead + Unpin>(
@@ -619,7 +696,10 @@ async fn read_events<R: tokio::io::AsyncBufRead + Unpin>(
     let _ = tx.send(SessionEvent::Exited).await;
 }
 
-async fn keep_stderr(stderr: tokio::process::ChildStderr, keep: Arc<std::sync::Mutex<String>>) {
+async fn keep_stderr<R: tokio::io::AsyncRead + Unpin>(
+    stderr: R,
+    keep: Arc<std::sync::Mutex<String>>,
+) {
     let mut lines = Lines::new(BufReader::new(stderr), MAX_LINE_BYTES);
     while let Some(line) = lines.next().await {
         if let Line::Text(bytes) = line {

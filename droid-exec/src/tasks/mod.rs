@@ -26,6 +26,7 @@
 
 pub mod daemon;
 pub(crate) mod event_log;
+pub mod listener;
 pub mod lock;
 pub mod queue;
 pub mod store;
@@ -517,6 +518,56 @@ impl Tasks {
         Ok(self.survey(&filter).await?.tasks.into_iter().next())
     }
 
+    /// The most recently submitted task of `provider` whose repository is `dir`'s (the CLI's
+    /// `pend` without a task id): a task belongs to the repository its `repo_root` lies in
+    /// ([`repository_of`]), so a task of another repository is never taken for this one's.
+    /// Only the provider's newest [`LATEST_IN_REPOSITORY_WITHIN`] tasks are looked through, and
+    /// of those only `task.json` is read until the newest that belongs is found.
+    ///
+    /// # Errors
+    /// As [`Tasks::list`].
+    pub async fn latest_in_repository(
+        &self,
+        provider: ProviderId,
+        dir: &std::path::Path,
+    ) -> Result<Option<TaskRecord>, EngineError> {
+        let here = repository_of(dir);
+        let (keys, _) = self.store.newest_first()?;
+        // a task's repository, found once per distinct repo_root
+        let mut seen: Vec<(PathBuf, bool)> = Vec::new();
+        let mut mine: Vec<(u64, TaskKey)> = Vec::new();
+        for (_, key) in keys
+            .into_iter()
+            .filter(|(_, key)| key.provider() == provider)
+            .take(LATEST_IN_REPOSITORY_WITHIN)
+        {
+            // half-created, damaged or removed meanwhile: not a task to take
+            let Ok(meta) = self.store.meta(&key) else {
+                continue;
+            };
+            let belongs = match seen.iter().find(|(root, _)| *root == meta.repo_root) {
+                Some((_, belongs)) => *belongs,
+                None => {
+                    let belongs = repository_of(&meta.repo_root) == here;
+                    seen.push((meta.repo_root, belongs));
+                    belongs
+                }
+            };
+            if belongs {
+                mine.push((meta.seq, key));
+            }
+        }
+        // the latest submission first, as a listing orders them
+        mine.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        for (_, key) in mine {
+            // expired or damaged: the next one
+            if let Ok((_, rec)) = self.look(&key).await {
+                return Ok(Some(rec));
+            }
+        }
+        Ok(None)
+    }
+
     /// The task's stored request (secrets redacted).
     ///
     /// # Errors
@@ -828,6 +879,20 @@ impl Tasks {
             }
         }
     }
+}
+
+/// How many of a provider's newest tasks [`Tasks::latest_in_repository`] looks through: its
+/// cost stays bounded however long the store's history grows.
+pub const LATEST_IN_REPOSITORY_WITHIN: usize = 200;
+
+/// The repository `dir` is in: the nearest directory at or above it (symlinks resolved) that
+/// holds a `.git` entry, as git's own discovery finds a work tree; `dir` itself (resolved when it
+/// can be) when there is none. Nothing is spawned and no git file is read.
+pub fn repository_of(dir: &std::path::Path) -> PathBuf {
+    let real = crate::real_path::canonical(dir).unwrap_or_else(|_| dir.to_path_buf());
+    real.ancestors()
+        .find(|d| std::fs::symlink_metadata(d.join(".git")).is_ok())
+        .map_or_else(|| real.clone(), std::path::Path::to_path_buf)
 }
 
 /// How long ago the task was created, by the boot clock when its record has one: a wall-clock
@@ -1151,5 +1216,71 @@ mod tests {
             ..one
         };
         assert_eq!(st.ids(&after), ["droid-1700000400-aaaa"]);
+    }
+
+    #[test]
+    fn a_repositorys_latest_task_is_never_another_repositorys() {
+        use droid_contract::Status;
+        let st = TempStore::new("repos");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // `one` and `two` are repositories, `one/vendor/inner` one inside `one`, `loose` none
+        let one = st.root.join("w/one");
+        let inner = one.join("vendor/inner");
+        let two = st.root.join("w/two");
+        let loose = st.root.join("w/loose");
+        for dir in [
+            &one.join(".git"),
+            &inner.join(".git"),
+            &two.join(".git"),
+            &loose,
+        ] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::create_dir_all(one.join("src")).unwrap();
+        let in_repo = |id: &str, seq: u64, repo: &std::path::Path| {
+            let key = st.finished(id, seq, Status::Success);
+            let path = st.tasks.store.dir(&key).join("task.json");
+            let mut m: Meta = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            m.repo_root = repo.to_path_buf();
+            std::fs::write(&path, serde_json::to_vec(&m).unwrap()).unwrap();
+        };
+        in_repo("droid-1700000100-0001", 1, &one.join("src"));
+        in_repo("codex-1700000150-0002", 2, &one);
+        in_repo("droid-1700000200-0003", 3, &inner);
+        in_repo("droid-1700000300-0004", 4, &two);
+        let latest = |p: ProviderId, dir: &std::path::Path| {
+            rt.block_on(st.tasks.latest_in_repository(p, dir))
+                .unwrap()
+                .map(|r| r.task_id)
+        };
+        let id = |s: &str| Some(s.to_owned());
+        // the whole store's latest droid task is two's; one's is its own, from anywhere in it
+        assert_eq!(latest(ProviderId::Droid, &one), id("droid-1700000100-0001"));
+        assert_eq!(
+            latest(ProviderId::Droid, &one.join("src")),
+            id("droid-1700000100-0001")
+        );
+        assert_eq!(latest(ProviderId::Codex, &one), id("codex-1700000150-0002"));
+        assert_eq!(
+            latest(ProviderId::Droid, &inner),
+            id("droid-1700000200-0003")
+        );
+        assert_eq!(latest(ProviderId::Droid, &two), id("droid-1700000300-0004"));
+        assert_eq!(latest(ProviderId::Codex, &two), None);
+        assert_eq!(latest(ProviderId::Droid, &loose), None);
+        // only the provider's newest LATEST_IN_REPOSITORY_WITHIN tasks are looked through
+        for n in 0..LATEST_IN_REPOSITORY_WITHIN {
+            let seq = 10 + n as u64;
+            in_repo(
+                &format!("droid-{}-{:04x}", 1_700_001_000 + seq, n),
+                seq,
+                &two,
+            );
+        }
+        assert_eq!(latest(ProviderId::Droid, &one), None);
+        assert_eq!(latest(ProviderId::Codex, &one), id("codex-1700000150-0002"));
     }
 }

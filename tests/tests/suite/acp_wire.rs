@@ -959,8 +959,8 @@ async fn a_sessions_droid_cannot_write_outside_what_a_run_may() {
     let droid = real_droid();
     let repo = world.repo("confined");
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let outside = tests::droid_bin::workspace_root().join(format!(
-        "target/sandbox-tests/acp-{}-{}",
+    let outside = tests::non_root::outside_temp_base().join(format!(
+        "sandbox-tests/acp-{}-{}",
         std::process::id(),
         NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));

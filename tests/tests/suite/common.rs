@@ -37,6 +37,7 @@ pub fn engine(droid: PathBuf, env: Vec<(OsString, OsString)>, scratch: &Path) ->
         task_ttl: Duration::from_secs(24 * 3600),
         supervisor: None,
         cgroups: true,
+        limits: Default::default(),
         redact: Vec::new(),
     })
 }

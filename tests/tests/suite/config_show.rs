@@ -147,6 +147,8 @@ async fn lists_every_key_with_its_value_and_source() {
                 {"key": "sandbox", "value": "auto", "source": "default"},
                 {"key": "sandbox_writable", "value": [], "source": "default"},
                 {"key": "cgroups", "value": true, "source": "default"},
+                {"key": "max_pids", "value": 4096, "source": "default"},
+                {"key": "max_memory_mb", "value": 8192, "source": "default"},
                 {"key": "default_timeout", "value": 600, "source": "default"},
                 {"key": "task_ttl", "value": 86400, "source": "default"},
                 {"key": "excerpt_bytes", "value": 4096, "source": "default"},

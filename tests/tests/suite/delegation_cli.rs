@@ -219,8 +219,12 @@ async fn a_background_ask_prints_a_task_id_and_pend_prints_the_reply() {
     assert_eq!(none.code, Some(2), "{none:#?}");
     assert_eq!(
         none.stderr,
-        "droid-executor: no gemini tasks yet; start one with: droid-executor ask gemini \
-         \"MESSAGE\" --background\n"
+        format!(
+            "droid-executor: no gemini tasks yet in the repository {}; start one there with: \
+             droid-executor ask gemini \"MESSAGE\" --background (a task of another repository: \
+             droid-executor pend gemini TASK_ID)\n",
+            std::fs::canonicalize(w.repo()).unwrap().display()
+        )
     );
 }
 

@@ -248,12 +248,14 @@ async fn the_prompt_reaches_droid_only_through_a_private_file() {
     assert_eq!(record["cwd"], json!(root));
 
     // the environment is the engine's, TMPDIR replaced by the run's own, plus the run marker
+    // and the run's own task store (what droid delegates goes there, in its TMPDIR)
     let env = record["env"].as_object().unwrap();
     let names: BTreeSet<&str> = env.keys().map(String::as_str).collect();
     assert_eq!(
         names,
         BTreeSet::from([
             "DROID_EXECUTOR_RUN_ID",
+            "DROID_EXECUTOR_STORE_DIR",
             "FAKE_DROID_RECORD",
             "FAKE_DROID_SCENARIO",
             "LANG",
@@ -268,6 +270,10 @@ async fn the_prompt_reaches_droid_only_through_a_private_file() {
         }
     }
     let tmpdir = PathBuf::from(env["TMPDIR"].as_str().unwrap());
+    assert!(
+        PathBuf::from(env["DROID_EXECUTOR_STORE_DIR"].as_str().unwrap()).starts_with(&tmpdir),
+        "the run's store is not in its TMPDIR"
+    );
     assert!(
         tmpdir.starts_with(fake.scratch.path()),
         "droid's TMPDIR {} is not the run's",

@@ -23,12 +23,12 @@ use super::common::git;
 
 /// A world with a committed repository `~/repo` (hooks as `git init` makes them), files the run
 /// must never touch (`~/precious`, `~/.ssh/config`), and the fake droid playing `steps`.
-struct Hostile {
-    world: World,
+pub(super) struct Hostile {
+    pub(super) world: World,
 }
 
 impl Hostile {
-    fn new(name: &str, who: Who, steps: &Value) -> Hostile {
+    pub(super) fn new(name: &str, who: Who, steps: &Value) -> Hostile {
         let world = World::new(name, who).unwrap();
         let home = world.home();
         let repo = home.join("repo");
@@ -46,7 +46,7 @@ impl Hostile {
         std::fs::create_dir_all(&config).unwrap();
         std::fs::write(
             config.join("config.toml"),
-            format!("env_passthrough = [\"{SCENARIO_ENV}\"]\n"),
+            format!("env_passthrough = [\"{SCENARIO_ENV}\", \"DROID_CLI_CMD\"]\n"),
         )
         .unwrap();
         std::fs::write(
@@ -58,16 +58,56 @@ impl Hostile {
         Hostile { world }
     }
 
-    fn home(&self) -> PathBuf {
+    pub(super) fn home(&self) -> PathBuf {
         self.world.home()
     }
 
-    fn repo(&self) -> PathBuf {
+    pub(super) fn repo(&self) -> PathBuf {
         self.home().join("repo")
     }
 
+    /// Write `content` to `rel` under HOME, owned by the world's user.
+    pub(super) fn write(&self, rel: &str, content: &str) {
+        let path = self.home().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, content).unwrap();
+        self.world.give_all(&self.home()).unwrap();
+    }
+
+    /// The environment every program gets: HOME, a PATH with `droid-executor` on it, the fake
+    /// droid as `DROID_CLI_CMD` and its scenario.
+    pub(super) fn env(&self) -> Vec<(OsString, OsString)> {
+        let bin = self.world.reachable(&droid_executor_bin()).unwrap();
+        let fake = self.world.reachable(&tests::fake_droid_bin!()).unwrap();
+        let mut path = OsString::from(bin.parent().unwrap());
+        path.push(":/usr/bin:/bin");
+        vec![
+            ("HOME".into(), self.home().into()),
+            ("PATH".into(), path),
+            ("DROID_CLI_CMD".into(), fake.into()),
+            (
+                SCENARIO_ENV.into(),
+                self.home().join("scenario.json").into(),
+            ),
+        ]
+    }
+
+    /// `droid-executor ARGS` in the repository as the world's user, with [`Hostile::env`],
+    /// output piped.
+    pub(super) fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let bin = self.world.reachable(&droid_executor_bin()).unwrap();
+        let mut cmd = self.world.command(&bin);
+        cmd.args(args)
+            .envs(self.env())
+            .current_dir(self.repo())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
     /// Every file under HOME outside the repository, with its content.
-    fn outside(&self) -> Vec<(String, String)> {
+    pub(super) fn outside(&self) -> Vec<(String, String)> {
         let home = self.home();
         let mut out = Vec::new();
         let mut stack = vec![home.clone()];
@@ -95,27 +135,9 @@ impl Hostile {
     }
 
     /// `droid-executor run --json` in the repository, as the world's user.
-    async fn run(&self) -> ExecutionResult {
-        let bin = self.world.reachable(&droid_executor_bin()).unwrap();
-        let fake = self.world.reachable(&tests::fake_droid_bin!()).unwrap();
-        let env: Vec<(OsString, OsString)> = vec![
-            ("HOME".into(), self.home().into()),
-            ("PATH".into(), "/usr/bin:/bin".into()),
-            ("DROID_CLI_CMD".into(), fake.into()),
-            (
-                SCENARIO_ENV.into(),
-                self.home().join("scenario.json").into(),
-            ),
-        ];
+    pub(super) async fn run(&self) -> ExecutionResult {
         let child = self
-            .world
-            .command(&bin)
-            .args(["run", "--json", "--autonomy", "high", "Do the task"])
-            .envs(env)
-            .current_dir(self.repo())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .command(&["run", "--json", "--autonomy", "high", "Do the task"])
             .spawn()
             .unwrap();
         let out = tokio::time::timeout(CLI_LIMIT, child.wait_with_output())
@@ -216,6 +238,39 @@ async fn a_file_hidden_by_info_exclude_is_reported(who: Who) {
     );
     let exclude = std::fs::read_to_string(h.repo().join(".git/info/exclude")).unwrap();
     assert!(!exclude.contains("evil.sh"), "{exclude}");
+}
+
+async fn index_flags_set_by_the_agent_are_cleared(who: Who) {
+    let steps = json!([
+        {"sh": "echo more >> a.txt && git update-index --assume-unchanged a.txt"},
+        {"completion": "Done."}
+    ]);
+    let h = Hostile::new("escape-index-flags", who, &steps);
+    let res = h.run().await;
+    let ls = git(
+        &h.repo(),
+        &["-c", "safe.directory=*", "ls-files", "-v", "a.txt"],
+    );
+    assert_eq!(ls.trim(), "H a.txt", "the flag stayed: {:#?}", res.issues);
+    let status = git(&h.repo(), &["-c", "safe.directory=*", "status", "--short"]);
+    assert!(status.contains("M a.txt"), "{status}");
+    assert!(
+        conflict(&res).contains("assume-unchanged on a.txt (cleared)"),
+        "{:#?}",
+        res.issues
+    );
+    let changed: Vec<&str> = res.files_changed.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(changed, vec!["a.txt"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_flags_set_by_the_agent_are_cleared_as_root() {
+    index_flags_set_by_the_agent_are_cleared(Who::Me).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_flags_set_by_the_agent_are_cleared_as_non_root() {
+    index_flags_set_by_the_agent_are_cleared(Who::NonRoot).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -150,6 +150,13 @@ impl FaultHome {
     /// The environment of the front-end: the fake droid's, its invocation record, the session.
     pub(super) fn env(&self) -> Vec<(OsString, OsString)> {
         let mut env = self.home.env();
+        // the store faults reach their private mounts through /proc/<pid>/root of a process
+        // outside any Landlock domain, which a front-end confining its runs' TCP connections
+        // (droid_exec::run::net_confine) may not read: these suites are about the store
+        env.push((
+            droid_exec::run::net_confine::TEST_NO_NET_CONFINE_VAR.into(),
+            "1".into(),
+        ));
         env.push((
             tests::fake_droid::RECORD_ENV.into(),
             self.home.file(RECORD_FILE).into(),

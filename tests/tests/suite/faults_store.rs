@@ -2478,8 +2478,8 @@ async fn a_damaged_task_record_keeps_its_committed_result_until_the_ttl() {
 /// task directory belongs, a file whose name is no task id, a `task.json` that is a directory or
 /// a FIFO, a FIFO `result.json`, `events.ndjson` or `lock`, a 10 GiB `result.json`) never make a reader
 /// fail, hang or read without bound: `tasks list`, `GET /tasks`, `/health`, `/metrics` and MCP
-/// `droid_pend` of the latest task answer at once, every readable task is listed, and each bad
-/// entry is skipped and named (a warning line, a `damaged` field, a count).
+/// `droid_pend` answer at once, every readable task is listed, and each bad entry is skipped and
+/// named (a warning line, a `damaged` field, a count).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stray_entries_in_the_store_are_skipped_and_named_by_every_reader() {
     use nix::sys::stat::Mode;
@@ -2632,11 +2632,14 @@ async fn stray_entries_in_the_store_are_skipped_and_named_by_every_reader() {
     ));
 
     let mut server = mcp(&fh, &env).await;
-    let latest = call(&mut server, 30, "droid_pend", json!({})).await;
+    // without an id a session means its own tasks (issue 29, item 13): this one has none
+    let own = call(&mut server, 30, "droid_pend", json!({})).await;
+    assert_eq!(own["isError"], true, "{own:#}");
+    let named = call(&mut server, 31, "droid_pend", json!({"task_id": intact})).await;
     assert_eq!(
-        latest["structuredContent"]["task_id"],
+        named["structuredContent"]["task_id"],
         json!(intact),
-        "{latest:#}"
+        "{named:#}"
     );
     stop_mcp(server).await;
     rows.push(row(
@@ -2644,7 +2647,9 @@ async fn stray_entries_in_the_store_are_skipped_and_named_by_every_reader() {
         "success",
         Vec::new(),
         0,
-        "droid_pend without an id: the latest readable task".into(),
+        "droid_pend of the readable task by id; without an id, a fresh session has no task of \
+         its own"
+            .into(),
     ));
     still_submits(&fh).await;
     let left = fh.processes_left(None).await;

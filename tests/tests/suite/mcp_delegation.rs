@@ -200,8 +200,13 @@ async fn killing_the_server_mid_task_loses_nothing() {
 
     let mut again = Server::start(&env, &repo);
     again.initialize().await;
+    // a new session names the task (without an id it would mean a task of its own)
     let pended = again
-        .call(json!(1), "pend_codex", json!({"wait_seconds": 120}))
+        .call(
+            json!(1),
+            "pend_codex",
+            json!({"task_id": id, "wait_seconds": 120}),
+        )
         .await;
     assert_eq!(
         pended["structuredContent"]["reply"], "Made c.txt.",
@@ -422,7 +427,13 @@ async fn bad_arguments_are_errors_naming_the_argument() {
             json!({"wait_seconds": -1}),
             "wait_seconds must be an integer from 0 to 600, got -1".to_owned(),
         ),
-        ("pend_codex", json!({}), "no codex tasks yet; start one with ask_codex".to_owned()),
+        (
+            "pend_codex",
+            json!({}),
+            "no codex tasks yet in this session; start one with ask_codex, or pass the task_id \
+             of a task another session started"
+                .to_owned(),
+        ),
         (
             "ping_codex",
             json!({"x": 1}),

@@ -66,6 +66,7 @@ fn config(env: Vec<(OsString, OsString)>, scratch: &Path, max_autonomy: Autonomy
         task_ttl: Duration::from_secs(24 * 3600),
         supervisor: None,
         cgroups: true,
+        limits: Default::default(),
         redact: Vec::new(),
     }
 }

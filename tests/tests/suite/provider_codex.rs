@@ -68,6 +68,7 @@ impl World {
             task_ttl: Duration::from_secs(24 * 3600),
             supervisor: None,
             cgroups: true,
+            limits: Default::default(),
             redact: Vec::new(),
         });
         World {

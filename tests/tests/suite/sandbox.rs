@@ -6,7 +6,7 @@
 //! refused under `landlock`.
 //!
 //! Everything the agent must not write lives outside the system temp directory (which a run may
-//! write): under `<target>/sandbox-tests/`, a HOME with droid's settings, the repository and a
+//! write): under `sandbox-tests/` of [`tests::non_root::outside_temp_base`], a HOME with droid's settings, the repository and a
 //! sibling repository.
 
 use std::ffi::OsString;
@@ -18,7 +18,7 @@ use droid_exec::config::SandboxMode;
 use droid_exec::{Engine, EngineConfig};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use tests::droid_bin::{droid_executor_bin, real_droid, workspace_root};
+use tests::droid_bin::{droid_executor_bin, real_droid};
 use tests::droid_home::settings_json;
 use tests::scripted_model::ScriptedModel;
 use tests::temp_dir::TempDir;
@@ -37,8 +37,8 @@ impl Outside {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let dir = workspace_root()
-            .join("target/sandbox-tests")
+        let dir = tests::non_root::outside_temp_base()
+            .join("sandbox-tests")
             .join(format!("{}-{nanos:x}", std::process::id()));
         let factory = dir.join("home/.factory");
         std::fs::create_dir_all(&factory).unwrap();
@@ -127,6 +127,7 @@ fn engine(o: &Outside, scratch: &Path, mode: SandboxMode, tree: Tree) -> Engine 
         task_ttl: Duration::from_secs(24 * 3600),
         supervisor: supervised.then(droid_executor_bin),
         cgroups: tree == Tree::Cgroup,
+        limits: Default::default(),
         redact: Vec::new(),
     })
 }

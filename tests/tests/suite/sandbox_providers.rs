@@ -199,6 +199,7 @@ impl World {
             task_ttl: Duration::from_secs(24 * 3600),
             supervisor: None,
             cgroups: true,
+            limits: Default::default(),
             redact: Vec::new(),
             sandbox: SandboxMode::Landlock,
             sandbox_writable: Vec::new(),

@@ -53,7 +53,7 @@ use crate::run::sandbox::{env_path, under};
 use droid_contract::{Autonomy, ProviderId};
 
 use crate::providers::{
-    AgentEvent, EnvNames, EventParser, Invocation, PromptInput, Provider, Unsupported,
+    AgentEvent, ConfigPath, EnvNames, EventParser, Invocation, PromptInput, Provider, Unsupported,
 };
 use crate::run::classify::Findings;
 
@@ -165,6 +165,33 @@ impl Provider for Claude {
     fn state_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<PathBuf> {
         let mut out = under(home, &[".claude", ".claude.json"]);
         out.extend(env_path(env, "CLAUDE_CONFIG_DIR"));
+        out
+    }
+
+    /// `settings.json` and `settings.local.json` (hooks, permissions), `CLAUDE.md`, its commands,
+    /// agents, skills and plugins, in `~/.claude` and `$CLAUDE_CONFIG_DIR`; and of
+    /// `~/.claude.json`, which Claude Code rewrites on every run, the MCP servers it starts
+    /// (`mcpServers`, and each project's within `projects`).
+    fn config_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<ConfigPath> {
+        let mut dirs = vec![home.join(".claude")];
+        dirs.extend(env_path(env, "CLAUDE_CONFIG_DIR"));
+        let names = [
+            "settings.json",
+            "settings.local.json",
+            "CLAUDE.md",
+            "commands",
+            "agents",
+            "skills",
+            "plugins",
+        ];
+        let mut out: Vec<ConfigPath> = dirs
+            .iter()
+            .flat_map(|d| names.iter().map(|n| ConfigPath::whole(d.join(n))))
+            .collect();
+        out.push(ConfigPath {
+            path: home.join(".claude.json"),
+            json_keys: &["/mcpServers", "/projects/*/mcpServers"],
+        });
         out
     }
 

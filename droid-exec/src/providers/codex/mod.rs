@@ -44,7 +44,7 @@ use crate::run::sandbox::env_path;
 use droid_contract::{Autonomy, ProviderId};
 
 use crate::providers::{
-    AgentEvent, EnvNames, EventParser, Invocation, PromptInput, Provider, Unsupported,
+    AgentEvent, ConfigPath, EnvNames, EventParser, Invocation, PromptInput, Provider, Unsupported,
 };
 use crate::run::classify::Findings;
 
@@ -162,6 +162,22 @@ impl Provider for Codex {
     /// `$CODEX_HOME`, else `~/.codex` (sessions, logs, its sqlite state).
     fn state_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<PathBuf> {
         vec![env_path(env, "CODEX_HOME").unwrap_or_else(|| home.join(".codex"))]
+    }
+
+    /// `config.toml` (MCP servers, `notify`, profiles), `AGENTS.md`, its prompts and skills, in
+    /// `$CODEX_HOME`, else `~/.codex`.
+    fn config_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<ConfigPath> {
+        let dir = env_path(env, "CODEX_HOME").unwrap_or_else(|| home.join(".codex"));
+        [
+            "config.toml",
+            "AGENTS.md",
+            "AGENTS.override.md",
+            "prompts",
+            "skills",
+        ]
+        .iter()
+        .map(|n| ConfigPath::whole(dir.join(n)))
+        .collect()
     }
 
     /// `codex-cli 0.169.0` → `0.169.0`.

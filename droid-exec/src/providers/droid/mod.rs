@@ -15,8 +15,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::providers::{
-    AgentEvent, EnvNames, EventParser, Invocation, PromptInput, Provider, ToolKind, Unsupported,
-    WriteChange,
+    AgentEvent, ConfigPath, EnvNames, EventParser, Invocation, PromptInput, Provider, ToolKind,
+    Unsupported, WriteChange,
 };
 use crate::run::classify::Findings;
 
@@ -235,6 +235,26 @@ impl Provider for Droid {
         let mut out = under(home, &[".factory"]);
         out.extend(env_path(env, "FACTORY_HOME"));
         out
+    }
+
+    /// `settings.json` (hooks, custom models), `settings.local.json`, `mcp.json` (MCP servers it
+    /// starts), and its hooks, custom droids, commands and skills, in `~/.factory` and
+    /// `$FACTORY_HOME`.
+    fn config_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<ConfigPath> {
+        let mut dirs = vec![home.join(".factory")];
+        dirs.extend(env_path(env, "FACTORY_HOME"));
+        let names = [
+            "settings.json",
+            "settings.local.json",
+            "mcp.json",
+            "hooks",
+            "droids",
+            "commands",
+            "skills",
+        ];
+        dirs.iter()
+            .flat_map(|d| names.iter().map(|n| ConfigPath::whole(d.join(n))))
+            .collect()
     }
 
     fn parser(&self) -> Box<dyn EventParser> {

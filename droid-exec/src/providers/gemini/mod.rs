@@ -47,7 +47,7 @@ use crate::run::sandbox::{env_path, under};
 use droid_contract::{Autonomy, ProviderId};
 
 use crate::providers::{
-    AgentEvent, EnvNames, EventParser, Invocation, PromptInput, Provider, Unsupported,
+    AgentEvent, ConfigPath, EnvNames, EventParser, Invocation, PromptInput, Provider, Unsupported,
 };
 use crate::run::classify::Findings;
 
@@ -149,6 +149,17 @@ impl Provider for Gemini {
         let mut out = under(home, &[".gemini"]);
         out.extend(env_path(env, "GEMINI_CLI_HOME"));
         out
+    }
+
+    /// `settings.json` (MCP servers, hooks, tool settings), `GEMINI.md`, its extensions and
+    /// commands, in `~/.gemini` and `$GEMINI_CLI_HOME/.gemini`.
+    fn config_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<ConfigPath> {
+        let mut dirs = vec![home.join(".gemini")];
+        dirs.extend(env_path(env, "GEMINI_CLI_HOME").map(|h| h.join(".gemini")));
+        let names = ["settings.json", "GEMINI.md", "extensions", "commands"];
+        dirs.iter()
+            .flat_map(|d| names.iter().map(|n| ConfigPath::whole(d.join(n))))
+            .collect()
     }
 
     fn parser(&self) -> Box<dyn EventParser> {

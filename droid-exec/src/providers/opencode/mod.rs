@@ -59,7 +59,7 @@ use crate::run::sandbox::env_path;
 use droid_contract::{Autonomy, ProviderId};
 
 use crate::providers::{
-    AgentEvent, EnvNames, EventParser, Invocation, PromptInput, Provider, Unsupported,
+    AgentEvent, ConfigPath, EnvNames, EventParser, Invocation, PromptInput, Provider, Unsupported,
 };
 use crate::run::classify::Findings;
 
@@ -203,6 +203,32 @@ impl Provider for Opencode {
                 .unwrap_or_else(|| home.join(default))
                 .join("opencode")
         })
+        .collect()
+    }
+
+    /// In its configuration directory (`$XDG_CONFIG_HOME/opencode`, else `~/.config/opencode`):
+    /// `opencode.json(c)` and `config.json` (MCP servers, plugins), `AGENTS.md`, and its plugins,
+    /// tools, agents and commands, which it loads as code or instructions.
+    fn config_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<ConfigPath> {
+        let dir = env_path(env, "XDG_CONFIG_HOME")
+            .unwrap_or_else(|| home.join(".config"))
+            .join("opencode");
+        [
+            "opencode.json",
+            "opencode.jsonc",
+            "config.json",
+            "AGENTS.md",
+            "plugin",
+            "plugins",
+            "tool",
+            "tools",
+            "agent",
+            "agents",
+            "command",
+            "commands",
+        ]
+        .iter()
+        .map(|n| ConfigPath::whole(dir.join(n)))
         .collect()
     }
 
