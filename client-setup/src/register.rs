@@ -507,6 +507,7 @@ pub async fn apply(plan: &Plan, cfg: &EngineConfig) -> Result<String, EngineErro
                 stdin_piped: false,
                 stdin_file: None,
                 detach_log: None,
+                rlimits: droid_exec::run::limits::Rlimits::NONE,
             };
             let marker = format!("setup-{}", std::process::id());
             let out = capture(&spec, None, Duration::from_secs(60), 16 * 1024, &marker).await?;

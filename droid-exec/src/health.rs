@@ -407,8 +407,67 @@ pub async fn doctor_checks(config: Option<&Path>, env: &EnvMap) -> Vec<Check> {
         settings.sandbox,
         crate::run::sandbox::kernel_abi(),
     ));
+    out.push(reach_check(
+        settings.port,
+        crate::run::sandbox::kernel_abi(),
+    ));
+    out.push(limits_check(
+        settings.cgroups,
+        crate::run::limits::RunLimits {
+            max_pids: settings.max_pids,
+            max_memory_mb: settings.max_memory_mb,
+        },
+    ));
     out.push(bridge_check(&settings.host, settings.port, store.as_deref()).await);
     out
+}
+
+/// What a run can still reach outside its confinement (docs/operations.md#requests-from-inside-a-run):
+/// the bridge's port is refused to runs where the kernel has Landlock network rules (ABI 4);
+/// reads, the rest of the network and pathname Unix sockets of other daemons are not confined
+/// by any kernel yet.
+pub fn reach_check(port: u16, abi: Option<u32>) -> Check {
+    const NOT_CONFINED: &str = "not confined: reads, the network but for that port, and \
+         pathname Unix sockets of other daemons (tmux, systemd --user, ssh-agent, docker), which \
+         a run can ask to act outside it";
+    match abi {
+        Some(n) if n >= 4 => Check {
+            name: "reach",
+            level: Level::Ok,
+            detail: format!(
+                "runs cannot connect to the bridge's port {port} (Landlock ABI {n}); \
+                 {NOT_CONFINED}"
+            ),
+            fix: String::new(),
+        },
+        _ => Check {
+            name: "reach",
+            level: Level::Warn,
+            detail: format!(
+                "this kernel has no Landlock network rules (ABI 4): a run can send the bridge on \
+                 port {port} a request with more rights than its own; {NOT_CONFINED}"
+            ),
+            fix: "use Linux 6.7 or later, or do not run the bridge while tasks run".into(),
+        },
+    }
+}
+
+/// How a run's tasks and memory are bounded here ([`crate::run::limits`]).
+pub fn limits_check(cgroups: bool, limits: crate::run::limits::RunLimits) -> Check {
+    let here = crate::run::limits::process_limits(cgroups, limits);
+    let ok = here.complete();
+    Check {
+        name: "limits",
+        level: if ok { Level::Ok } else { Level::Warn },
+        detail: here.to_string(),
+        fix: if ok {
+            String::new()
+        } else {
+            "run droid-executor as a user other than root, or in a cgroup whose \
+             cgroup.subtree_control passes pids and memory down"
+                .into()
+        },
+    }
 }
 
 /// What the kernel offers for write confinement (`crate::run::sandbox`) under the `sandbox`

@@ -329,9 +329,13 @@ pub fn env_allowed(id: ProviderId, name: &str) -> bool {
 pub struct ConfigPath {
     /// The absolute path.
     pub path: PathBuf,
-    /// Only these top-level keys of a JSON file are compared (the CLI rewrites the rest on every
-    /// run: Claude Code's `~/.claude.json`); empty: the whole file or directory.
+    /// Only these parts of a JSON file are compared (JSON pointers, `*` for any key: the CLI
+    /// rewrites the rest on every run, Claude Code's `~/.claude.json`); empty: the whole file or
+    /// directory.
     pub json_keys: &'static [&'static str],
+    /// Names in a guarded directory that the CLI itself writes on every run and that are left as
+    /// they are (Codex's `skills/.system`).
+    pub keep: &'static [&'static str],
 }
 
 impl ConfigPath {
@@ -340,6 +344,7 @@ impl ConfigPath {
         Self {
             path,
             json_keys: &[],
+            keep: &[],
         }
     }
 }

@@ -146,6 +146,7 @@ impl Host {
             stdin_piped: true,
             stdin_file: None,
             detach_log: Some("/dev/null".into()),
+            rlimits: crate::run::limits::Rlimits::NONE,
         };
         let mut child = spawn(&spec).map_err(|e| format!("the reaper could not start: {e}"))?;
         let pipe = child
@@ -221,10 +222,6 @@ pub(crate) struct Leaf {
 impl Leaf {
     /// The limits the leaf itself enforces (`pids.max`, `memory.max`); a child born in it sets
     /// rlimits for the rest ([`crate::run::limits::Rlimits::for_child`]).
-    #[allow(
-        dead_code,
-        reason = "read by the spawn of the agent and of verification commands, whose hook is pending"
-    )]
     pub(crate) fn controllers(&self) -> Controllers {
         self.host.controllers
     }

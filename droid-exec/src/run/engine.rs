@@ -45,6 +45,7 @@ use crate::run::sweep::MARKER_VAR;
 const RUN_STORE_VAR: &str = "DROID_EXECUTOR_STORE_DIR";
 /// The run's own task store, in its `TMPDIR`.
 const RUN_STORE_DIR: &str = "droid-executor-store";
+use crate::run::limits::{Controllers, Rlimits};
 use crate::run::verify::{Verified, VerifyPlan, verify};
 use crate::tasks::queue::Scheduler;
 
@@ -321,6 +322,7 @@ impl Engine {
             stdin_piped: false,
             stdin_file: None,
             detach_log: None,
+            rlimits: crate::run::limits::Rlimits::NONE,
         };
         let marker = format!("version-{}", unique_id());
         let out = capture(&spec, None, VERSION_LIMIT, 4096, &marker)
@@ -670,6 +672,7 @@ impl Engine {
             stdin_file: (provider.prompt_input() == PromptInput::Stdin)
                 .then(|| prompt_file.clone()),
             detach_log: None,
+            rlimits: Rlimits::for_child(cfg.limits, Controllers::default()),
         };
         // droid runs under the run's supervisor, which owns its whole process tree (see
         // `crate::run::guard`); without one (no supervisor program, or droid not a runnable path, which
@@ -687,6 +690,10 @@ impl Engine {
         let mut held_guardian = None;
         // in a cgroup leaf: the leaf is the tree, and the host's reaper its guardian
         let in_leaf = self.leaf().and_then(|leaf| {
+            let spec = SpawnSpec {
+                rlimits: Rlimits::for_child(cfg.limits, leaf.controllers()),
+                ..spec.clone()
+            };
             match spawn_into(&spec, confine, leaf.dir()) {
                 Ok(child) => {
                     let group = child.id();
@@ -830,6 +837,7 @@ impl Engine {
                         redact: &redact,
                         confine: verify_confine.as_ref(),
                         leaves,
+                        limits: cfg.limits,
                     },
                     cancel,
                 )

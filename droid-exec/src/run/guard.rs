@@ -104,6 +104,7 @@ pub(crate) fn start(program: &Path, marker: &str) -> Result<Guardian, EngineErro
         stdin_piped: true,
         stdin_file: None,
         detach_log: Some("/dev/null".into()),
+        rlimits: crate::run::limits::Rlimits::NONE,
     };
     let mut child = spawn(&spec)?;
     let pipe = child.stdin.take().ok_or_else(|| EngineError::Spawn {
@@ -244,6 +245,7 @@ pub(crate) fn start_supervised(
         stdin_piped: true,
         stdin_file: None,
         detach_log: None,
+        rlimits: droid.rlimits,
     };
     let mut child = spawn_supervisor(&spec, confine)?;
     let failed = |source| EngineError::Spawn {
@@ -356,6 +358,7 @@ pub async fn supervise_tree<R: AsyncRead + Unpin>(
         stdin_piped: false,
         stdin_file,
         detach_log: None,
+        rlimits: crate::run::limits::Rlimits::NONE,
     };
     let mut child = spawn_inheriting(&spec, scoped)?;
     let group = child.id();
@@ -495,6 +498,7 @@ mod tests {
             stdin_piped: false,
             stdin_file: None,
             detach_log: None,
+            rlimits: crate::run::limits::Rlimits::NONE,
         };
         let _sh = spawn(&spec).unwrap();
         let until = std::time::Instant::now() + Duration::from_secs(10);

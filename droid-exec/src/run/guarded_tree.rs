@@ -137,6 +137,9 @@ pub(crate) enum Node {
     Symlink(Vec<u8>),
     /// Nothing: one the run creates is removed.
     Absent,
+    /// Nothing: a directory the run creates is emptied but for these names, which the CLI
+    /// itself writes there (Codex's `skills/.system`); anything else is removed.
+    AbsentExcept(&'static [&'static str]),
     /// A FIFO, a socket, a device, or a file past the record's bounds: left as it is.
     Other,
 }
@@ -312,7 +315,9 @@ pub(crate) fn reconcile(
         match nf::list(dir, MAX_FILES * 4) {
             Ok((names, _)) => {
                 for n in names {
-                    if recorded.contains_key(&n) {
+                    // an empty directory (an agent CLI makes its own, Claude Code's
+                    // `plugins/store`) holds nothing anything could run: left as it is
+                    if recorded.contains_key(&n) || holds_no_file(dir, &n) {
                         continue;
                     }
                     ctx.out.changed.push(path(&n));
@@ -338,10 +343,29 @@ pub(crate) fn reconcile(
             Node::Other => {}
             // a directory where there was nothing: an agent CLI makes its own empty ones
             // (droid `~/.factory/droids`) on every run; what is put in it is removed
-            Node::Absent if now_kind == Some(Kind::Dir) => match nf::open_dir(dir, name) {
-                Ok(sub) => reconcile(&sub, &path(name), &BTreeMap::new(), true, ctx),
-                Err(e) => ctx.out.failed.push(format!("{}: {e}", path(name))),
-            },
+            Node::Absent | Node::AbsentExcept(_) if now_kind == Some(Kind::Dir) => {
+                // what the CLI itself puts there (`keep`) is left as it is
+                let kept: BTreeMap<OsString, Node> = match node {
+                    Node::AbsentExcept(keep) => keep
+                        .iter()
+                        .map(|k| (OsString::from(k), Node::Other))
+                        .collect(),
+                    _ => BTreeMap::new(),
+                };
+                match nf::open_dir(dir, name) {
+                    Ok(sub) => reconcile(&sub, &path(name), &kept, true, ctx),
+                    Err(e) => ctx.out.failed.push(format!("{}: {e}", path(name))),
+                }
+            }
+            Node::AbsentExcept(_) => {
+                if now.is_some() {
+                    ctx.out.changed.push(path(name));
+                    let mut budget = REMOVE_BUDGET;
+                    if let Err(e) = nf::remove_at(dir, name, &mut budget) {
+                        ctx.out.failed.push(format!("{}: {e}", path(name)));
+                    }
+                }
+            }
             Node::Absent => {
                 if now.is_some() {
                     ctx.out.changed.push(path(name));
@@ -420,6 +444,32 @@ pub(crate) fn reconcile(
             }
         }
     }
+}
+
+/// Whether `name` in `dir` is a directory with no file anywhere under it (at most 64 entries
+/// looked at; more counts as holding files).
+fn holds_no_file(dir: &OwnedFd, name: &OsStr) -> bool {
+    fn walk(dir: &OwnedFd, name: &OsStr, budget: &mut usize) -> bool {
+        let Ok(Some(st)) = nf::stat_at(dir, name) else {
+            return false;
+        };
+        if Kind::of(&st) != Kind::Dir {
+            return false;
+        }
+        let Ok(sub) = nf::open_dir(dir, name) else {
+            return false;
+        };
+        let Ok((names, more)) = nf::list(&sub, *budget) else {
+            return false;
+        };
+        if more {
+            return false;
+        }
+        *budget = budget.saturating_sub(names.len());
+        names.iter().all(|n| walk(&sub, n, budget))
+    }
+    let mut budget = 64;
+    walk(dir, name, &mut budget)
 }
 
 /// Put `entry` back as `name` in `dir`: whatever is there (a symlink, a directory, another

@@ -85,10 +85,6 @@ pub struct Rlimits {
     pub data: Option<u64>,
 }
 
-#[allow(
-    dead_code,
-    reason = "set in the child by run/spawn.rs and run/spawn/leaf.rs, whose hook is pending"
-)]
 impl Rlimits {
     /// No limit set.
     pub const NONE: Rlimits = Rlimits {
@@ -149,29 +145,17 @@ impl Rlimits {
 
 /// This process's hard limit of `resource` (unlimited when it cannot be read): a child cannot
 /// raise its own.
-#[allow(
-    dead_code,
-    reason = "set in the child by run/spawn.rs and run/spawn/leaf.rs, whose hook is pending"
-)]
 fn hard(resource: nix::sys::resource::Resource) -> u64 {
     nix::sys::resource::getrlimit(resource).map_or(u64::MAX, |(_, hard)| hard)
 }
 
 /// The tasks (threads) on the machine now: the total of `/proc/loadavg`'s fourth field
 /// (`runnable/total`), one small read.
-#[allow(
-    dead_code,
-    reason = "set in the child by run/spawn.rs and run/spawn/leaf.rs, whose hook is pending"
-)]
 fn tasks_now() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
     parse_loadavg_tasks(&text)
 }
 
-#[allow(
-    dead_code,
-    reason = "set in the child by run/spawn.rs and run/spawn/leaf.rs, whose hook is pending"
-)]
 fn parse_loadavg_tasks(text: &str) -> Option<u64> {
     text.split_whitespace()
         .nth(3)?

@@ -528,6 +528,7 @@ mod tests {
             stdin_piped: false,
             stdin_file: None,
             detach_log: None,
+            rlimits: crate::run::limits::Rlimits::NONE,
         };
         let probe = sh(format!("kill -0 {} 2>/dev/null", std::process::id()));
         let code =

@@ -950,6 +950,7 @@ pub(crate) async fn git(
         stdin_piped: false,
         stdin_file: None,
         detach_log: None,
+        rlimits: crate::run::limits::Rlimits::NONE,
     };
     let out = capture(&spec, input, GIT_TIMEOUT, GIT_KEEP_BYTES, &marker).await?;
     let args = args
@@ -2062,6 +2063,7 @@ mod tests {
                 stdin_piped: false,
                 stdin_file: None,
                 detach_log: None,
+                rlimits: crate::run::limits::Rlimits::NONE,
             };
             let out = capture(
                 &spec,

@@ -65,6 +65,9 @@ pub struct SpawnSpec {
     /// Start it detached: a new session, stdout and stderr appended to this file (0600), no
     /// parent-death signal, not killed when its handle is dropped.
     pub detach_log: Option<PathBuf>,
+    /// Resource limits the child sets on itself before it executes
+    /// ([`crate::run::limits::Rlimits::set_on_self`]; `Rlimits::NONE`: none).
+    pub rlimits: crate::run::limits::Rlimits,
 }
 
 /// How a child is tied to the process starting it.
@@ -222,6 +225,7 @@ fn spawn_tied(
         }
     }
     let parent = nix::unistd::getpid();
+    let rlimits = spec.rlimits;
     #[allow(unsafe_code)]
     // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
     // calls are allowed; setsid, prctl, getppid and landlock_restrict_self are plain system
@@ -230,6 +234,7 @@ fn spawn_tied(
     unsafe {
         cmd.pre_exec(move || {
             in_child(tie, parent)?;
+            rlimits.set_on_self()?;
             match ruleset.take() {
                 Some(rules) => confine_self(rules),
                 None => Ok(()),

@@ -79,14 +79,21 @@ impl StateGuard {
                 .as_ref()
                 .and_then(|fd| fd.try_clone().ok());
             let Some(parent) = opened else { continue };
-            let node = match nf::stat_at(&parent, name) {
-                Ok(None) => Node::Absent,
+            let mut node = match nf::stat_at(&parent, name) {
+                Ok(None) if c.keep.is_empty() => Node::Absent,
+                Ok(None) => Node::AbsentExcept(c.keep),
                 Err(_) => Node::Other,
                 Ok(Some(st)) => match Kind::of(&st) {
                     Kind::Dir => record_tree(&parent, name, &st, &mut budget, cache, recorded_at),
                     kind => record_entry(&parent, name, kind, &st, &mut budget, cache, recorded_at),
                 },
             };
+            // what the CLI itself writes in a guarded directory is left to it
+            if let Node::Dir { children, .. } = &mut node {
+                for k in c.keep {
+                    children.insert(OsString::from(k), Node::Other);
+                }
+            }
             places.push(Place {
                 shown: shown(&c.path, home),
                 parent,
@@ -309,6 +316,28 @@ mod tests {
                 .unwrap()
                 .contains("\"sh\"")
         );
+        std::fs::remove_dir_all(&h).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod keep_tests {
+    use super::*;
+
+    #[test]
+    fn what_the_cli_itself_writes_in_a_new_directory_is_kept() {
+        let h = std::env::temp_dir().join(format!("state-guard-keep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&h);
+        std::fs::create_dir_all(h.join(".codex")).unwrap();
+        let paths = crate::providers::all_config_paths(&h, &[]);
+        let guard = StateGuard::record(&paths, Some(&h), &RecordCache::default());
+        std::fs::create_dir_all(h.join(".codex/skills/.system/x")).unwrap();
+        std::fs::write(h.join(".codex/skills/.system/x/SKILL.md"), "# x\n").unwrap();
+        std::fs::create_dir_all(h.join(".codex/skills/planted")).unwrap();
+        std::fs::write(h.join(".codex/skills/planted/SKILL.md"), "# evil\n").unwrap();
+        let restored = guard.restore();
+        assert_eq!(restored.changed, vec!["~/.codex/skills/planted".to_owned()]);
+        assert!(h.join(".codex/skills/.system/x/SKILL.md").exists());
         std::fs::remove_dir_all(&h).unwrap();
     }
 }

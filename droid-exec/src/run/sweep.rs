@@ -130,6 +130,7 @@ mod tests {
             stdin_piped: false,
             stdin_file: None,
             detach_log: None,
+            rlimits: crate::run::limits::Rlimits::NONE,
         })
         .unwrap()
     }

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use std::sync::Arc;
 
 use crate::run::cgroup::{END_BUDGET, Host};
+use crate::run::limits::{Controllers, Rlimits, RunLimits};
 use crate::run::redact::{Redactor, is_credential};
 use crate::run::sandbox::Confinement;
 use crate::run::spawn::{SpawnSpec, capture_confined};
@@ -54,6 +55,8 @@ pub(crate) struct VerifyPlan<'a> {
     pub confine: Option<&'a Confinement>,
     /// Where each command's cgroup leaf comes from (`None`, or no leaf: the marker sweep).
     pub leaves: Option<&'a Arc<Host>>,
+    /// The most tasks and memory of each command ([`crate::run::limits`]).
+    pub limits: RunLimits,
 }
 
 pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) -> Verified {
@@ -86,6 +89,7 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
             stdin_piped: false,
             stdin_file: None,
             detach_log: None,
+            rlimits: crate::run::limits::Rlimits::NONE,
         };
         // a leaf per command: a killed one takes no new process (see `crate::run::cgroup`)
         let leaf = plan.leaves.and_then(|host| {
@@ -93,6 +97,15 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
                 .inspect_err(|e| tracing::warn!("{} runs without a cgroup: {e}", cmd.as_str()))
                 .ok()
         });
+        // what the leaf does not bound, the command bounds itself
+        let spec = SpawnSpec {
+            rlimits: Rlimits::for_child(
+                plan.limits,
+                leaf.as_ref()
+                    .map_or(Controllers::default(), |l| l.controllers()),
+            ),
+            ..spec
+        };
         let outcome = tokio::select! {
             r = capture_confined(&spec, None, left, plan.keep, &marker, plan.confine, leaf.as_ref()) => Some(r),
             () = cancel.cancelled() => None,

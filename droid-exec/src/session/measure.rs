@@ -117,6 +117,7 @@ pub struct TurnMeter {
     verify_budget: Duration,
     keep: usize,
     redact: Redactor,
+    limits: crate::run::limits::RunLimits,
 }
 
 impl TurnMeter {
@@ -136,6 +137,7 @@ impl TurnMeter {
             verify_budget: cfg.default_timeout,
             keep: cfg.excerpt_bytes,
             redact: Redactor::for_config(cfg),
+            limits: cfg.limits,
         })
     }
 
@@ -229,6 +231,7 @@ impl TurnMeter {
                 // each command in a cgroup leaf of its own where the engine has them, else
                 // ended by the marker sweep
                 leaves: session.leaves(),
+                limits: self.limits,
             };
             let v = verify(&plan, cancel).await;
             m.tests = Some((v.tests, v.runs));

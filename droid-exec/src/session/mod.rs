@@ -245,6 +245,10 @@ impl Engine {
             stdin_piped: true,
             stdin_file: None,
             detach_log: None,
+            rlimits: crate::run::limits::Rlimits::for_child(
+                cfg.limits,
+                crate::run::limits::Controllers::default(),
+            ),
         };
         let started = tree::start(
             self,

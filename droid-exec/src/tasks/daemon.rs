@@ -207,6 +207,7 @@ impl Daemon {
             stdin_piped: false,
             stdin_file: None,
             detach_log: Some(log.clone()),
+            rlimits: crate::run::limits::Rlimits::NONE,
         };
         let child = spawn(&spec)?;
         Ok(Started {

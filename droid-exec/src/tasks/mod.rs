@@ -206,6 +206,7 @@ impl Tasks {
             stdin_piped: true,
             stdin_file: None,
             detach_log: Some(dir.join("worker.log")),
+            rlimits: crate::run::limits::Rlimits::NONE,
         };
         let mut child = match spawn(&spec) {
             Ok(c) => c,

@@ -253,17 +253,19 @@ async fn the_skill_line_follows_the_installed_skill() {
             "store",
             "git",
             "sandbox",
+            "reach",
+            "limits",
             "bridge",
             "skill"
         ]
     );
     assert_eq!(
-        checks[12],
+        checks[14],
         json!({"check": "skill", "level": "ok",
                "detail": format!("installed in {} (up to date)", dir.display()), "fix": ""})
     );
-    assert_eq!(checks[11]["check"], "bridge");
-    assert_eq!(checks[11]["level"], "ok");
+    assert_eq!(checks[13]["check"], "bridge");
+    assert_eq!(checks[13]["level"], "ok");
 
     std::fs::write(dir.join("SKILL.md"), "my edits\n").unwrap();
     let out = home.doctor(&[]).await;

@@ -47,6 +47,8 @@ const DOCTOR_CHECKS: &[&str] = &[
     "store",
     "git",
     "sandbox",
+    "reach",
+    "limits",
     "bridge",
     "skill",
 ];

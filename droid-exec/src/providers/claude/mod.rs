@@ -182,15 +182,26 @@ impl Provider for Claude {
             "commands",
             "agents",
             "skills",
-            "plugins",
         ];
         let mut out: Vec<ConfigPath> = dirs
             .iter()
-            .flat_map(|d| names.iter().map(|n| ConfigPath::whole(d.join(n))))
+            .flat_map(|d| {
+                names
+                    .iter()
+                    .map(|n| ConfigPath::whole(d.join(n)))
+                    // Claude Code keeps its built-in plugins' state in `plugins/store` on
+                    // every start
+                    .chain(std::iter::once(ConfigPath {
+                        path: d.join("plugins"),
+                        json_keys: &[],
+                        keep: &["store"],
+                    }))
+            })
             .collect();
         out.push(ConfigPath {
             path: home.join(".claude.json"),
             json_keys: &["/mcpServers", "/projects/*/mcpServers"],
+            keep: &[],
         });
         out
     }

@@ -168,16 +168,18 @@ impl Provider for Codex {
     /// `$CODEX_HOME`, else `~/.codex`.
     fn config_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<ConfigPath> {
         let dir = env_path(env, "CODEX_HOME").unwrap_or_else(|| home.join(".codex"));
-        [
-            "config.toml",
-            "AGENTS.md",
-            "AGENTS.override.md",
-            "prompts",
-            "skills",
-        ]
-        .iter()
-        .map(|n| ConfigPath::whole(dir.join(n)))
-        .collect()
+        let mut out: Vec<ConfigPath> =
+            ["config.toml", "AGENTS.md", "AGENTS.override.md", "prompts"]
+                .iter()
+                .map(|n| ConfigPath::whole(dir.join(n)))
+                .collect();
+        // Codex installs its own system skills in `skills/.system` when it starts
+        out.push(ConfigPath {
+            path: dir.join("skills"),
+            json_keys: &[],
+            keep: &[".system"],
+        });
+        out
     }
 
     /// `codex-cli 0.169.0` → `0.169.0`.

@@ -238,8 +238,8 @@ impl Provider for Droid {
     }
 
     /// `settings.json` (hooks, custom models), `settings.local.json`, `mcp.json` (MCP servers it
-    /// starts), and its hooks, custom droids, commands and skills, in `~/.factory` and
-    /// `$FACTORY_HOME`.
+    /// starts), and its hooks, commands and skills, in `~/.factory` and `$FACTORY_HOME` (not its
+    /// custom droids: droid writes its built-in ones there on every run).
     fn config_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<ConfigPath> {
         let mut dirs = vec![home.join(".factory")];
         dirs.extend(env_path(env, "FACTORY_HOME"));
@@ -248,7 +248,7 @@ impl Provider for Droid {
             "settings.local.json",
             "mcp.json",
             "hooks",
-            "droids",
+            // not `droids/`: droid writes its own built-in droids there on every run
             "commands",
             "skills",
         ];

@@ -244,6 +244,7 @@ fn spawn_into_inner(
         report: report_w.as_raw_fd(),
         ruleset: ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
         parent: nix::unistd::getpid().as_raw(),
+        rlimits: spec.rlimits,
     };
     let mut pidfd: RawFd = -1;
     let cgroup = u64::try_from(cgroup.as_raw_fd()).map_err(|e| failed(std::io::Error::other(e)))?;
@@ -317,6 +318,8 @@ struct Prepared<'a> {
     ruleset: RawFd,
     /// This process, the child's parent.
     parent: nix::libc::pid_t,
+    /// The limits to set before `execve`.
+    rlimits: crate::run::limits::Rlimits,
 }
 
 /// The child's stack when it shares this process's memory (see [`clone_into`]).
@@ -458,6 +461,9 @@ extern "C" fn child_main(prepared: *const Prepared<'_>) -> ! {
                 && (libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0
                     || libc::syscall(libc::SYS_landlock_restrict_self, p.ruleset, 0) < 0)
             {
+                break 'failed *libc::__errno_location();
+            }
+            if p.rlimits.set_on_self().is_err() {
                 break 'failed *libc::__errno_location();
             }
             if libc::chdir(p.cwd.as_ptr()) < 0 {
