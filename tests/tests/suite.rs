@@ -19,6 +19,7 @@ mod engine_real_droid;
 mod escape_acp;
 mod escape_deputy;
 mod escape_git;
+mod escape_grants;
 mod escape_limits;
 mod escape_listener;
 mod escape_sessions;

@@ -23,9 +23,10 @@
 //! process that ends it. Without scopes (ABI 1 to 5, or `sandbox = "off"`), a run can signal any
 //! process of the user, its supervisor included (`doctor` says so).
 //!
-//! What a run may write ([`Writable`]): `repo_root`, the run's scratch directory (its `TMPDIR`),
-//! the system temp directory, the provider's own state ([`crate::providers::Provider::state_paths`]),
-//! the package caches builds and tests fill ([`CACHE_DIRS`], [`CACHE_FILES`]), the configured
+//! What a run may write ([`Writable`]): `repo_root`, the run's scratch directory (its private
+//! `TMPDIR`), the system temp directory, the provider's own state
+//! ([`crate::providers::Provider::state_paths`]), the data-only package caches builds and tests
+//! fill ([`CACHE_DIRS`], [`CACHE_FILES`]), the configured
 //! `sandbox_writable`, and the terminal-like devices ([`DEVICE_FILES`], [`DEVICE_DIRS`]).
 //! Shell rc files, `~/.ssh`, `~/.config` outside the agents' own, `~/.local/bin`, `~/.cargo/bin`
 //! and every other repository are not among them. Paths that do not exist when the run starts are
@@ -89,13 +90,27 @@ impl SandboxMode {
 /// Landlock (tests of `auto`'s warning and `landlock`'s refusal).
 pub const TEST_NO_LANDLOCK_VAR: &str = "DROID_EXECUTOR_TEST_NO_LANDLOCK";
 
-/// Package caches under the home directory that builds and tests write (relative to `$HOME`):
-/// `~/.cache` (pip, go-build, node-gyp, sccache, the agents' own caches, every XDG-cache user),
-/// `~/.cargo/registry` and `~/.cargo/git` (crates being downloaded and unpacked), `~/.npm` (npm
-/// and npx), `~/.rustup` (a toolchain named by `rust-toolchain.toml` is installed on first use;
-/// rustup also keeps its lock and download files there). Not `~/.cargo/bin`, `~/.local/bin`,
-/// `~/.local/share` or `~/.config`: programs and settings that run later live there.
-pub const CACHE_DIRS: &[&str] = &[".cache", ".cargo/registry", ".cargo/git", ".npm", ".rustup"];
+/// Package caches under the home directory that builds and tests write (relative to `$HOME`),
+/// data only (issue 29 item 4): what a program later executes or loads as code is not among
+/// them, so a run cannot plant code there that the user's own tools run later. Cargo's
+/// downloaded `.crate` archives and its registry index (`~/.cargo/registry/cache`, `index`) and
+/// git databases (`~/.cargo/git/db`), npm's content-addressed cache (`~/.npm/_cacache`, every
+/// entry checked against its integrity hash when read) and logs, rustup's downloads and
+/// temporary files. Not `~/.cargo/registry/src` or `~/.cargo/git/checkouts` (unpacked sources
+/// whose `build.rs` runs at the next build), `~/.npm/_npx` (packages `npx` runs),
+/// `~/.rustup/toolchains` (the user's `cargo` itself), `~/.cache` (go-build objects, pip wheels,
+/// every XDG-cache user), `~/.cargo/bin`, `~/.local` or `~/.config`. A build that must unpack a
+/// new crate or install a toolchain needs `sandbox_writable` (config or request); the result's
+/// `sandbox.writable` lists every grant.
+pub const CACHE_DIRS: &[&str] = &[
+    ".cargo/registry/cache",
+    ".cargo/registry/index",
+    ".cargo/git/db",
+    ".npm/_cacache",
+    ".npm/_logs",
+    ".rustup/downloads",
+    ".rustup/tmp",
+];
 
 /// Single files cargo locks or updates in `$CARGO_HOME` itself (granted one by one, so the rest
 /// of `~/.cargo`, `bin/` included, stays read-only).
