@@ -396,7 +396,7 @@ fn auth_check(env: &EnvMap) -> Check {
 /// and a config file named with `--config`, `config` here, must exist), then git and the
 /// bridge's port on the configured host. (The Agent Skill's check is the front-end's:
 /// `client_setup::skill_check`.)
-pub async fn doctor_checks(config: Option<&Path>, env: &EnvMap) -> Vec<Check> {
+pub async fn doctor_checks(config: Option<&Path>, env: &EnvMap, cwd: Option<&Path>) -> Vec<Check> {
     let (mut out, settings) = readiness(config, env, Mode::Doctor).await;
     let store = settings
         .store_dir
@@ -407,6 +407,10 @@ pub async fn doctor_checks(config: Option<&Path>, env: &EnvMap) -> Vec<Check> {
         settings.sandbox,
         crate::run::sandbox::kernel_abi(),
     ));
+    if let Some(cwd) = cwd {
+        let home = env.get("HOME").map(Path::new);
+        out.push(location_check(cwd, home, &settings.sandbox_writable));
+    }
     out.push(reach_check(
         settings.port,
         crate::run::sandbox::kernel_abi(),
@@ -449,6 +453,54 @@ pub fn reach_check(port: u16, abi: Option<u32>) -> Check {
             ),
             fix: "use Linux 6.7 or later, or do not run the bridge while tasks run".into(),
         },
+    }
+}
+
+/// Whether the current directory, as a repository, lies where confinement is weaker: under a
+/// directory every run may write (the system temp directory, `sandbox_writable`), where another
+/// run can write it and a run in it can write its siblings; or the home directory itself, whose
+/// every file (shell rc files, `~/.ssh`) a run there may write.
+pub fn location_check(cwd: &Path, home: Option<&Path>, writable: &[std::path::PathBuf]) -> Check {
+    let real = |p: &Path| crate::real_path::canonical(p).unwrap_or_else(|_| p.to_path_buf());
+    let here = real(cwd);
+    let shared: Vec<std::path::PathBuf> = ["/tmp", "/var/tmp"]
+        .iter()
+        .map(|p| real(Path::new(p)))
+        .chain(writable.iter().map(|p| real(p)))
+        .collect();
+    if let Some(under) = shared.iter().find(|s| here.starts_with(s)) {
+        return Check {
+            name: "location",
+            level: Level::Warn,
+            detail: format!(
+                "{} lies under {}, which every run may write: a run in another repository can \
+                 write this one, and a run here can write its siblings",
+                here.display(),
+                under.display()
+            ),
+            fix: "clone the repository outside it (under your home) for a run of its own".into(),
+        };
+    }
+    if home.map(real).is_some_and(|h| h == here) {
+        return Check {
+            name: "location",
+            level: Level::Warn,
+            detail: format!(
+                "{} is your home: a run with it as repo_root may write every file in it (shell rc \
+                 files, ~/.ssh)",
+                here.display()
+            ),
+            fix: "run tasks in a repository below your home, not in your home itself".into(),
+        };
+    }
+    Check {
+        name: "location",
+        level: Level::Ok,
+        detail: format!(
+            "{}: only a run whose repo_root it is may write it",
+            here.display()
+        ),
+        fix: String::new(),
     }
 }
 
@@ -729,5 +781,25 @@ mod tests {
             assert!(detail.ends_with("signals are not scoped"), "{detail}");
         }
         assert_eq!(line(SandboxMode::Landlock, None).0, Level::Fail);
+    }
+}
+
+#[cfg(test)]
+mod location_tests {
+    use super::*;
+
+    #[test]
+    fn a_repository_under_a_directory_every_run_may_write_is_flagged() {
+        let under_tmp = location_check(Path::new("/tmp"), None, &[]);
+        assert_eq!(under_tmp.level, Level::Warn);
+        assert!(under_tmp.detail.contains("every run may write"), "{under_tmp:?}");
+        let shared = std::path::PathBuf::from("/srv/shared");
+        let under_extra = location_check(Path::new("/srv/shared/repo"), None, &[shared]);
+        assert_eq!(under_extra.level, Level::Warn);
+        let home = location_check(Path::new("/home/u"), Some(Path::new("/home/u")), &[]);
+        assert_eq!(home.level, Level::Warn);
+        assert!(home.detail.contains("your home"), "{home:?}");
+        let fine = location_check(Path::new("/home/u/repo"), Some(Path::new("/home/u")), &[]);
+        assert_eq!(fine.level, Level::Ok);
     }
 }

@@ -24,7 +24,9 @@ pub(crate) async fn doctor(
         Some(dir) => SkillsRoot::Named(dir),
         None => SkillsRoot::Default(default_root.as_deref()),
     };
-    let mut checks = health::doctor_checks(config.map(PathBuf::as_path), &env).await;
+    let cwd = std::env::current_dir().ok();
+    let mut checks =
+        health::doctor_checks(config.map(PathBuf::as_path), &env, cwd.as_deref()).await;
     checks.push(client_setup::skill_check(
         skills,
         crate::skill_bundle::FILES,

@@ -253,6 +253,7 @@ async fn the_skill_line_follows_the_installed_skill() {
             "store",
             "git",
             "sandbox",
+            "location",
             "reach",
             "limits",
             "bridge",
@@ -260,12 +261,12 @@ async fn the_skill_line_follows_the_installed_skill() {
         ]
     );
     assert_eq!(
-        checks[14],
+        checks[15],
         json!({"check": "skill", "level": "ok",
                "detail": format!("installed in {} (up to date)", dir.display()), "fix": ""})
     );
-    assert_eq!(checks[13]["check"], "bridge");
-    assert_eq!(checks[13]["level"], "ok");
+    assert_eq!(checks[14]["check"], "bridge");
+    assert_eq!(checks[14]["level"], "ok");
 
     std::fs::write(dir.join("SKILL.md"), "my edits\n").unwrap();
     let out = home.doctor(&[]).await;

@@ -47,6 +47,7 @@ const DOCTOR_CHECKS: &[&str] = &[
     "store",
     "git",
     "sandbox",
+    "location",
     "reach",
     "limits",
     "bridge",
