@@ -792,7 +792,10 @@ mod location_tests {
     fn a_repository_under_a_directory_every_run_may_write_is_flagged() {
         let under_tmp = location_check(Path::new("/tmp"), None, &[]);
         assert_eq!(under_tmp.level, Level::Warn);
-        assert!(under_tmp.detail.contains("every run may write"), "{under_tmp:?}");
+        assert!(
+            under_tmp.detail.contains("every run may write"),
+            "{under_tmp:?}"
+        );
         let shared = std::path::PathBuf::from("/srv/shared");
         let under_extra = location_check(Path::new("/srv/shared/repo"), None, &[shared]);
         assert_eq!(under_extra.level, Level::Warn);
