@@ -35,8 +35,8 @@ use std::path::Path;
 use nix::sys::stat::FileStat;
 
 use crate::run::guarded_tree::{
-    Budget, Ctx, Entry, MAX_BYTES, MAX_DIRS, MAX_FILES, Node, REMOVE_BUDGET, now_secs, read,
-    reconcile, record_entry, record_tree, replace_with_file, same_content,
+    Budget, Ctx, Entry, Node, REMOVE_BUDGET, now_secs, read, reconcile, record_entry, record_tree,
+    replace_with_file, same_content,
 };
 // the report and the cache are the guarded tree's; the session's turns take them from here
 pub(crate) use crate::run::guarded_tree::{RecordCache, Restored};
@@ -100,12 +100,7 @@ impl GitGuard {
         )
         .ok()?;
         let recorded_at = now_secs();
-        let mut budget = Budget {
-            files: MAX_FILES,
-            dirs: MAX_DIRS,
-            bytes: MAX_BYTES,
-            incomplete: None,
-        };
+        let mut budget = Budget::full();
         let dot_git = OsStr::new(".git");
         let top = match nf::stat_at(&root, dot_git) {
             Ok(None) => Top::Absent,
@@ -511,6 +506,7 @@ fn set_aside_or_remove(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::guarded_tree::MAX_DIRS;
     use pretty_assertions::assert_eq;
     use std::os::unix::fs::PermissionsExt as _;
     use std::path::PathBuf;

@@ -153,6 +153,18 @@ pub(crate) struct Budget {
     pub(crate) incomplete: Option<String>,
 }
 
+impl Budget {
+    /// The whole of [`MAX_FILES`], [`MAX_DIRS`] and [`MAX_BYTES`].
+    pub(crate) fn full() -> Self {
+        Self {
+            files: MAX_FILES,
+            dirs: MAX_DIRS,
+            bytes: MAX_BYTES,
+            incomplete: None,
+        }
+    }
+}
+
 /// What a guard's restore found and did.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Restored {

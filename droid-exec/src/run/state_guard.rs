@@ -21,8 +21,8 @@ use serde_json::Value;
 
 use crate::providers::ConfigPath;
 use crate::run::guarded_tree::{
-    Budget, Ctx, Entry, MAX_BYTES, MAX_DIRS, MAX_FILES, Node, RecordCache, Restored, now_secs,
-    read, reconcile, record_entry, record_tree, replace_with_file, same_content,
+    Budget, Ctx, Entry, Node, RecordCache, Restored, now_secs, read, reconcile, record_entry,
+    record_tree, replace_with_file, same_content,
 };
 use crate::run::no_follow::{self as nf, Kind};
 
@@ -51,12 +51,7 @@ impl StateGuard {
     /// left out (a run cannot create it: the directories a run may write exist before it).
     pub(crate) fn record(paths: &[ConfigPath], home: Option<&Path>, cache: &RecordCache) -> Self {
         let recorded_at = now_secs();
-        let mut budget = Budget {
-            files: MAX_FILES,
-            dirs: MAX_DIRS,
-            bytes: MAX_BYTES,
-            incomplete: None,
-        };
+        let mut budget = Budget::full();
         // each directory opened once
         let mut parents: BTreeMap<PathBuf, Option<OwnedFd>> = BTreeMap::new();
         let mut places = Vec::new();
