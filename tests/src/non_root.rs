@@ -111,6 +111,12 @@ impl World {
         std::fs::create_dir(dir.join("home"))?;
         std::fs::create_dir(dir.join("bin"))?;
         let switch_to = (who == Who::NonRoot && is_root()).then(nobody);
+        if switch_to.is_some() && !on_path("setpriv") {
+            return Err(io::Error::other(
+                "setpriv not found: the escape tests run programs as another user with it: \
+                 apt-get install util-linux",
+            ));
+        }
         let world = World { dir, switch_to };
         if let Some((uid, gid)) = switch_to {
             std::os::unix::fs::chown(&world.dir, Some(uid), Some(gid))?;
@@ -200,6 +206,12 @@ impl World {
         cmd.env_clear().kill_on_drop(true);
         cmd
     }
+}
+
+/// Whether `program` is in a directory of `PATH`.
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 /// Whether others may traverse every directory on `path`'s way and read and run it.

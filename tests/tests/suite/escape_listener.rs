@@ -48,8 +48,15 @@ async fn an_impostor_gets_nothing(who: Who) {
     let script = world.dir().join("impostor.py");
     std::fs::write(&script, IMPOSTOR).unwrap();
     world.give_all(world.dir()).unwrap();
+    // the system's python, which another user can run (a pyenv one under /root is not)
+    let python = Path::new("/usr/bin/python3");
+    assert!(
+        python.exists(),
+        "{} not found: the impostor listener needs it: apt-get install python3",
+        python.display()
+    );
     let mut impostor = world
-        .command(Path::new("/usr/bin/python3"))
+        .command(python)
         .arg(&script)
         .arg(port.to_string())
         .arg(&log)
