@@ -189,7 +189,7 @@ impl Agent {
             "protocolVersion": 1,
             "agentCapabilities": {
                 "loadSession": true,
-                "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+                "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
                 "mcpCapabilities": {"http": false, "sse": false},
                 "sessionCapabilities": {"list": {}, "close": {}, "resume": {}},
             },
@@ -400,9 +400,28 @@ where
                     continue;
                 }
                 let agent = agent.clone();
+                let params_session = params.get("sessionId").cloned();
                 tasks.spawn(async move {
                     let result = agent.dispatch(&method, params).await;
+                    // a session just opened: its commands, once the client knows its id
+                    let opened = matches!(
+                        method.as_str(),
+                        "session/new" | "session/load" | "session/resume"
+                    )
+                    .then(|| {
+                        result.as_ref().ok().and_then(|r| {
+                            r.get("sessionId")
+                                .cloned()
+                                .or_else(|| params_session.clone())
+                        })
+                    })
+                    .flatten();
                     agent.send(jsonrpc::response(&id, result)).await;
+                    if let Some(sid) = opened.as_ref().and_then(Value::as_str)
+                        && let Some(s) = agent.sessions.lock().await.get(sid).cloned()
+                    {
+                        agent.update(sid, s.commands_update()).await;
+                    }
                 });
             }
         }

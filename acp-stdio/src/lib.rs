@@ -15,12 +15,17 @@
 //! - the session's mode (the contract's autonomy levels, capped by `max_autonomy`) decides
 //!   which of droid's permission requests are asked, by seed 001's risk map; "allow always"
 //!   is remembered per session for that kind of action and risk;
-//! - each turn ends with one more update: the changes measured from the repository (diffs)
-//!   and the session's verification commands' verdicts;
+//! - a turn that changed something ends with one more update: the changes measured from the
+//!   repository (diffs and a one-line summary) and the session's verification commands'
+//!   verdicts; every turn with a `usage_update`; a failed one says why in the chat too;
+//! - what a client chose for a session (its mode, which droid never sees) is kept across the
+//!   agent's restarts, by the engine (`droid_exec::session::options`);
 //! - nothing a turn starts outlives it; closing a session, the client disconnecting or stdin
 //!   closing ends droid and everything it started.
 
 pub mod agent;
+pub mod commands;
+pub mod failure;
 pub mod jsonrpc;
 pub mod modes;
 pub mod prompt;

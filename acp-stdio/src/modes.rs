@@ -38,7 +38,8 @@ impl Mode {
         Self::ALL.into_iter().find(|m| m.id() == id)
     }
 
-    fn name(self) -> &'static str {
+    /// Its name for people.
+    pub fn name(self) -> &'static str {
         match self.0 {
             Autonomy::ReadOnly => "Ask",
             Autonomy::Low => "Auto edit",
@@ -47,10 +48,19 @@ impl Mode {
         }
     }
 
-    fn description(self) -> &'static str {
+    /// What runs without asking in it. droid itself runs the commands of its allowlist
+    /// without asking anyone, at every autonomy level (`commandAllowlist` in
+    /// `~/.factory/settings.json`; by default `ls`, `pwd`, `dir` and the read-only git commands
+    /// `status`, `diff`, `log`, `show`, `blame`, `ls-files`: measured, droid 0.225.2), so the
+    /// descriptions say so rather than "every command is asked".
+    pub fn description(self) -> &'static str {
         match self.0 {
-            Autonomy::ReadOnly => "Reads run; every edit and command is asked",
-            Autonomy::Low => "Reads and edits inside the repository run; commands are asked",
+            Autonomy::ReadOnly => {
+                "Reads, searches and droid's allowlisted read-only commands (ls, pwd, git status, git diff, git log, …) run; every edit and other command is asked"
+            }
+            Autonomy::Low => {
+                "Reads, edits inside the repository and droid's allowlisted read-only commands run; other commands are asked"
+            }
             Autonomy::Medium => {
                 "Edits and commands inside the repository run; git push, deletes and anything outside it are asked"
             }

@@ -7,10 +7,14 @@
 //! - `resource_link` with a `file://` URI inside the directory: the file is added; outside it
 //!   (or another scheme), the link is named but nothing is read;
 //! - `resource` (embedded): its text as the client sent it (a blob is named, not decoded);
-//! - `image`, `audio`: refused (the capabilities say so), naming the block.
+//! - `image`: passed to droid as it is (base64, PNG, JPEG, GIF or WebP; at most
+//!   [`MAX_IMAGES`], each at most [`IMAGE_MAX_BYTES`] of base64), when the session's model takes
+//!   images (checked by the session);
+//! - `audio`: refused (the capabilities say so), naming the block.
 
 use std::path::{Path, PathBuf};
 
+use droid_exec::session::PromptImage;
 use serde_json::Value;
 
 use crate::jsonrpc::RpcError;
@@ -21,6 +25,12 @@ pub const FILE_MAX_BYTES: usize = 100 * 1024;
 pub const MAX_FILES: usize = 32;
 /// A prompt's text (all blocks) may be at most this long.
 pub const PROMPT_MAX_BYTES: usize = 1024 * 1024;
+/// Images one prompt may carry.
+pub const MAX_IMAGES: usize = 8;
+/// The largest image, as base64 (about 6 MiB of image).
+pub const IMAGE_MAX_BYTES: usize = 8 * 1024 * 1024;
+/// The image types droid takes.
+pub const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
 /// The prompt's text for droid, and the user's own text (for the session's title).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +39,50 @@ pub struct Prompt {
     pub text: String,
     /// Context files attached (paths relative to the directory), for the logs.
     pub attached: Vec<String>,
+    /// The images, in order.
+    pub images: Vec<PromptImage>,
+    /// The first text block as the user wrote it (a slash command is read from it).
+    pub first_text: String,
+}
+
+/// An `image` block as droid takes it, or why not.
+fn image(i: usize, b: &Value) -> Result<PromptImage, RpcError> {
+    let mime = b.get("mimeType").and_then(Value::as_str).ok_or_else(|| {
+        RpcError::params(format!("prompt[{i}]: an image block needs \"mimeType\""))
+    })?;
+    if !IMAGE_TYPES.contains(&mime) {
+        return Err(RpcError::params(format!(
+            "prompt[{i}]: image type {mime:?} is not one droid takes ({})",
+            IMAGE_TYPES.join(", ")
+        )));
+    }
+    let data = b.get("data").and_then(Value::as_str).ok_or_else(|| {
+        RpcError::params(format!(
+            "prompt[{i}]: an image block needs \"data\" (base64)"
+        ))
+    })?;
+    if data.len() > IMAGE_MAX_BYTES {
+        return Err(RpcError::params(format!(
+            "prompt[{i}]: the image is {} bytes of base64; at most {IMAGE_MAX_BYTES}",
+            data.len()
+        )));
+    }
+    let base64 = !data.is_empty()
+        && data.len() % 4 == 0
+        && data
+            .trim_end_matches('=')
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/')
+        && data.len() - data.trim_end_matches('=').len() <= 2;
+    if !base64 {
+        return Err(RpcError::params(format!(
+            "prompt[{i}]: the image's data is not base64"
+        )));
+    }
+    Ok(PromptImage {
+        media_type: mime.to_owned(),
+        data: data.to_owned(),
+    })
 }
 
 /// Build droid's prompt from the `prompt` array of `session/prompt`.
@@ -44,6 +98,8 @@ pub fn build(blocks: &Value, root: &Path) -> Result<Prompt, RpcError> {
         return Err(RpcError::params("prompt is empty"));
     }
     let mut text = String::new();
+    let mut first_text: Option<String> = None;
+    let mut images: Vec<PromptImage> = Vec::new();
     let mut context: Vec<(String, String)> = Vec::new();
     let mut attached: Vec<String> = Vec::new();
     let mut attach = |path: &Path, why: &str, context: &mut Vec<(String, String)>| {
@@ -64,6 +120,9 @@ pub fn build(blocks: &Value, root: &Path) -> Result<Prompt, RpcError> {
                 let t = b.get("text").and_then(Value::as_str).ok_or_else(|| {
                     RpcError::params(format!("prompt[{i}]: a text block needs \"text\""))
                 })?;
+                if first_text.is_none() {
+                    first_text = Some(t.to_owned());
+                }
                 if !text.is_empty() {
                     text.push('\n');
                 }
@@ -98,9 +157,17 @@ pub fn build(blocks: &Value, root: &Path) -> Result<Prompt, RpcError> {
                     }
                 }
             }
-            "image" | "audio" => {
+            "image" => {
+                if images.len() >= MAX_IMAGES {
+                    return Err(RpcError::params(format!(
+                        "prompt[{i}]: more than {MAX_IMAGES} images in one prompt"
+                    )));
+                }
+                images.push(image(i, b)?);
+            }
+            "audio" => {
                 return Err(RpcError::params(format!(
-                    "prompt[{i}]: {kind} content is not supported (promptCapabilities.{kind} is false)"
+                    "prompt[{i}]: audio content is not supported (promptCapabilities.audio is false)"
                 )));
             }
             other => {
@@ -126,7 +193,12 @@ pub fn build(blocks: &Value, root: &Path) -> Result<Prompt, RpcError> {
             text.len()
         )));
     }
-    Ok(Prompt { text, attached })
+    Ok(Prompt {
+        text,
+        attached,
+        images,
+        first_text: first_text.unwrap_or_default(),
+    })
 }
 
 /// The `@path` mentions of a text: `@` at the start of a word, then a path up to whitespace
@@ -257,7 +329,37 @@ mod tests {
             root,
         )
         .unwrap_err();
-        assert!(e.message.contains("prompt[0]: image"), "{}", e.message);
+        assert!(
+            e.message
+                .contains("prompt[0]: the image's data is not base64"),
+            "{}",
+            e.message
+        );
+        let e = build(
+            &json!([{"type": "image", "data": "AAAA", "mimeType": "image/tiff"}]),
+            root,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("image/tiff"), "{}", e.message);
+        let e = build(
+            &json!([{"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}]),
+            root,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("prompt[0]: audio"), "{}", e.message);
+        let p = build(
+            &json!([{"type": "text", "text": "what is this?"}, {"type": "image", "data": "iVBORw0K", "mimeType": "image/png"}]),
+            root,
+        )
+        .unwrap();
+        assert_eq!(
+            p.images,
+            vec![PromptImage {
+                media_type: "image/png".into(),
+                data: "iVBORw0K".into()
+            }]
+        );
+        assert_eq!(p.first_text, "what is this?");
         let e = build(&json!([{"type": "video"}]), root).unwrap_err();
         assert!(e.message.contains("\"video\""));
         let e = build(&json!([{"type": "text"}]), root).unwrap_err();

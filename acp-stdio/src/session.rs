@@ -19,19 +19,24 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use droid_contract::{Autonomy, ShellCommand};
+use droid_contract::{Autonomy, ProviderId, ShellCommand};
 use droid_exec::run::redact::Redactor;
 use droid_exec::session::event::PermissionRequest;
 use droid_exec::session::history;
 use droid_exec::session::mask::StreamMask;
 use droid_exec::session::measure::TurnMeter;
+use droid_exec::session::options::{OptionsStore, SavedOptions};
 use droid_exec::session::tools::{self, Risk, ToolView};
-use droid_exec::session::{DroidSession, SessionError, SessionEvent, SessionSpec};
+use droid_exec::session::{
+    DroidSession, McpServer, SessionError, SessionEvent, SessionSpec, TokenUsage,
+};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
+use crate::commands::{self, Command};
+use crate::failure::{self, Failure};
 use crate::jsonrpc::{self, RpcError};
 use crate::modes::{self, EFFORTS, Mode};
 use crate::prompt;
@@ -50,6 +55,30 @@ const MAX_WAITING_PROMPTS: usize = 8;
 const MAX_CONTINUATIONS: usize = 3;
 /// The start of the messages this agent adds to droid's conversation (left out of replays).
 const NOTE_PREFIX: &str = "[droid-executor]";
+/// What droid's result of a tool it did not run says, the user having rejected it or the turn
+/// being cancelled (its own words, the same in both cases).
+const DROID_CANCELLED: &str = "Tool execution cancelled by user";
+/// A rejected tool's result, in our words.
+const REJECTED: &str = "Rejected by the user: droid did not run it.";
+/// A tool stopped by a cancelled turn, in our words.
+const CANCELLED: &str = "Cancelled: the turn was stopped before this finished.";
+/// MCP servers a session may be given.
+const MAX_MCP_SERVERS: usize = 32;
+
+/// droid's result of a tool, in our words where droid's are its own ("cancelled by user" for
+/// a tool the user rejected).
+fn result_text(content: &str, is_error: bool, rejected: bool, cancelled: bool) -> String {
+    let droids = content.trim().trim_start_matches("Error: ").trim();
+    if is_error && droids.starts_with(DROID_CANCELLED) {
+        if rejected {
+            return REJECTED.to_owned();
+        }
+        if cancelled {
+            return CANCELLED.to_owned();
+        }
+    }
+    content.to_owned()
+}
 
 /// The permission options offered (ACP option kinds as ids).
 fn permission_options() -> Value {
@@ -83,6 +112,14 @@ pub struct Session {
     root: PathBuf,
     cap: Autonomy,
     verify: Vec<ShellCommand>,
+    /// The client's MCP servers, given to droid again when it restarts.
+    mcp_servers: Vec<McpServer>,
+    /// Where the session's options are kept (`None`: no task store, nothing kept).
+    store: Option<OptionsStore>,
+    /// What is kept (written through on every change).
+    saved: std::sync::Mutex<SavedOptions>,
+    /// The models that take images.
+    image_models: Vec<String>,
     settings: std::sync::Mutex<Settings>,
     /// droid's handle, for requests made while a turn holds [`Session::live`].
     droid: std::sync::Mutex<Arc<DroidSession>>,
@@ -110,7 +147,7 @@ fn open_error(e: &SessionError) -> RpcError {
     match e {
         SessionError::DroidMissing(_) => RpcError::new(jsonrpc::DROID_NOT_AVAILABLE, e.to_string())
             .with_data(json!({
-                "install": "npm install -g @factory/cli",
+                "install": droid_exec::providers::provider(ProviderId::Droid).install_hint(),
                 "setting": "droid_bin in config.toml, or DROID_CLI_CMD",
                 "check": "droid-executor doctor",
             })),
@@ -132,10 +169,75 @@ fn open_error(e: &SessionError) -> RpcError {
 struct NewParams {
     cwd: PathBuf,
     verify: Vec<ShellCommand>,
-    /// The names of the client's MCP servers: not passed to droid (droid 0.225.2's only way
-    /// to add one, `droid.add_mcp_server`, writes it into the user's own `~/.factory/mcp.json`
-    /// for good; `--settings` ignores `mcpServers`); the answer says so in `_meta`.
-    mcp_servers: Vec<String>,
+    /// The client's stdio MCP servers, given to droid for this session only.
+    mcp_servers: Vec<McpServer>,
+    /// The names of its `http` and `sse` servers: not passed (`mcpCapabilities` says we take
+    /// neither); the answer names them in `_meta`.
+    not_passed: Vec<String>,
+}
+
+/// One of `session/new`'s `mcpServers`: a stdio server (`{name, command, args, env: [{name,
+/// value}]}`, no `type`), or the name of an `http`/`sse` one.
+fn mcp_server(i: usize, s: &Value) -> Result<Result<McpServer, String>, RpcError> {
+    let field = |k: &str| format!("mcpServers[{i}].{k}");
+    let name = s
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| RpcError::params(format!("{} (a string) is required", field("name"))))?;
+    match s.get("type").and_then(Value::as_str) {
+        None | Some("stdio") => {}
+        Some(_) => return Ok(Err(name.to_owned())),
+    }
+    let command = s
+        .get("command")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| RpcError::params(format!("{} (a string) is required", field("command"))))?;
+    let args = match s.get("args") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| x.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| RpcError::params(format!("{} must hold strings", field("args"))))?,
+        Some(_) => {
+            return Err(RpcError::params(format!(
+                "{} must be an array",
+                field("args")
+            )));
+        }
+    };
+    let env = match s.get("env") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(vars)) => vars
+            .iter()
+            .map(|v| {
+                Some((
+                    v.get("name")?.as_str()?.to_owned(),
+                    v.get("value")?.as_str()?.to_owned(),
+                ))
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                RpcError::params(format!(
+                    "{} must be an array of {{name, value}} strings",
+                    field("env")
+                ))
+            })?,
+        Some(_) => {
+            return Err(RpcError::params(format!(
+                "{} must be an array",
+                field("env")
+            )));
+        }
+    };
+    Ok(Ok(McpServer {
+        name: name.to_owned(),
+        command: command.to_owned(),
+        args,
+        env,
+    }))
 }
 
 fn new_params(params: &Value) -> Result<NewParams, RpcError> {
@@ -145,23 +247,29 @@ fn new_params(params: &Value) -> Result<NewParams, RpcError> {
             "cwd {cwd:?} must be an absolute path"
         )));
     }
-    let mcp_servers = match params.get("mcpServers") {
-        Some(Value::Array(servers)) => servers
-            .iter()
-            .map(|s| {
-                s.get("name")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .ok_or_else(|| RpcError::params("each of mcpServers needs a \"name\""))
-            })
-            .collect::<Result<Vec<_>, _>>()?,
+    let (mut mcp_servers, mut not_passed) = (Vec::new(), Vec::new());
+    match params.get("mcpServers") {
+        Some(Value::Array(servers)) => {
+            if servers.len() > MAX_MCP_SERVERS {
+                return Err(RpcError::params(format!(
+                    "mcpServers has {} servers; at most {MAX_MCP_SERVERS}",
+                    servers.len()
+                )));
+            }
+            for (i, s) in servers.iter().enumerate() {
+                match mcp_server(i, s)? {
+                    Ok(server) => mcp_servers.push(server),
+                    Err(name) => not_passed.push(name),
+                }
+            }
+        }
         Some(_) => return Err(RpcError::params("mcpServers must be an array")),
         None => {
             return Err(RpcError::params(
                 "mcpServers is required (an array, possibly empty)",
             ));
         }
-    };
+    }
     let verify = match params.pointer("/_meta/droidExecutor/verify") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(cmds)) => {
@@ -193,6 +301,7 @@ fn new_params(params: &Value) -> Result<NewParams, RpcError> {
         cwd,
         verify,
         mcp_servers,
+        not_passed,
     })
 }
 
@@ -216,6 +325,7 @@ async fn open(
         load,
         model: cfg.default_model.clone(),
         autonomy_level: Some(DROID_AUTONOMY.into()),
+        mcp_servers: p.mcp_servers.clone(),
     };
     let (droid, opened, events) = agent
         .engine
@@ -247,17 +357,56 @@ async fn open(
             .unwrap_or("")
             .to_owned()
     };
-    let effort = Some(text("reasoningEffort"))
+    let mut effort = Some(text("reasoningEffort"))
         .filter(|e| EFFORTS.contains(&e.as_str()))
         .unwrap_or_else(|| "none".into());
+    let mut model = text("modelId");
+    // what the client chose for this session before, kept across restarts (droid's stored
+    // settings keep the model and the effort too; ours win where they differ)
+    let store = cfg.store_dir.as_deref().map(OptionsStore::new);
+    let saved = match (&store, &spec.load) {
+        (Some(store), Some(_)) => store.load(&opened.droid_session_id),
+        _ => SavedOptions::default(),
+    };
+    let mode = saved
+        .mode
+        .as_deref()
+        .and_then(Mode::from_id)
+        .map_or(Mode(Autonomy::ReadOnly), |m| m.min(Mode(cfg.max_autonomy)));
+    let mut patch = serde_json::Map::new();
+    if let Some(m) = saved
+        .model
+        .as_ref()
+        .filter(|m| **m != model && opened.models.iter().any(|(id, _)| id == *m))
+    {
+        patch.insert("modelId".into(), json!(m));
+        model.clone_from(m);
+    }
+    if let Some(e) = saved
+        .reasoning_effort
+        .as_ref()
+        .filter(|e| **e != effort && EFFORTS.contains(&e.as_str()))
+    {
+        patch.insert("reasoningEffort".into(), json!(e));
+        effort.clone_from(e);
+    }
+    if !patch.is_empty()
+        && let Err(e) = droid.update_settings(Value::Object(patch)).await
+    {
+        tracing::warn!("putting back the session's model and reasoning effort: {e}");
+    }
     let session = Arc::new(Session {
         id: opened.droid_session_id.clone(),
         root: opened.root.clone(),
         cap: cfg.max_autonomy,
         verify: p.verify,
+        mcp_servers: p.mcp_servers,
+        store,
+        saved: std::sync::Mutex::new(saved),
+        image_models: opened.image_models.clone(),
         settings: std::sync::Mutex::new(Settings {
-            mode: Mode(Autonomy::ReadOnly),
-            model: text("modelId"),
+            mode,
+            model,
             models: opened.models.clone(),
             effort,
             always: HashSet::new(),
@@ -283,13 +432,14 @@ async fn open(
     Ok((session, opened.history))
 }
 
-/// Why the client's MCP servers are not passed to droid.
-const MCP_WHY: &str = "droid 0.225.2 can only add an MCP server by writing it into ~/.factory/mcp.json for good; configure it there (droid mcp add) to use it";
+/// Why the client's `http` and `sse` MCP servers are not passed to droid.
+const MCP_WHY: &str =
+    "only stdio MCP servers are passed to droid (mcpCapabilities: http and sse false)";
 
 /// `session/new`.
 pub async fn new(agent: &Arc<Agent>, params: &Value) -> Result<Value, RpcError> {
     let p = new_params(params)?;
-    let ignored = p.mcp_servers.clone();
+    let ignored = p.not_passed.clone();
     let (s, _) = open(agent, p, None).await?;
     let mut out = s.describe(true);
     if !ignored.is_empty() {
@@ -333,7 +483,7 @@ async fn reopen(agent: &Arc<Agent>, params: &Value, replay: bool) -> Result<Valu
         )
         .with_data(json!({"sessionId": id})));
     }
-    let ignored = p.mcp_servers.clone();
+    let ignored = p.not_passed.clone();
     let (s, history) = open(agent, p, Some(id)).await?;
     if replay {
         s.replay(agent, &history).await;
@@ -350,6 +500,97 @@ async fn reopen(agent: &Arc<Agent>, params: &Value, replay: bool) -> Result<Valu
 fn may_start_processes(class: tools::ToolClass) -> bool {
     use tools::ToolClass::{Delete, Execute, Other, Think};
     matches!(class, Execute | Delete | Other | Think)
+}
+
+/// How a turn ends for the client.
+enum Outcome {
+    /// Its answer.
+    Answer(Value),
+    /// Its error, and the cause in our words ([`failure`]) for the chat.
+    Failed(RpcError, String),
+}
+
+/// How a turn ends for the client: its answer, or its error with the cause in our words.
+fn outcome(
+    ending: &Ending,
+    interrupted: bool,
+    timed_out: bool,
+    budget: Duration,
+    errors: &[String],
+    tail: &str,
+) -> Outcome {
+    if timed_out {
+        let secs = budget.as_secs();
+        return Outcome::Failed(
+            RpcError::new(
+                jsonrpc::TIMEOUT_ERROR,
+                format!(
+                    "the turn ran longer than {secs} s (the default_timeout setting) and was stopped"
+                ),
+            ),
+            failure::message(Failure::TimedOut { secs }),
+        );
+    }
+    if interrupted {
+        return Outcome::Answer(json!({"stopReason": "cancelled"}));
+    }
+    match ending {
+        Ending::Droid(reason) => {
+            let why = || {
+                failure::message(Failure::Droid {
+                    reason: reason.as_str(),
+                    errors,
+                })
+            };
+            match reason.as_str() {
+                "completed" => Outcome::Answer(json!({"stopReason": "end_turn"})),
+                "cancelled" => Outcome::Answer(json!({"stopReason": "cancelled"})),
+                "max_turns" | "max_turns_reached" => {
+                    Outcome::Answer(json!({"stopReason": "max_turn_requests"}))
+                }
+                "model_authentication_failed" => Outcome::Failed(
+                    RpcError::new(
+                        jsonrpc::AUTHENTICATION_FAILED,
+                        format!("Authentication failed: {}", errors.join("; ")),
+                    )
+                    .with_data(json!({
+                        "envVar": "FACTORY_API_KEY",
+                        "alternative": "customModels in ~/.factory/settings.json, or log in with droid",
+                    })),
+                    why(),
+                ),
+                other => Outcome::Failed(
+                    RpcError::new(
+                        jsonrpc::FACTORY_API_ERROR,
+                        format!(
+                            "the turn failed ({other}){}",
+                            if errors.is_empty() {
+                                String::new()
+                            } else {
+                                format!(": {}", errors.join("; "))
+                            }
+                        ),
+                    )
+                    .with_data(json!({"reason": other, "errors": errors})),
+                    why(),
+                ),
+            }
+        }
+        Ending::Exited => Outcome::Failed(
+            RpcError::new(
+                jsonrpc::PROCESS_ERROR,
+                format!(
+                    "droid exited during the turn{}; the next prompt restarts it on this session's history",
+                    if tail.trim().is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", tail.trim())
+                    }
+                ),
+            ),
+            failure::message(Failure::Exited { tail }),
+        ),
+    }
 }
 
 /// What a tool call of the running turn is.
@@ -444,7 +685,45 @@ impl Session {
         if let Ok(mut s) = self.settings.lock() {
             s.mode = mode;
         }
+        self.keep(|o| o.mode = Some(mode.id().to_owned()));
         Ok(())
+    }
+
+    /// Change what is kept of the session, and write it (a failure is logged: the session
+    /// goes on, only a later start would not find the change).
+    fn keep(&self, change: impl FnOnce(&mut SavedOptions)) {
+        let saved = match self.saved.lock() {
+            Ok(mut o) => {
+                change(&mut o);
+                o.clone()
+            }
+            Err(_) => return,
+        };
+        let Some(store) = &self.store else { return };
+        if let Err(e) = store.save(&self.id, &saved) {
+            tracing::warn!("keeping session {}'s options: {e}", self.id);
+        }
+    }
+
+    /// Whether the user rejected tool call `id` (this session, kept across restarts).
+    fn was_rejected(&self, id: &str) -> bool {
+        self.saved
+            .lock()
+            .is_ok_and(|o| o.rejected.iter().any(|r| r == id))
+    }
+
+    /// The `available_commands_update` of this session.
+    pub fn commands_update(&self) -> Value {
+        let modes: Vec<&str> = modes::modes_under(self.cap)
+            .into_iter()
+            .map(Mode::id)
+            .collect();
+        let models: Vec<String> = self
+            .settings
+            .lock()
+            .map(|s| s.models.iter().map(|(id, _)| id.clone()).collect())
+            .unwrap_or_default();
+        commands::available(&modes, &models, &EFFORTS)
     }
 
     /// `session/set_mode`.
@@ -476,6 +755,7 @@ impl Session {
                 if let Ok(mut s) = self.settings.lock() {
                     s.model = value.to_owned();
                 }
+                self.keep(|o| o.model = Some(value.to_owned()));
             }
             "reasoning_effort" => {
                 if !EFFORTS.contains(&value) {
@@ -491,6 +771,7 @@ impl Session {
                 if let Ok(mut s) = self.settings.lock() {
                     s.effort = value.to_owned();
                 }
+                self.keep(|o| o.reasoning_effort = Some(value.to_owned()));
             }
             other => {
                 return Err(RpcError::params(format!(
@@ -501,9 +782,48 @@ impl Session {
         Ok(json!({"configOptions": self.config_options()}))
     }
 
-    /// Replay a loaded session's stored messages as updates.
+    /// Replay a loaded session's stored messages as updates: the user's and droid's text, and
+    /// each tool call once, as it ended (its final status, its input and its result: a command
+    /// that failed, a tool the user rejected and one a cancelled turn stopped come back
+    /// `failed`, each said in our words; a tool without a recorded result `failed` too).
     async fn replay(&self, agent: &Agent, history: &[Value]) {
-        let mut calls: HashMap<String, ToolView> = HashMap::new();
+        // droid's results, by tool-use id (droid's answer to `droid.load_session` spells them
+        // `toolUseId`/`isError`; its session file `tool_use_id`/`is_error`)
+        let mut results: HashMap<&str, (String, bool)> = HashMap::new();
+        for m in history {
+            for c in m
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if c.get("type").and_then(Value::as_str) != Some("tool_result") {
+                    continue;
+                }
+                let Some(id) = c
+                    .get("toolUseId")
+                    .or_else(|| c.get("tool_use_id"))
+                    .and_then(Value::as_str)
+                else {
+                    continue;
+                };
+                let output = match c.get("content") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Array(parts)) => parts
+                        .iter()
+                        .filter_map(|p| p.get("text").and_then(Value::as_str))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    _ => String::new(),
+                };
+                let failed = c
+                    .get("isError")
+                    .or_else(|| c.get("is_error"))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                results.insert(id, (output, failed));
+            }
+        }
         for m in history {
             if m.get("visibility").and_then(Value::as_str) == Some("llm_only") {
                 continue;
@@ -531,34 +851,20 @@ impl Session {
                         let name = c.get("name").and_then(Value::as_str).unwrap_or("");
                         let input = c.get("input").cloned().unwrap_or(Value::Null);
                         let view = tools::view(name, &input, &self.root);
-                        agent
-                            .update(&self.id, updates::tool_call(id, &view, &input, "completed"))
-                            .await;
-                        calls.insert(id.to_owned(), view);
-                    }
-                    (_, Some("tool_result")) => {
-                        let id = c
-                            .get("tool_use_id")
-                            .or_else(|| c.get("toolUseId"))
-                            .and_then(Value::as_str)
-                            .unwrap_or("");
-                        if !calls.contains_key(id) {
-                            continue;
-                        }
-                        let output = match c.get("content") {
-                            Some(Value::String(s)) => s.clone(),
-                            Some(Value::Array(parts)) => parts
-                                .iter()
-                                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                                .collect::<Vec<_>>()
-                                .join("\n"),
-                            _ => String::new(),
-                        };
-                        let failed = c.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+                        let output = results.get(id).map(|(out, failed)| {
+                            // a rejection and a cancel read alike in droid's record
+                            let text = result_text(out, *failed, self.was_rejected(id), true);
+                            (text, *failed)
+                        });
                         agent
                             .update(
                                 &self.id,
-                                updates::tool_result(id, calls.get(id), &output, failed),
+                                updates::replayed_tool_call(
+                                    id,
+                                    &view,
+                                    &input,
+                                    output.as_ref().map(|(t, f)| (t.as_str(), *f)),
+                                ),
                             )
                             .await;
                     }
@@ -574,6 +880,21 @@ impl Session {
             .get("prompt")
             .ok_or_else(|| RpcError::params("prompt (an array of content blocks) is required"))?;
         let built = prompt::build(blocks, &self.root)?;
+        if !built.images.is_empty() {
+            let model = self
+                .settings
+                .lock()
+                .map(|s| s.model.clone())
+                .unwrap_or_default();
+            if !self.image_models.contains(&model) {
+                return Err(RpcError::params(format!(
+                    "the prompt has an image, and the model {model:?} takes none (droid lists it \
+                     with noImageSupport); choose a model that does, or set \"noImageSupport\": \
+                     false on its customModels entry"
+                )));
+            }
+        }
+        let command = commands::parse(&built.first_text);
         use std::sync::atomic::Ordering::SeqCst;
         if self.waiting.fetch_add(1, SeqCst) >= MAX_WAITING_PROMPTS {
             self.waiting.fetch_sub(1, SeqCst);
@@ -589,15 +910,110 @@ impl Session {
         if self.closed.is_cancelled() {
             return Ok(json!({"stopReason": "cancelled"}));
         }
+        if let Some(command) = command {
+            return self.run_command(agent, command).await;
+        }
         let token = CancellationToken::new();
         if let Ok(mut t) = self.turn.lock() {
             *t = Some(token.clone());
         }
-        let result = self.turn(agent, &mut live, &built.text, &token).await;
+        let result = self.turn(agent, &mut live, &built, &token).await;
         if let Ok(mut t) = self.turn.lock() {
             *t = None;
         }
         result
+    }
+
+    /// A slash command ([`commands`]): the setting changed (and the client told), and a
+    /// message saying what it is now; or, without a value, what it is and what it can be.
+    async fn run_command(&self, agent: &Agent, command: Command) -> Result<Value, RpcError> {
+        let is_model = matches!(command, Command::Model(_));
+        let (text, changed) = match command {
+            Command::Mode(None) => {
+                let mode = self
+                    .settings
+                    .lock()
+                    .map_or(Mode(Autonomy::ReadOnly), |s| s.mode);
+                let all: Vec<String> = modes::modes_under(self.cap)
+                    .into_iter()
+                    .map(|m| format!("{} ({})", m.id(), m.name()))
+                    .collect();
+                (
+                    format!(
+                        "Mode: {} (`{}`): {}. The modes: {}.",
+                        mode.name(),
+                        mode.id(),
+                        mode.description(),
+                        all.join(", ")
+                    ),
+                    false,
+                )
+            }
+            Command::Mode(Some(id)) => match self.mode_to(&id) {
+                Ok(()) => {
+                    let mode = Mode::from_id(&id).unwrap_or(Mode(Autonomy::ReadOnly));
+                    (
+                        format!(
+                            "Mode: {} (`{}`): {}.",
+                            mode.name(),
+                            mode.id(),
+                            mode.description()
+                        ),
+                        true,
+                    )
+                }
+                Err(e) => (format!("The mode did not change: {}.", e.message), false),
+            },
+            Command::Model(None) | Command::Effort(None) => {
+                let (model, models, effort) = self
+                    .settings
+                    .lock()
+                    .map(|s| (s.model.clone(), s.models.clone(), s.effort.clone()))
+                    .unwrap_or_default();
+                let text = if is_model {
+                    let all: Vec<String> = models
+                        .iter()
+                        .map(|(id, name)| format!("{id} ({name})"))
+                        .collect();
+                    format!("Model: `{model}`. The models: {}.", all.join(", "))
+                } else {
+                    format!(
+                        "Reasoning effort: `{effort}`. The values: {}.",
+                        EFFORTS.join(", ")
+                    )
+                };
+                (text, false)
+            }
+            Command::Model(Some(value)) | Command::Effort(Some(value)) => {
+                let (config, name) = if is_model {
+                    ("model", "Model")
+                } else {
+                    ("reasoning_effort", "Reasoning effort")
+                };
+                let params = json!({"configId": config, "value": value});
+                match self.set_config_option(&params).await {
+                    Ok(_) => (format!("{name}: `{value}`."), true),
+                    Err(e) => (
+                        format!("The {config} did not change: {}.", e.message),
+                        false,
+                    ),
+                }
+            }
+        };
+        if changed {
+            let mode = self
+                .settings
+                .lock()
+                .map_or(Mode(Autonomy::ReadOnly), |s| s.mode);
+            agent
+                .update(&self.id, updates::current_mode(mode.id()))
+                .await;
+            agent
+                .update(&self.id, updates::config_options(self.config_options()))
+                .await;
+        }
+        agent.update(&self.id, updates::message_chunk(&text)).await;
+        Ok(json!({"stopReason": "end_turn"}))
     }
 
     /// Restart droid on its stored session after it died (the conversation continues).
@@ -608,6 +1024,7 @@ impl Session {
             load: Some(self.id.clone()),
             model: None,
             autonomy_level: None,
+            mcp_servers: self.mcp_servers.clone(),
         };
         let (droid, _, events) = agent.engine.open_session(&spec).await.map_err(|e| {
             RpcError::new(
@@ -640,7 +1057,7 @@ impl Session {
         &self,
         agent: &Arc<Agent>,
         live: &mut Live,
-        text: &str,
+        built: &prompt::Prompt,
         token: &CancellationToken,
     ) -> Result<Value, RpcError> {
         if live.droid.exited().await {
@@ -663,7 +1080,7 @@ impl Session {
         let begin_droid = droid.clone();
         let mut begin = std::pin::pin!(async move { meter.lock().await.begin(&begin_droid).await });
         let mut measuring: Option<Result<(), String>> = None;
-        if let Err(e) = droid.prompt(text).await {
+        if let Err(e) = droid.prompt_with_images(&built.text, &built.images).await {
             return Err(match e {
                 SessionError::Timeout { .. } => {
                     RpcError::new(jsonrpc::TIMEOUT_ERROR, e.to_string())
@@ -679,7 +1096,14 @@ impl Session {
         let mut timed_out = false;
         let mut grace: Option<tokio::time::Instant> = None;
         let mut rejected: Vec<String> = Vec::new();
+        // the tool calls the user rejected in this turn
+        let mut rejected_ids: HashSet<String> = HashSet::new();
         let mut continuations = 0;
+        // tokens: the session's so far (droid's last count), this turn's
+        let mut session_tokens: Option<TokenUsage> = None;
+        let mut turn_tokens: Option<TokenUsage> = None;
+        // whether the answer streamed any text (a failure's message starts a new paragraph)
+        let mut said = false;
         let mut streams = Streams::new(agent.redact());
         // whether a tool that can start processes ran
         let mut started = false;
@@ -722,6 +1146,7 @@ impl Session {
             }
             match ev {
                 SessionEvent::TextDelta { text, .. } => {
+                    said |= !text.is_empty();
                     let text = streams.message.push(&text);
                     if !text.is_empty() {
                         agent.update(&self.id, updates::message_chunk(&text)).await;
@@ -792,6 +1217,8 @@ impl Session {
                         .get(&id)
                         .is_none_or(|c| may_start_processes(c.view.class));
                     let view = calls.get(&id).map(|c| &c.view);
+                    let content =
+                        result_text(&content, is_error, rejected_ids.contains(&id), interrupted);
                     agent
                         .update(
                             &self.id,
@@ -814,12 +1241,25 @@ impl Session {
                                 .iter()
                                 .filter_map(|t| calls.get(&t.id).map(|c| c.view.title.clone())),
                         );
+                        for t in &req.tools {
+                            rejected_ids.insert(t.id.clone());
+                        }
+                        self.keep(|o| {
+                            for t in &req.tools {
+                                o.reject(&t.id);
+                            }
+                        });
                     }
                     if let Err(e) = droid.answer_permission(&req.request_id, option).await {
                         tracing::warn!("answering droid's permission request: {e}");
                     }
                 }
-                SessionEvent::TurnCompleted { reason, .. } => {
+                SessionEvent::TurnCompleted { reason, tokens } => {
+                    if let Some((input, output)) = tokens {
+                        let t = turn_tokens.get_or_insert_with(TokenUsage::default);
+                        t.input += input;
+                        t.output += output;
+                    }
                     // droid stops at a rejected tool; the user only said no to that tool
                     if reason == "completed"
                         && !rejected.is_empty()
@@ -854,11 +1294,26 @@ impl Session {
                         st.model = m.to_owned();
                     }
                 }
+                SessionEvent::Usage(u) => session_tokens = Some(u),
                 SessionEvent::Exited => break Ending::Exited,
                 SessionEvent::Title(_) | SessionEvent::Ignored(_) => {}
             }
         };
         streams.flush(agent, &self.id).await;
+        let tail = match ending {
+            Ending::Exited => droid.stderr_tail(),
+            Ending::Droid(_) => String::new(),
+        };
+        let outcome = outcome(&ending, interrupted, timed_out, budget, &errors, &tail);
+        // a failed turn says why in the chat too, in our words (some clients show no error)
+        if let Outcome::Failed(_, why) = &outcome {
+            let text = if said {
+                format!("\n\n{why}")
+            } else {
+                why.clone()
+            };
+            agent.update(&self.id, updates::message_chunk(&text)).await;
+        }
         if measuring.is_none() {
             measuring = Some((&mut begin).await);
         }
@@ -878,67 +1333,32 @@ impl Session {
             }
             m
         };
-        agent
-            .update(
-                &self.id,
-                updates::measured(
-                    &format!("measured-{n}"),
-                    &self.root.display().to_string(),
-                    &measure,
-                ),
-            )
-            .await;
-        if timed_out {
-            return Err(RpcError::new(
-                jsonrpc::TIMEOUT_ERROR,
-                format!(
-                    "the turn ran longer than {} s (the default_timeout setting) and was stopped",
-                    budget.as_secs()
-                ),
-            ));
+        // only a turn that changed something (or has something to say) gets the tool call
+        if updates::worth_reporting(&measure) {
+            agent
+                .update(
+                    &self.id,
+                    updates::measured(
+                        &format!("measured-{n}"),
+                        &self.root.display().to_string(),
+                        &measure,
+                    ),
+                )
+                .await;
         }
-        match ending {
-            _ if interrupted => Ok(json!({"stopReason": "cancelled"})),
-            Ending::Droid(reason) => match reason.as_str() {
-                "completed" => Ok(json!({"stopReason": "end_turn"})),
-                "cancelled" => Ok(json!({"stopReason": "cancelled"})),
-                "max_turns" | "max_turns_reached" => Ok(json!({"stopReason": "max_turn_requests"})),
-                "model_authentication_failed" => Err(RpcError::new(
-                    jsonrpc::AUTHENTICATION_FAILED,
-                    format!("Authentication failed: {}", errors.join("; ")),
-                )
-                .with_data(json!({
-                    "envVar": "FACTORY_API_KEY",
-                    "alternative": "customModels in ~/.factory/settings.json, or log in with droid",
-                }))),
-                other => Err(RpcError::new(
-                    jsonrpc::FACTORY_API_ERROR,
-                    format!(
-                        "the turn failed ({other}){}",
-                        if errors.is_empty() {
-                            String::new()
-                        } else {
-                            format!(": {}", errors.join("; "))
-                        }
-                    ),
-                )
-                .with_data(json!({"reason": other, "errors": errors}))),
-            },
-            Ending::Exited => {
-                let tail = droid.stderr_tail();
-                droid.close().await;
-                Err(RpcError::new(
-                    jsonrpc::PROCESS_ERROR,
-                    format!(
-                        "droid exited during the turn{}; the next prompt restarts it on this session's history",
-                        if tail.trim().is_empty() {
-                            String::new()
-                        } else {
-                            format!(": {}", tail.trim())
-                        }
-                    ),
-                ))
+        if !matches!(ending, Ending::Exited) {
+            match droid.context_stats().await {
+                Ok(stats) => {
+                    agent
+                        .update(&self.id, updates::usage(stats, turn_tokens, session_tokens))
+                        .await;
+                }
+                Err(e) => tracing::debug!("no usage_update: {e}"),
             }
+        }
+        match outcome {
+            Outcome::Answer(answer) => Ok(answer),
+            Outcome::Failed(error, _) => Err(error),
         }
     }
 

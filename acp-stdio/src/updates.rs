@@ -5,6 +5,7 @@
 use droid_contract::ChangeType;
 use droid_exec::session::measure::TurnMeasure;
 use droid_exec::session::tools::{PlanEntry, ToolView};
+use droid_exec::session::{ContextStats, TokenUsage};
 use serde_json::{Value, json};
 
 fn change_name(c: ChangeType) -> &'static str {
@@ -87,20 +88,121 @@ pub fn tool_status(id: &str, status: &str) -> Value {
     json!({"sessionUpdate": "tool_call_update", "toolCallId": id, "status": status})
 }
 
-/// `tool_call_update` for a tool's result: status, its output as content (after the edit's
-/// diff, which stays), and `rawOutput`.
-pub fn tool_result(id: &str, view: Option<&ToolView>, output: &str, failed: bool) -> Value {
-    let mut content = view.map(diff_content).unwrap_or_default();
-    if !output.is_empty() {
-        content.push(json!({"type": "content", "content": {"type": "text", "text": output}}));
+/// The content and raw output of a tool's result: its output as text content, and
+/// `rawOutput`. A file edit droid reports done (its internal JSON,
+/// `{"success":true,…,"diffLines":[…]}`) shows the diff only: no `rawOutput` (clients print
+/// it as text), droid's JSON in `_meta.droidExecutor.result` without its `diffLines`. An edit
+/// that failed (or was rejected) shows why, without the diff it did not make.
+fn result_fields(
+    view: Option<&ToolView>,
+    output: &str,
+    failed: bool,
+) -> serde_json::Map<String, Value> {
+    let mut content = if failed {
+        Vec::new()
+    } else {
+        view.map(diff_content).unwrap_or_default()
+    };
+    let mut fields = serde_json::Map::new();
+    let edit_done = (!failed && !content.is_empty())
+        .then(|| serde_json::from_str::<Value>(output).ok())
+        .flatten()
+        .filter(|v| v.get("success") == Some(&Value::Bool(true)));
+    match edit_done {
+        Some(mut result) => {
+            if let Some(obj) = result.as_object_mut() {
+                obj.remove("diffLines");
+            }
+            fields.insert("_meta".into(), json!({"droidExecutor": {"result": result}}));
+        }
+        None => {
+            if !output.is_empty() {
+                content.push(text_content(output));
+            }
+            fields.insert(
+                "rawOutput".into(),
+                json!({"output": output, "isError": failed}),
+            );
+        }
     }
-    json!({
+    fields.insert("content".into(), Value::Array(content));
+    fields
+}
+
+fn text_content(text: &str) -> Value {
+    json!({"type": "content", "content": {"type": "text", "text": text}})
+}
+
+/// `tool_call_update` for a tool's result: status, content and raw output
+/// ([`result_fields`]).
+pub fn tool_result(id: &str, view: Option<&ToolView>, output: &str, failed: bool) -> Value {
+    let mut update = json!({
         "sessionUpdate": "tool_call_update",
         "toolCallId": id,
         "status": if failed { "failed" } else { "completed" },
-        "content": content,
-        "rawOutput": {"output": output, "isError": failed},
-    })
+    });
+    if let Some(obj) = update.as_object_mut() {
+        obj.extend(result_fields(view, output, failed));
+    }
+    update
+}
+
+/// A replayed tool call, as it ended: one `tool_call` with its final status, its input and its
+/// result (`output` `None`: droid recorded no result, the turn ended before the tool did).
+pub fn replayed_tool_call(
+    id: &str,
+    view: &ToolView,
+    input: &Value,
+    output: Option<(&str, bool)>,
+) -> Value {
+    let (output, failed) = output.unwrap_or((NO_RESULT, true));
+    let mut call = tool_call(id, view, input, if failed { "failed" } else { "completed" });
+    if let Some(obj) = call.as_object_mut() {
+        obj.extend(result_fields(Some(view), output, failed));
+    }
+    call
+}
+
+/// What a replayed tool call without a recorded result says.
+pub const NO_RESULT: &str = "No result was recorded: the turn ended before this tool finished.";
+
+/// `usage_update`: how full the model's context is (`used` of `size` tokens, droid's
+/// estimate), the session's cost when droid counts one (Factory credits), and the tokens of
+/// the turn and of the session in `_meta.droidExecutor`.
+pub fn usage(stats: ContextStats, turn: Option<TokenUsage>, session: Option<TokenUsage>) -> Value {
+    let tokens = |u: TokenUsage| {
+        json!({
+            "inputTokens": u.input,
+            "outputTokens": u.output,
+            "cacheReadTokens": u.cache_read,
+            "cacheCreationTokens": u.cache_creation,
+            "thinkingTokens": u.thinking,
+            "factoryCredits": u.factory_credits,
+        })
+    };
+    let mut update = json!({
+        "sessionUpdate": "usage_update",
+        "used": stats.used,
+        "size": stats.limit,
+        "_meta": {"droidExecutor": {
+            "turn": turn.map(tokens),
+            "session": session.map(tokens),
+        }},
+    });
+    if let Some(s) = session.filter(|s| s.factory_credits > 0.0) {
+        update["cost"] = json!({"amount": s.factory_credits, "currency": "credits"});
+    }
+    update
+}
+
+/// `current_mode_update`.
+pub fn current_mode(mode_id: &str) -> Value {
+    json!({"sessionUpdate": "current_mode_update", "currentModeId": mode_id})
+}
+
+/// `config_option_update` with the complete list.
+pub fn config_options(options: Value) -> Value {
+    json!({"sessionUpdate": "config_option_update", "configOptions": options})
 }
 
 /// `plan`: the complete list.
@@ -115,32 +217,33 @@ pub fn plan(entries: &[PlanEntry]) -> Value {
     })
 }
 
+/// Whether a turn's measure is worth a tool call: a file changed, something under `.git` was
+/// put back, processes the turn left running were ended, a verification command failed, or
+/// something could not be measured. A turn that changed nothing (a question, a cancel, a
+/// failure, a rejected edit) gets none: clients show every tool call.
+pub fn worth_reporting(m: &TurnMeasure) -> bool {
+    m.changed > 0
+        || m.restored.is_some()
+        || m.processes_ended > 0
+        || m.tests
+            .as_ref()
+            .is_some_and(|(t, _)| t.passed == Some(false))
+        || !m.warnings.is_empty()
+}
+
 /// The end-of-turn measurement, as a completed tool call of kind `other` (so every client
-/// shows it with no extension): one `diff` per changed file whose text we have, a text listing
-/// every change with its line counts, what was put back under `.git`, the processes ended and
-/// the verification commands' verdicts, and the same as data in `rawOutput` and
-/// `_meta.droidExecutor`. Its status is `failed` when a verification command failed or
-/// something under `.git` could not be put back. Its size is bounded by the measure's own
-/// bounds (`droid_exec::session::measure`).
+/// shows it with no extension), sent when [`worth_reporting`]: one `diff` per changed file
+/// whose text we have and a one-line summary as content; the data (every file with its line
+/// counts, what was put back under `.git`, the processes ended, the verification commands'
+/// runs, the notes) in `rawOutput` and `_meta.droidExecutor`, with the summary as
+/// `rawOutput.output` (what clients that print a raw output show, instead of the data as
+/// JSON). Its status is `failed` when a verification command failed or something under `.git`
+/// could not be put back. Its size is bounded by the measure's own bounds
+/// (`droid_exec::session::measure`).
 pub fn measured(id: &str, root: &str, m: &TurnMeasure) -> Value {
-    use droid_exec::session::measure::{DIFFS_MAX_BYTES, LIST_MAX_FILES};
     let mut content = Vec::new();
-    let mut lines = Vec::new();
     for f in &m.files {
         let c = &f.change;
-        let counts = match (c.lines_added, c.lines_removed) {
-            (Some(a), Some(r)) => format!(" (+{a} −{r})"),
-            _ => String::new(),
-        };
-        let renamed = c
-            .old_path
-            .as_ref()
-            .map_or_else(String::new, |o| format!(" (from {o})"));
-        lines.push(format!(
-            "{} {}{renamed}{counts}",
-            change_name(c.change_type),
-            c.path
-        ));
         // a diff only with both of its sides (an empty side only for a file added or deleted)
         let whole = match c.change_type {
             ChangeType::Added => f.new_text.is_some(),
@@ -158,72 +261,12 @@ pub fn measured(id: &str, root: &str, m: &TurnMeasure) -> Value {
             }));
         }
     }
-    let unlisted = m.changed.saturating_sub(m.files.len());
-    if m.changed == 0 {
-        lines.push("no file changed".into());
-    }
-    if unlisted > 0 {
-        lines.push(format!(
-            "… and {unlisted} more changed file{} (at most {LIST_MAX_FILES} are listed)",
-            plural(unlisted)
-        ));
-    }
-    if m.texts_left_out > 0 {
-        lines.push(format!(
-            "{} changed file{} listed without a diff (the diffs of a turn are bounded to {} KiB)",
-            m.texts_left_out,
-            plural(m.texts_left_out),
-            DIFFS_MAX_BYTES / 1024
-        ));
-    }
-    let mut failed = false;
-    if let Some(r) = &m.restored {
-        failed |= r.failed();
-        if !r.changed.is_empty() {
-            lines.push(format!(
-                "put back {}: the turn changed what git runs or consults later on your behalf \
-                 (hooks, config); it is as it was before the turn",
-                r.changed.join(", ")
-            ));
-        }
-        if !r.failed.is_empty() {
-            lines.push(format!("could not put back {}", r.failed.join("; ")));
-        }
-        lines.extend(r.refused.iter().cloned());
-    }
-    if m.processes_ended > 0 {
-        lines.push(format!(
-            "ended {} process{} the turn left running",
-            m.processes_ended,
-            if m.processes_ended == 1 { "" } else { "es" }
-        ));
-    }
-    let tests = m.tests.as_ref().map(|(t, runs)| {
-        failed |= t.passed == Some(false);
-        for r in runs {
-            lines.push(format!(
-                "verify `{}`: {}",
-                r.command,
-                r.exit_code
-                    .map_or_else(|| "did not finish".to_owned(), |c| format!("exit {c}"))
-            ));
-        }
-        json!({
-            "passed": t.passed,
-            "details": t.details,
-            "runs": runs.iter().map(|r| json!({
-                "command": r.command,
-                "exitCode": r.exit_code,
-                "durationMs": r.duration_ms,
-                "stdout": r.stdout_excerpt,
-                "stderr": r.stderr_excerpt,
-            })).collect::<Vec<_>>(),
-        })
-    });
-    for w in &m.warnings {
-        lines.push(format!("note: {w}"));
-    }
-    content.push(json!({"type": "content", "content": {"type": "text", "text": lines.join("\n")}}));
+    let failed = m.restored.as_ref().is_some_and(|r| r.failed())
+        || m.tests
+            .as_ref()
+            .is_some_and(|(t, _)| t.passed == Some(false));
+    let summary = summary(m);
+    content.push(text_content(&summary));
     let files: Vec<Value> = m
         .files
         .iter()
@@ -241,15 +284,147 @@ pub fn measured(id: &str, root: &str, m: &TurnMeasure) -> Value {
         .restored
         .as_ref()
         .map(|r| json!({"changed": r.changed, "failed": r.failed, "refused": r.refused}));
+    let tests = m.tests.as_ref().map(|(t, runs)| {
+        json!({
+            "passed": t.passed,
+            "details": t.details,
+            "runs": runs.iter().map(|r| json!({
+                "command": r.command,
+                "exitCode": r.exit_code,
+                "durationMs": r.duration_ms,
+                "stdout": r.stdout_excerpt,
+                "stderr": r.stderr_excerpt,
+            })).collect::<Vec<_>>(),
+        })
+    });
     let data = json!({
+        "summary": summary,
         "filesChanged": files,
-        "filesNotListed": unlisted,
+        "filesNotListed": m.changed.saturating_sub(m.files.len()),
         "diffsLeftOut": m.texts_left_out,
         "gitRestored": restored,
         "processesEnded": m.processes_ended,
         "tests": tests,
         "warnings": m.warnings,
     });
+    let mut raw = data.clone();
+    raw["output"] = json!(summary);
+    json!({
+        "sessionUpdate": "tool_call",
+        "toolCallId": id,
+        "title": title(m),
+        "kind": "other",
+        "status": if failed { "failed" } else { "completed" },
+        "content": content,
+        "rawOutput": raw,
+        "_meta": {"droidExecutor": data},
+    })
+}
+
+/// Files named in a summary; the rest are counted.
+const SUMMARY_FILES: usize = 3;
+
+/// The measure in one line: the files changed (a few named, with their line counts), what was
+/// put back under `.git`, the processes ended, the verification verdict and the notes.
+pub fn summary(m: &TurnMeasure) -> String {
+    use droid_exec::session::measure::{DIFFS_MAX_BYTES, LIST_MAX_FILES};
+    let mut parts = Vec::new();
+    if m.changed > 0 {
+        let named: Vec<String> = m
+            .files
+            .iter()
+            .take(SUMMARY_FILES)
+            .map(|f| {
+                let c = &f.change;
+                let counts = match (c.lines_added, c.lines_removed) {
+                    (Some(a), Some(r)) => format!(" (+{a} −{r})"),
+                    _ => String::new(),
+                };
+                let from = c
+                    .old_path
+                    .as_ref()
+                    .map_or_else(String::new, |o| format!(" from {o}"));
+                format!("{} {}{from}{counts}", c.path, change_name(c.change_type))
+            })
+            .collect();
+        let more = m.changed - named.len();
+        let mut files = format!(
+            "{} file{} changed (+{} −{}): {}",
+            m.changed,
+            plural(m.changed),
+            m.lines.0,
+            m.lines.1,
+            named.join(", ")
+        );
+        if more > 0 {
+            files.push_str(&format!(" and {more} more"));
+        }
+        parts.push(files);
+        let unlisted = m.changed.saturating_sub(m.files.len());
+        if unlisted > 0 {
+            parts.push(format!(
+                "{unlisted} not listed (at most {LIST_MAX_FILES} are)"
+            ));
+        }
+        if m.texts_left_out > 0 {
+            parts.push(format!(
+                "{} without a diff (a turn's diffs are bounded to {} KiB)",
+                m.texts_left_out,
+                DIFFS_MAX_BYTES / 1024
+            ));
+        }
+    } else {
+        parts.push("no file changed".to_owned());
+    }
+    if let Some(r) = &m.restored {
+        if !r.changed.is_empty() {
+            parts.push(format!(
+                "put back {} (what git runs or consults later on your behalf; the turn changed it)",
+                r.changed.join(", ")
+            ));
+        }
+        if !r.failed.is_empty() {
+            parts.push(format!("could not put back {}", r.failed.join(", ")));
+        }
+        parts.extend(r.refused.iter().cloned());
+    }
+    if m.processes_ended > 0 {
+        parts.push(format!(
+            "ended {} process{} the turn left running",
+            m.processes_ended,
+            if m.processes_ended == 1 { "" } else { "es" }
+        ));
+    }
+    if let Some((_, runs)) = &m.tests {
+        let failed: Vec<String> = runs
+            .iter()
+            .filter(|r| r.exit_code != Some(0))
+            .map(|r| {
+                format!(
+                    "`{}` {}",
+                    r.command,
+                    r.exit_code
+                        .map_or_else(|| "did not finish".to_owned(), |c| format!("exit {c}"))
+                )
+            })
+            .collect();
+        if failed.is_empty() {
+            parts.push(format!(
+                "verification passed ({} command{})",
+                runs.len(),
+                plural(runs.len())
+            ));
+        } else {
+            parts.push(format!("verification failed: {}", failed.join(", ")));
+        }
+    }
+    for w in &m.warnings {
+        parts.push(format!("note: {w}"));
+    }
+    parts.join("; ")
+}
+
+fn title(m: &TurnMeasure) -> String {
     let mut title = if m.changed == 0 {
         "Measured changes: none".to_owned()
     } else {
@@ -276,16 +451,7 @@ pub fn measured(id: &str, root: &str, m: &TurnMeasure) -> Value {
             }
         }
     }
-    json!({
-        "sessionUpdate": "tool_call",
-        "toolCallId": id,
-        "title": title,
-        "kind": "other",
-        "status": if failed { "failed" } else { "completed" },
-        "content": content,
-        "rawOutput": data,
-        "_meta": {"droidExecutor": data},
-    })
+    title
 }
 
 fn plural(n: usize) -> &'static str {
@@ -312,7 +478,7 @@ mod tests {
     }
 
     #[test]
-    fn the_measured_changes_carry_diffs_counts_and_the_verdict() {
+    fn the_measured_changes_carry_diffs_a_summary_and_the_data() {
         let m = TurnMeasure {
             files: vec![
                 MeasuredFile {
@@ -347,30 +513,48 @@ mod tests {
             )),
             ..TurnMeasure::default()
         };
+        assert!(worth_reporting(&m));
         let u = measured("measured-0", "/r", &m);
         assert_eq!(u["sessionUpdate"], "tool_call");
         assert_eq!(u["title"], "Measured changes: 2 files (+1 −1)");
         assert_eq!(u["status"], "failed");
-        // a diff only where the texts are known; the listing names every file and command
-        let content = u["content"].as_array().unwrap();
-        assert_eq!(content.len(), 2);
-        assert_eq!(content[0]["path"], "/r/a.txt");
-        assert_eq!(content[0]["oldText"], "a\n");
-        let text = content[1]["content"]["text"].as_str().unwrap();
-        assert!(text.contains("modified a.txt (+1 −1)"), "{text}");
-        assert!(text.contains("added big.bin"), "{text}");
-        assert!(text.contains("verify `false`: exit 1"), "{text}");
-        assert!(text.contains("note: w"), "{text}");
+        // a diff only where the texts are known, then the one-line summary
+        let summary = "2 files changed (+1 −1): a.txt modified (+1 −1), big.bin added (+0 −0); \
+                       verification failed: `false` exit 1; note: w";
+        assert_eq!(
+            u["content"],
+            json!([
+                {"type": "diff", "path": "/r/a.txt", "oldText": "a\n", "newText": "b\n"},
+                {"type": "content", "content": {"type": "text", "text": summary}},
+            ])
+        );
+        // the data in rawOutput and _meta, never as text; the summary as the raw output's text
+        assert_eq!(u["rawOutput"]["output"], summary);
         assert_eq!(u["rawOutput"]["filesChanged"][1]["changeType"], "added");
         assert_eq!(u["rawOutput"]["tests"]["runs"][0]["exitCode"], 1);
-        assert_eq!(u["_meta"]["droidExecutor"], u["rawOutput"]);
-        let none = measured("measured-1", "/r", &TurnMeasure::default());
-        assert_eq!(none["title"], "Measured changes: none");
-        assert_eq!(none["status"], "completed");
+        assert_eq!(u["_meta"]["droidExecutor"]["summary"], summary);
+        assert_eq!(
+            u["_meta"]["droidExecutor"]["filesChanged"],
+            u["rawOutput"]["filesChanged"]
+        );
+        // nothing changed, nothing to say: no tool call at all
+        assert!(!worth_reporting(&TurnMeasure::default()));
+        let passed = TurnMeasure {
+            tests: Some((
+                Tests {
+                    passed: Some(true),
+                    details: String::new(),
+                    commands: vec!["true".into()],
+                },
+                Vec::new(),
+            )),
+            ..TurnMeasure::default()
+        };
+        assert!(!worth_reporting(&passed));
     }
 
-    /// What a turn changed under `.git` and put back is in the title, the text and the data;
-    /// so are the processes ended, the files not listed and the diffs left out.
+    /// What a turn changed under `.git` and put back is in the title, the summary and the
+    /// data; so are the processes ended, the files not listed and the diffs left out.
     #[test]
     fn what_was_put_back_and_what_was_bounded_are_said() {
         let m = TurnMeasure {
@@ -400,15 +584,13 @@ mod tests {
         let content = u["content"].as_array().unwrap();
         assert_eq!(content.len(), 1, "no diff with one side missing: {u}");
         let text = content[0]["content"]["text"].as_str().unwrap();
-        for said in [
-            "modified big.txt (+3 −1)",
-            "… and 4 more changed files",
-            "1 changed file listed without a diff",
-            "put back .git/hooks/pre-commit",
-            "ended 2 processes the turn left running",
-        ] {
-            assert!(text.contains(said), "{said:?} in {text}");
-        }
+        assert_eq!(
+            text,
+            "5 files changed (+9 −1): big.txt modified (+3 −1) and 4 more; 4 not listed (at \
+             most 1000 are); 1 without a diff (a turn's diffs are bounded to 1024 KiB); put back \
+             .git/hooks/pre-commit (what git runs or consults later on your behalf; the turn \
+             changed it); ended 2 processes the turn left running"
+        );
         assert_eq!(
             u["rawOutput"]["gitRestored"],
             json!({"changed": [".git/hooks/pre-commit"], "failed": [], "refused": []})
@@ -416,8 +598,16 @@ mod tests {
         assert_eq!(u["rawOutput"]["filesNotListed"], 4);
         assert_eq!(u["rawOutput"]["diffsLeftOut"], 1);
         assert_eq!(u["rawOutput"]["processesEnded"], 2);
-        let clean = measured("measured-4", "/r", &TurnMeasure::default());
-        assert_eq!(clean["rawOutput"]["gitRestored"], Value::Null);
+        // processes ended alone are worth a word
+        let ended = TurnMeasure {
+            processes_ended: 1,
+            ..TurnMeasure::default()
+        };
+        assert!(worth_reporting(&ended));
+        assert_eq!(
+            measured("m", "/r", &ended)["title"],
+            "Measured changes: none"
+        );
         // what could not be put back fails the tool call
         let m = TurnMeasure {
             restored: Some(GitRestored {
@@ -433,5 +623,45 @@ mod tests {
             u["title"],
             "Measured changes: none; .git changed (1 path), put back in part"
         );
+    }
+
+    /// A file edit droid reports done shows its diff only; droid's JSON is kept in `_meta`
+    /// without its `diffLines`; any other result shows its output, and a failed edit too.
+    #[test]
+    fn an_edit_droid_reports_done_shows_the_diff_only() {
+        let root = std::path::Path::new("/r");
+        let input = json!({"file_path": "/r/a.txt", "old_str": "one", "new_str": "uno"});
+        let view = droid_exec::session::tools::view("Edit", &input, root);
+        let done = r#"{"success":true,"file_path":"/r/a.txt","diffLines":[{"type":"removed","content":"one"}],"linesAdded":1,"linesRemoved":1}"#;
+        let u = tool_result("call_0_0", Some(&view), done, false);
+        assert_eq!(
+            u,
+            json!({
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_0_0",
+                "status": "completed",
+                "content": [{"type": "diff", "path": "/r/a.txt", "oldText": "one", "newText": "uno"}],
+                "_meta": {"droidExecutor": {"result": {"success": true, "file_path": "/r/a.txt", "linesAdded": 1, "linesRemoved": 1}}},
+            })
+        );
+        let refused = "Error: old_str not found";
+        let u = tool_result("call_0_1", Some(&view), refused, true);
+        assert_eq!(u["status"], "failed");
+        assert_eq!(
+            u["content"],
+            json!([{"type": "content", "content": {"type": "text", "text": refused}}])
+        );
+        assert_eq!(u["rawOutput"], json!({"output": refused, "isError": true}));
+        let run = droid_exec::session::tools::view("Execute", &json!({"command": "ls"}), root);
+        let u = tool_result("call_0_2", Some(&run), "a.txt\n", false);
+        assert_eq!(
+            u["content"],
+            json!([{"type": "content", "content": {"type": "text", "text": "a.txt\n"}}])
+        );
+        // a replay: the final status on the tool call itself
+        let r = replayed_tool_call("call_0_3", &run, &json!({"command": "ls"}), None);
+        assert_eq!(r["sessionUpdate"], "tool_call");
+        assert_eq!(r["status"], "failed");
+        assert_eq!(r["rawOutput"]["output"], NO_RESULT);
     }
 }

@@ -51,6 +51,7 @@ mod server;
 mod state;
 mod task_routes;
 mod token;
+mod worktree_routes;
 
 pub use config::{BridgeConfig, DRAIN_GRACE, check_bind};
 pub use error::BridgeError;

@@ -58,13 +58,16 @@ pub fn document() -> Value {
     let request = hoist(droid_contract::request_schema(), &mut Map::new());
     let result = hoist(droid_contract::result_schema(), &mut Map::new());
     let record = hoist(droid_contract::task_record_schema(), &mut Map::new());
+    let worktree = hoist(droid_contract::worktree_answer_schema(), &mut Map::new());
     schemas.insert("ExecutionRequest".into(), request);
     schemas.insert("ExecutionResult".into(), result);
     schemas.insert("TaskRecord".into(), record);
+    schemas.insert("WorktreeAnswer".into(), worktree);
     for s in [
         droid_contract::request_schema(),
         droid_contract::result_schema(),
         droid_contract::task_record_schema(),
+        droid_contract::worktree_answer_schema(),
     ] {
         hoist(s, &mut schemas);
     }
@@ -173,6 +176,7 @@ pub fn document() -> Value {
                         "202": answer("Started", "TaskSubmitted"),
                         "400": answer("Invalid JSON or contract violations: an error result listing each (an Error when the body itself cannot be read)", "ExecutionResult"),
                         "408": refusal("The body did not arrive in time"),
+                        "409": refusal("`worktree`: an isolation \"worktree\" task beyond max_worktrees (apply or discard some first)"),
                         "413": refusal("The body is larger than body_limit"),
                         "415": refusal("The body is not declared application/json"),
                     },
@@ -218,6 +222,32 @@ pub fn document() -> Value {
                         "404": refusal("No such task"),
                         "429": refusal("`too_many_streams`: max_streams event streams are open, or max_streams_per_task of this task (see Retry-After)"),
                         "503": refusal("Shutting down, background tasks are unavailable, or `connections_reserved`: as many long requests (event streams and sync runs) go as the connections outside the reserve of short requests allow (see Retry-After)"),
+                    },
+                },
+            },
+            "/tasks/{id}/apply": {
+                "parameters": [
+                    {"name": "id", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "check", "in": "query", "schema": {"type": "boolean", "default": false}},
+                ],
+                "post": {
+                    "summary": "Bring a worktree task's change into the user's working tree as uncommitted changes, merged three-way against its base; all or nothing (with check=true: say what would happen, change nothing)",
+                    "responses": {
+                        "200": answer("Applied (or, with check, it would apply cleanly)", "WorktreeAnswer"),
+                        "400": refusal("The query has another parameter, or check is not true or false"),
+                        "404": refusal("No such task"),
+                        "409": answer("`conflict`: nothing was written, `conflicts` names the paths; or `refused`: already applied or discarded, a run working there, a run using the repository in place", "WorktreeAnswer"),
+                    },
+                },
+            },
+            "/tasks/{id}/discard": {
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "post": {
+                    "summary": "Remove a worktree task's worktree and branch",
+                    "responses": {
+                        "200": answer("Discarded", "WorktreeAnswer"),
+                        "404": refusal("No such task"),
+                        "409": answer("`refused`: already applied or discarded, or a run working there", "WorktreeAnswer"),
                     },
                 },
             },

@@ -21,6 +21,10 @@ pub(crate) enum Route {
     Cancel(String),
     /// `GET /tasks/{id}/events`
     Events(String),
+    /// `POST /tasks/{id}/apply` (`?check=true`: say what would happen)
+    Apply(String),
+    /// `POST /tasks/{id}/discard`
+    Discard(String),
     /// `GET /health`
     Health,
     /// `GET /metrics`
@@ -35,6 +39,8 @@ pub(crate) const PATHS: &[(&str, &[&str])] = &[
     ("/tasks", &["GET", "POST"]),
     ("/tasks/{id}", &["GET", "DELETE"]),
     ("/tasks/{id}/events", &["GET"]),
+    ("/tasks/{id}/apply", &["POST"]),
+    ("/tasks/{id}/discard", &["POST"]),
     ("/health", &["GET"]),
     ("/metrics", &["GET"]),
     ("/openapi.json", &["GET"]),
@@ -75,6 +81,14 @@ impl Route {
                 "/tasks/{id}/events",
                 (method == Method::GET).then(|| Route::Events((*id).to_owned())),
             ),
+            ["tasks", id, "apply"] if !id.is_empty() => (
+                "/tasks/{id}/apply",
+                (method == Method::POST).then(|| Route::Apply((*id).to_owned())),
+            ),
+            ["tasks", id, "discard"] if !id.is_empty() => (
+                "/tasks/{id}/discard",
+                (method == Method::POST).then(|| Route::Discard((*id).to_owned())),
+            ),
             ["health"] => ("/health", (method == Method::GET).then_some(Route::Health)),
             ["metrics"] => (
                 "/metrics",
@@ -90,7 +104,8 @@ impl Route {
                     "not_found",
                     format!(
                         "no route {path}; the routes are POST /execute, POST|GET /tasks, \
-                         GET|DELETE /tasks/{{id}}, GET /tasks/{{id}}/events, GET /health, \
+                         GET|DELETE /tasks/{{id}}, GET /tasks/{{id}}/events, \
+                         POST /tasks/{{id}}/apply, POST /tasks/{{id}}/discard, GET /health, \
                          GET /metrics, GET /openapi.json"
                     ),
                 ));
@@ -148,6 +163,15 @@ mod tests {
             Route::Events("x".into())
         );
         assert_eq!(st(Method::GET, "/execute"), 405);
+        assert_eq!(
+            ok(Method::POST, "/tasks/droid-1-abcd/apply"),
+            Route::Apply("droid-1-abcd".into())
+        );
+        assert_eq!(
+            ok(Method::POST, "/tasks/droid-1-abcd/discard"),
+            Route::Discard("droid-1-abcd".into())
+        );
+        assert_eq!(st(Method::GET, "/tasks/droid-1-abcd/apply"), 405);
         assert_eq!(st(Method::PUT, "/tasks/x"), 405);
         assert_eq!(st(Method::GET, "/nope"), 404);
         assert_eq!(st(Method::GET, "/tasks/"), 404);

@@ -37,7 +37,7 @@ use crate::execute::execute;
 use crate::reply::{Body, full, shutting_down};
 use crate::routes::Route;
 use crate::state::Bridge;
-use crate::{events, guard, health, openapi, task_routes};
+use crate::{events, guard, health, openapi, task_routes, worktree_routes};
 
 /// Largest request head, request line included: hyper answers 431 beyond it. (Its read buffer
 /// limit alone is not exact: a head that arrives in one large read can exceed it, up to about
@@ -295,6 +295,8 @@ where
         Route::Show(id) => task_routes::show(bridge, &id).await,
         Route::Cancel(id) => task_routes::cancel(bridge, &id).await,
         Route::Events(id) => events::events(bridge, &id, req.headers(), query).await,
+        Route::Apply(id) => worktree_routes::apply(bridge, &id, query).await,
+        Route::Discard(id) => worktree_routes::discard(bridge, &id).await,
         Route::Health => health::health(bridge).await,
         Route::Metrics => health::metrics(bridge).await,
         Route::OpenApi => {

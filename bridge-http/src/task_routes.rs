@@ -47,6 +47,9 @@ pub(crate) fn engine_error(e: &EngineError) -> Response<Body> {
             "tasks_unavailable",
             e.to_string(),
         ),
+        // max_worktrees reached, or a worktree that cannot be made: the request is fine, the
+        // store's state refuses it
+        EngineError::Worktree(_) => error(StatusCode::CONFLICT, "worktree", e.to_string()),
         _ => error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "store_error",

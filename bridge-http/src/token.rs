@@ -28,9 +28,10 @@ impl Token {
     pub fn new(text: &str) -> Result<Self, BridgeError> {
         let t = text.trim();
         if t.len() < MIN_LEN {
+            let n = t.chars().count();
+            let noun = if n == 1 { "character" } else { "characters" };
             return Err(BridgeError::BadToken(format!(
-                "it has {} characters; use at least {MIN_LEN} (e.g. `openssl rand -hex 32`)",
-                t.len()
+                "it has {n} {noun}; use at least {MIN_LEN} (e.g. `openssl rand -hex 32`)"
             )));
         }
         if t.chars().any(|c| c.is_whitespace() || c.is_control()) {
@@ -102,5 +103,10 @@ mod tests {
     fn refuses_weak_tokens() {
         assert!(Token::new("short").is_err());
         assert!(Token::new("0123456789 abcdef").is_err());
+        // the count in the message agrees with its noun
+        for (token, says) in [("x", "it has 1 character;"), ("xy", "it has 2 characters;")] {
+            let e = Token::new(token).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
     }
 }

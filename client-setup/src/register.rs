@@ -215,10 +215,11 @@ pub fn claude_allow_rules<T: AsRef<str>>(tools: &[T]) -> Vec<String> {
         .collect()
 }
 
-/// What registering with `client` takes, step by step.
+/// What registering with `client` takes, step by step; `droid` is droid's program (`None`: not
+/// found, and the plan runs `droid` by name, which only a dry run should print).
 ///
 /// # Errors
-/// [`EngineError::Setting`] without a HOME (or droid, for droid), [`EngineError::Config`] for a
+/// [`EngineError::Setting`] without a HOME, [`EngineError::Config`] for a
 /// client configuration file that cannot be parsed or whose entry for us cannot be replaced.
 pub fn plan(
     client: McpClient,
@@ -229,10 +230,9 @@ pub fn plan(
     let exe = reg.program.display().to_string();
     match client {
         McpClient::Droid => {
-            let droid = droid.ok_or_else(|| EngineError::Setting {
-                name: "droid".into(),
-                message: "droid was not found (droid-executor doctor)".into(),
-            })?;
+            // not found: the plan names it as a user would type it (`--dry-run` shows it; the
+            // front-end says what to install and does not apply it)
+            let droid = droid.unwrap_or(Path::new("droid"));
             Ok(vec![Plan::Command {
                 program: droid.to_path_buf(),
                 args: vec![
@@ -666,10 +666,14 @@ mod tests {
             panic!("codex is a TOML file")
         };
         assert!(unchanged);
-        assert!(
-            plan(McpClient::Droid, &reg(false), None, &env).is_err(),
-            "droid must be found"
-        );
+        // droid not found: the plan names it as a user would type it (the front-end says what
+        // to install and applies nothing)
+        let Plan::Command { program, .. } =
+            one(plan(McpClient::Droid, &reg(false), None, &env).unwrap())
+        else {
+            panic!("droid is a command")
+        };
+        assert_eq!(program, PathBuf::from("droid"));
         std::fs::write(home.join(".claude.json"), "{oops").unwrap();
         assert!(matches!(
             plan(McpClient::Claude, &reg(false), None, &env),

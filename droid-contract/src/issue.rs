@@ -2,9 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The kind of an issue. The first four are those of the original skill protocol (seed 003,
-/// docs/architecture.md#origin); the rest name the failure precisely enough for a calling agent
-/// to choose its next move (fix the request, fix the machine, fall back, retry).
+/// The kind of an issue, named precisely enough for a calling agent to choose its next move (fix
+/// the request, fix the machine, fall back, retry).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum IssueType {

@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 mod fit;
+mod isolation;
 mod issue;
 mod paths;
 mod provider;
@@ -27,8 +28,10 @@ mod status;
 mod task;
 mod text;
 mod violation;
+mod worktree;
 
 pub use fit::{EXCERPT_KEEP, Omitted, SUMMARY_MAX, TEXT_KEEP};
+pub use isolation::Isolation;
 pub use issue::{Issue, IssueType};
 pub use paths::{PathFacts, PathKind, RelPath, RepoRoot, normalize};
 pub use provider::ProviderId;
@@ -37,10 +40,11 @@ pub use result::{
     AgentInfo, ChangeType, CommandRun, CommandSource, DroidInfo, ExecutionResult, FileChange,
     SandboxInfo, SandboxKind, Tests, Usage,
 };
-pub use schema::{request_schema, result_schema, task_record_schema};
-pub use status::{ReportedStatus, RunEnd, Status, StatusFacts, Verdict, decide};
+pub use schema::{request_schema, result_schema, task_record_schema, worktree_answer_schema};
+pub use status::{ReportedStatus, RunEnd, Status, StatusFacts, Verdict, cannot_run, decide};
 pub use task::{TaskRecord, TaskState};
 pub use text::{
     INSTRUCTIONS_MAX, Instructions, ListItem, Objective, Runtime, ShellCommand, TaskId,
 };
 pub use violation::{Violation, Violations};
+pub use worktree::{WorktreeAction, WorktreeAnswer, WorktreeInfo, WorktreeOutcome, WorktreeState};

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::isolation::Isolation;
 use crate::paths::{PathFacts, PathKind, RelPath, RepoRoot};
 use crate::provider::ProviderId;
 use crate::text::{Instructions, ListItem, Objective, Runtime, ShellCommand, TaskId};
@@ -23,6 +24,8 @@ pub const MAX_FILES: usize = 1_000;
 pub const NOTES_MAX: usize = 100_000;
 /// Most extra writable directories in one request.
 pub const MAX_WRITABLE: usize = 20;
+/// Most untracked paths copied into a worktree (`worktree_copy`).
+pub const MAX_WORKTREE_COPY: usize = 100;
 /// Longest `model` / `session_id` value, in characters.
 pub const NAME_MAX: usize = 256;
 /// Reasoning efforts droid 0.225.2 accepts (`droid exec -r`).
@@ -166,6 +169,18 @@ pub struct ExecutionRequest {
     #[serde(default)]
     #[schemars(length(max = 20))]
     pub sandbox_writable: Vec<RepoRoot>,
+    /// `none`: in repo_root; `worktree`: in a git worktree of its own, the change applied later
+    /// (`droid_apply`). The server's `isolation` when absent; a follow-up in its session's.
+    #[serde(default)]
+    pub isolation: Option<Isolation>,
+    /// Run in a new worktree before the agent (`npm ci`); the server's when empty.
+    #[serde(default)]
+    #[schemars(length(max = 50))]
+    pub setup_commands: Vec<ShellCommand>,
+    /// Untracked paths copied into a new worktree (`.env`); the server's when empty.
+    #[serde(default)]
+    #[schemars(length(max = 100))]
+    pub worktree_copy: Vec<RelPath>,
 }
 
 /// Host facts plus policy for the checks that need the file system: `repo_root` must exist, be a
@@ -204,6 +219,9 @@ const FIELDS: &[&str] = &[
     "session_id",
     "provider",
     "sandbox_writable",
+    "isolation",
+    "setup_commands",
+    "worktree_copy",
 ];
 const CONTEXT_FIELDS: &[&str] = &["repo_root", "files_of_interest"];
 
@@ -530,6 +548,23 @@ impl Parser {
             }
         }
 
+        let isolation = self.enumeration::<Isolation>(obj, "isolation", "\"none\", \"worktree\"");
+        let setup_commands = self.list::<ShellCommand>(obj, "setup_commands", MAX_COMMANDS);
+        let worktree_copy = self.list::<RelPath>(obj, "worktree_copy", MAX_WORKTREE_COPY);
+        if isolation == Some(Isolation::None) {
+            for (key, given) in [
+                ("setup_commands", !setup_commands.is_empty()),
+                ("worktree_copy", !worktree_copy.is_empty()),
+            ] {
+                if given {
+                    self.bad(
+                        format!("$.{key}"),
+                        "applies only to isolation \"worktree\" (this request asks for \"none\")",
+                    );
+                }
+            }
+        }
+
         Some(ExecutionRequest {
             task_id,
             objective: objective?,
@@ -547,6 +582,9 @@ impl Parser {
             session_id,
             provider,
             sandbox_writable,
+            isolation,
+            setup_commands,
+            worktree_copy,
         })
     }
 

@@ -15,6 +15,7 @@ use crate::issue::{Issue, IssueType};
 use crate::provider::ProviderId;
 use crate::status::Status;
 use crate::violation::Violations;
+use crate::worktree::WorktreeInfo;
 
 /// How a file changed, from the repository's point of view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
@@ -59,6 +60,8 @@ pub enum CommandSource {
     Agent,
     /// The executor re-ran it to verify the work.
     Verify,
+    /// The executor ran it in a new worktree before the agent started (`setup_commands`).
+    Setup,
 }
 
 /// One command and what came of it.
@@ -183,6 +186,10 @@ pub struct ExecutionResult {
     pub files_changed: Vec<FileChange>,
     /// Verification summary.
     pub tests: Tests,
+    /// The git worktree the task ran in and what became of its change (`isolation: worktree`);
+    /// `null` for a run in place.
+    #[serde(default)]
+    pub worktree: Option<WorktreeInfo>,
     /// The caller's task id, echoed.
     pub task_id: Option<String>,
     /// droid's session id (pass it as `session_id` to continue).
@@ -201,7 +208,8 @@ pub struct ExecutionResult {
     pub droid: Option<DroidInfo>,
     /// The caller's `notes_for_human`, echoed.
     pub notes_for_human: Option<String>,
-    /// Commands droid ran, then the verification commands we ran.
+    /// The worktree's setup commands, then the commands droid ran, then the verification
+    /// commands we ran.
     pub commands_run: Vec<CommandRun>,
     /// Notable log lines (droid's errors, stderr, unknown events), each bounded.
     pub logs: Vec<String>,
@@ -216,6 +224,7 @@ impl ExecutionResult {
             files_changed: Vec::new(),
             commands_run: Vec::new(),
             tests: Tests::default(),
+            worktree: None,
             logs: Vec::new(),
             issues,
             task_id,

@@ -21,6 +21,7 @@ use crate::{
     Objective, ProviderId, RelPath, RepoRoot, Runtime, SandboxInfo, SandboxKind, ShellCommand,
     Status, TaskId, TaskRecord, TaskState, Tests, Usage,
 };
+use crate::{Isolation, WorktreeInfo, WorktreeState};
 
 /// Cases per property: enough to hit every variant many times, few enough for a debug build.
 const CASES: u32 = 128;
@@ -217,7 +218,28 @@ fn request() -> impl Strategy<Value = ExecutionRequest> {
         proptest::option::of(name()),
         select(ProviderId::ALL.to_vec()),
     );
-    (what, how).prop_map(
+    let isolated = proptest::option::of(select(vec![Isolation::None, Isolation::Worktree]))
+        .prop_flat_map(|isolation| {
+            // setup commands and copied paths only go with a worktree (or the server's default)
+            let extras = isolation != Some(Isolation::None);
+            let copies = vec(segment(), 1..4).prop_filter_map("the contract refuses it", |segs| {
+                RelPath::parse(&segs.join("/"), None).ok()
+            });
+            (
+                Just(isolation),
+                if extras {
+                    list(command, 3).boxed()
+                } else {
+                    Just(Vec::new()).boxed()
+                },
+                if extras {
+                    vec(copies, 0..3).boxed()
+                } else {
+                    Just(Vec::new()).boxed()
+                },
+            )
+        });
+    (what, how, isolated).prop_map(
         |(
             (
                 task_id,
@@ -238,6 +260,7 @@ fn request() -> impl Strategy<Value = ExecutionRequest> {
                 session_id,
                 provider,
             ),
+            (isolation, setup_commands, worktree_copy),
         )| ExecutionRequest {
             task_id,
             objective,
@@ -255,6 +278,9 @@ fn request() -> impl Strategy<Value = ExecutionRequest> {
             session_id,
             provider,
             sandbox_writable: Vec::new(),
+            isolation,
+            setup_commands,
+            worktree_copy,
         },
     )
 }
@@ -291,7 +317,11 @@ const CHANGE_TYPES: [ChangeType; 4] = [
     ChangeType::Deleted,
     ChangeType::Renamed,
 ];
-const SOURCES: [CommandSource; 2] = [CommandSource::Agent, CommandSource::Verify];
+const SOURCES: [CommandSource; 3] = [
+    CommandSource::Agent,
+    CommandSource::Verify,
+    CommandSource::Setup,
+];
 
 fn status_index(s: Status) -> usize {
     match s {
@@ -336,6 +366,7 @@ fn source_index(s: CommandSource) -> usize {
     match s {
         CommandSource::Agent => 0,
         CommandSource::Verify => 1,
+        CommandSource::Setup => 2,
     }
 }
 
@@ -516,16 +547,18 @@ fn result_with(status: impl Strategy<Value = Status>) -> impl Strategy<Value = E
         proptest::option::of(agent_info()),
         proptest::option::of(sandbox_info()),
     );
-    (what, who).prop_map(
+    (what, who, proptest::option::of(worktree_info())).prop_map(
         |(
             (status, summary, files_changed, commands_run, tests, logs),
             (issues, task_id, session_id, duration_ms, droid, notes_for_human, agent, sandbox),
+            worktree,
         )| ExecutionResult {
             status,
             summary,
             files_changed,
             commands_run,
             tests,
+            worktree,
             logs,
             issues,
             task_id,
@@ -537,6 +570,28 @@ fn result_with(status: impl Strategy<Value = Status>) -> impl Strategy<Value = E
             notes_for_human,
         },
     )
+}
+
+fn worktree_info() -> impl Strategy<Value = WorktreeInfo> {
+    (
+        short(),
+        short(),
+        short(),
+        short(),
+        select(vec![
+            WorktreeState::Ready,
+            WorktreeState::Applied,
+            WorktreeState::Discarded,
+            WorktreeState::Conflicted,
+        ]),
+    )
+        .prop_map(|(path, branch, base, head, state)| WorktreeInfo {
+            path,
+            branch,
+            base,
+            head,
+            state,
+        })
 }
 
 fn result() -> impl Strategy<Value = ExecutionResult> {
@@ -620,8 +675,8 @@ proptest! {
         let wire = serde_json::to_value(&res).unwrap();
         let keys: Vec<&str> = wire.as_object().unwrap().keys().map(String::as_str).collect();
         let want = vec![
-            "status", "summary", "issues", "files_changed", "tests", "task_id", "session_id",
-            "duration_ms", "agent", "sandbox", "droid", "notes_for_human", "commands_run", "logs",
+            "status", "summary", "issues", "files_changed", "tests", "worktree", "task_id",
+            "session_id", "duration_ms", "agent", "sandbox", "droid", "notes_for_human", "commands_run", "logs",
         ];
         prop_assert_eq!(keys, want);
     }

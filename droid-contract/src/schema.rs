@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::request::ExecutionRequest;
 use crate::result::ExecutionResult;
 use crate::task::TaskRecord;
+use crate::worktree::WorktreeAnswer;
 
 fn generate<T: schemars::JsonSchema>() -> Value {
     let generator = SchemaSettings::draft2020_12().into_generator();
@@ -26,6 +27,11 @@ pub fn result_schema() -> Value {
 /// The background task record's JSON Schema.
 pub fn task_record_schema() -> Value {
     generate::<TaskRecord>()
+}
+
+/// The JSON Schema of the answer to `apply`, `apply --check` and `discard`.
+pub fn worktree_answer_schema() -> Value {
+    generate::<WorktreeAnswer>()
 }
 
 #[cfg(test)]

@@ -97,15 +97,56 @@ pub struct Verdict {
     pub reasons: Vec<Issue>,
 }
 
-fn verify_failed(codes: &[Option<i32>]) -> Option<Issue> {
-    let bad = codes.iter().filter(|c| **c != Some(0)).count();
-    (bad > 0).then(|| {
-        Issue::new(
+/// Exit codes of a shell that could not run the command at all: 126 (found, not executable) and
+/// 127 (not found), POSIX's `sh -c` (and bash's, dash's) rule. Such a command says nothing about
+/// the code: the machine lacks something, an `env_issue`, not a `test_failure`.
+const CANNOT_RUN_CODES: [i32; 2] = [126, 127];
+
+/// Whether a verification command's exit code says the shell could not run it (see
+/// [`CANNOT_RUN_CODES`]).
+pub fn cannot_run(code: Option<i32>) -> bool {
+    code.is_some_and(|c| CANNOT_RUN_CODES.contains(&c))
+}
+
+/// `n` and the noun, singular or plural (`1 verification command`, `2 verification commands`).
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The issues of the verification commands that did not exit 0: `test_failure` for those that
+/// ran and failed (or were killed), `env_issue` for those the shell could not run.
+fn verify_failed(codes: &[Option<i32>]) -> Vec<Issue> {
+    let of = codes.len();
+    let unrunnable = codes.iter().filter(|c| cannot_run(**c)).count();
+    let failed = codes
+        .iter()
+        .filter(|c| **c != Some(0) && !cannot_run(**c))
+        .count();
+    let mut issues = Vec::new();
+    if failed > 0 {
+        issues.push(Issue::new(
             IssueType::TestFailure,
-            format!("{bad} of {} verification command(s) failed", codes.len()),
-            "read the verify entries in commands_run, fix the code, and run the task again",
-        )
-    })
+            format!(
+                "{failed} of {} failed",
+                count(of, "verification command", "verification commands")
+            ),
+            "read the failing verification command's output (commands_run, source verify), fix \
+             the code, and run the task again",
+        ));
+    }
+    if unrunnable > 0 {
+        issues.push(Issue::new(
+            IssueType::EnvIssue,
+            format!(
+                "{unrunnable} of {} could not be run: the shell found no such program (exit \
+                 127) or could not execute it (exit 126)",
+                count(of, "verification command", "verification commands")
+            ),
+            "install the missing program where droid-executor runs (the command runs with sh -c \
+             in repo_root, on the run's PATH), or correct the command; then run the task again",
+        ));
+    }
+    issues
 }
 
 /// Decide the status from the facts (docs/architecture.md#engine-phases).
@@ -285,7 +326,51 @@ mod tests {
         assert_eq!(v.reasons[0].kind, IssueType::TestFailure);
         assert_eq!(
             v.reasons[0].description,
-            "1 of 2 verification command(s) failed"
+            "1 of 2 verification commands failed"
         );
+    }
+
+    /// Exit 127 (not found) and 126 (not executable) are the machine's problem, not the code's:
+    /// an `env_issue`, still `partial` (nothing was verified); other failures stay a
+    /// `test_failure`, each counted once.
+    #[test]
+    fn a_verify_command_the_shell_cannot_run_is_an_env_issue_not_a_test_failure() {
+        let facts = |codes: Vec<Option<i32>>| StatusFacts {
+            end: RunEnd::Completed,
+            exit_ok: true,
+            reported: Some(ReportedStatus::Success),
+            verify_exit_codes: codes,
+            files_changed: 1,
+            permission_denied: false,
+            suspect_truncated: false,
+            wrote_outside: false,
+        };
+        let kinds = |v: &Verdict| v.reasons.iter().map(|i| i.kind).collect::<Vec<_>>();
+        let v = decide(&facts(vec![Some(127)]));
+        assert_eq!(v.status, Status::Partial);
+        assert_eq!(kinds(&v), vec![IssueType::EnvIssue]);
+        assert_eq!(
+            v.reasons[0].description,
+            "1 of 1 verification command could not be run: the shell found no such program \
+             (exit 127) or could not execute it (exit 126)"
+        );
+        let v = decide(&facts(vec![Some(0), Some(126), Some(1), None, Some(127)]));
+        assert_eq!(v.status, Status::Partial);
+        assert_eq!(kinds(&v), vec![IssueType::TestFailure, IssueType::EnvIssue]);
+        assert_eq!(
+            v.reasons[0].description,
+            "2 of 5 verification commands failed"
+        );
+        assert!(
+            v.reasons[1]
+                .description
+                .starts_with("2 of 5 verification commands could")
+        );
+        // after a run that stopped having changed files, too
+        let v = decide(&StatusFacts {
+            end: RunEnd::Failed,
+            ..facts(vec![Some(127)])
+        });
+        assert_eq!(kinds(&v), vec![IssueType::AgentError, IssueType::EnvIssue]);
     }
 }

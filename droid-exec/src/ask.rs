@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use droid_contract::{Autonomy, ProviderId};
+use droid_contract::{Autonomy, Isolation, ProviderId};
 use serde_json::{Value, json};
 
 /// The seed's default time budget of an ask, in seconds.
@@ -31,6 +31,9 @@ pub struct Ask<'a> {
     pub timeout_s: Option<u32>,
     /// The provider's session to continue.
     pub session: Option<&'a str>,
+    /// Where the agent works (`worktree`: a git worktree of its own, applied later); `None`:
+    /// the server's setting.
+    pub isolation: Option<Isolation>,
 }
 
 /// The request JSON for `ask` (to be admitted like any other: a message that is empty or too
@@ -59,6 +62,9 @@ pub fn ask_request(ask: &Ask<'_>) -> Value {
     if let Some(s) = ask.session {
         req["session_id"] = json!(s);
     }
+    if let Some(i) = ask.isolation {
+        req["isolation"] = json!(i);
+    }
     req
 }
 
@@ -77,6 +83,7 @@ mod tests {
             autonomy: None,
             timeout_s: None,
             session: None,
+            isolation: None,
         });
         let req = ExecutionRequest::from_value(&v, None).unwrap();
         assert_eq!(req.objective.as_str(), "Why does test_x fail?");
@@ -100,10 +107,12 @@ mod tests {
             autonomy: Some(Autonomy::Low),
             timeout_s: Some(30),
             session: Some("abc"),
+            isolation: Some(Isolation::Worktree),
         });
         let req = ExecutionRequest::from_value(&v, None).unwrap();
         assert_eq!(req.objective.as_str().chars().count(), 500);
         assert_eq!(req.session_id.as_deref(), Some("abc"));
+        assert_eq!(req.isolation, Some(Isolation::Worktree));
         let empty = ask_request(&Ask {
             provider: ProviderId::Gemini,
             message: " \n ",
@@ -111,6 +120,7 @@ mod tests {
             autonomy: None,
             timeout_s: None,
             session: None,
+            isolation: None,
         });
         let err = ExecutionRequest::from_value(&empty, None).unwrap_err();
         assert!(err.0.iter().any(|v| v.path == "$.objective"), "{err:?}");

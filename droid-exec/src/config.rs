@@ -8,13 +8,14 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use droid_contract::{Autonomy, ProviderId};
+use droid_contract::{Autonomy, Isolation, ProviderId};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
 use crate::locate::{Located, locate_agent, locate_droid};
 pub use crate::run::limits::RunLimits;
 pub use crate::run::sandbox::SandboxMode;
+pub use crate::worktree::config::WorktreeConfig;
 
 /// A snapshot of environment variables (name → value).
 pub type EnvMap = BTreeMap<String, String>;
@@ -90,6 +91,17 @@ pub struct Settings {
     /// The providers whose MCP tools (`ask_<p>`, `pend_<p>`, `ping_<p>`, `cancel_<p>`) the MCP
     /// server lists and answers (default all five; `[]` leaves only the five droid tools).
     pub providers: Vec<ProviderId>,
+    /// Where a request that names none runs: `none` (in place) or `worktree` (a git worktree
+    /// of its own under the store; docs/worktrees.md).
+    pub isolation: Isolation,
+    /// Commands run in a new worktree before the agent (`npm ci`), when the request names none.
+    pub setup_commands: Vec<String>,
+    /// Untracked paths of repo_root copied into a new worktree (`.env`), when the request names
+    /// none.
+    pub worktree_copy: Vec<String>,
+    /// Most worktrees at once (running, or waiting for apply or discard); a submission beyond
+    /// is refused.
+    pub max_worktrees: usize,
 }
 
 impl Default for Settings {
@@ -124,6 +136,10 @@ impl Default for Settings {
             env_passthrough: Vec::new(),
             store_dir: None,
             providers: ProviderId::ALL.to_vec(),
+            isolation: Isolation::None,
+            setup_commands: Vec::new(),
+            worktree_copy: Vec::new(),
+            max_worktrees: crate::worktree::config::DEFAULT_MAX_WORKTREES,
         }
     }
 }
@@ -389,6 +405,42 @@ impl Settings {
         if let Some(v) = var(env, "DROID_EXECUTOR_PROVIDERS") {
             self.providers = provider_list(v)?;
         }
+        if let Some(v) = var(env, "DROID_EXECUTOR_ISOLATION") {
+            self.isolation = Isolation::parse(v).map_err(|message| EngineError::Setting {
+                name: "DROID_EXECUTOR_ISOLATION".into(),
+                message,
+            })?;
+        }
+        if let Some(v) = parse_env::<usize>(env, "DROID_EXECUTOR_MAX_WORKTREES")? {
+            self.max_worktrees = v;
+        }
+        if let Some(v) = var(env, "DROID_EXECUTOR_WORKTREE_COPY") {
+            self.worktree_copy = v
+                .split(':')
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned)
+                .collect();
+        }
+        if let Some(p) = self.worktree_copy.iter().find(|p| {
+            droid_contract::RelPath::parse(p, None).is_err() || p.is_empty()
+        }) {
+            return Err(EngineError::Setting {
+                name: "worktree_copy".into(),
+                message: format!(
+                    "{p:?} is not a path inside the repository (relative, without '..')"
+                ),
+            });
+        }
+        if let Some(c) = self
+            .setup_commands
+            .iter()
+            .find(|c| droid_contract::ShellCommand::try_from((*c).clone()).is_err())
+        {
+            return Err(EngineError::Setting {
+                name: "setup_commands".into(),
+                message: format!("{c:?} is not a command (blank, NUL, or too long)"),
+            });
+        }
         if self.max_concurrent == 0 {
             return Err(EngineError::Setting {
                 name: "max_concurrent".into(),
@@ -404,12 +456,13 @@ impl Settings {
         Ok(())
     }
 
-    /// Find droid per these settings and `env` (`DROID_CLI_CMD`, `PATH`).
+    /// Find droid per these settings and `env` (`DROID_CLI_CMD`, `PATH`, npm's global prefixes).
     pub fn locate_droid(&self, env: &EnvMap) -> Located {
         locate_droid(
             self.droid_bin.as_deref(),
             env.get("DROID_CLI_CMD").map(String::as_str),
             env.get("PATH").map(|p| std::ffi::OsStr::new(p.as_str())),
+            || crate::npm_prefix::global_prefixes(env),
         )
     }
 
@@ -475,6 +528,12 @@ impl Settings {
                 max_memory_mb: self.max_memory_mb,
             },
             redact: Vec::new(),
+            worktrees: WorktreeConfig {
+                isolation: self.isolation,
+                setup_commands: self.setup_commands.clone(),
+                worktree_copy: self.worktree_copy.clone(),
+                max_worktrees: self.max_worktrees,
+            },
         }
     }
 }
@@ -635,6 +694,9 @@ pub struct EngineConfig {
     /// (the bridge sets its own token here). Never passed to droid.
     #[serde(default)]
     pub redact: Vec<String>,
+    /// Worktree tasks: the default isolation, a new worktree's set-up, `max_worktrees`.
+    #[serde(default)]
+    pub worktrees: WorktreeConfig,
 }
 
 /// Where a provider's program was found, or why not.

@@ -124,6 +124,10 @@ pub enum EngineError {
     /// Background tasks need a store directory and a supervisor program.
     #[error("background tasks are not available: {0}")]
     TasksUnavailable(String),
+    /// A task's git worktree could not be made, used or removed (docs/worktrees.md): what, and
+    /// what to do.
+    #[error("{0}")]
+    Worktree(String),
 }
 
 impl EngineError {

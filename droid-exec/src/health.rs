@@ -15,6 +15,7 @@ use crate::bind_address;
 use crate::config::{EngineConfig, EnvMap, Settings, default_config_path};
 use crate::error::EngineError;
 use crate::provenance::ENV_NAMES;
+use crate::providers::droid::{custom_models, install};
 use crate::run::engine::Engine;
 use crate::run::sandbox::SandboxMode;
 use crate::run::scratch::unique_id;
@@ -60,16 +61,6 @@ pub struct Check {
 /// The droid version this release was tested against.
 pub const TESTED_DROID: &str = "0.225.2";
 
-fn custom_models(home: Option<&String>) -> usize {
-    let Some(home) = home else { return 0 };
-    let path = Path::new(home).join(".factory").join("settings.json");
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| v.get("customModels")?.as_array().map(Vec::len))
-        .unwrap_or(0)
-}
-
 /// Run every check for a process whose environment is `env`, with the config file `config`
 /// (default: [`default_config_path`]). This is MCP's `droid_ping`: droid's version comes from
 /// [`Engine::droid_version`] (its npm package.json when there is one, read without starting
@@ -102,7 +93,7 @@ async fn readiness(config: Option<&Path>, env: &EnvMap, mode: Mode) -> (Vec<Chec
             fix: "set DROID_CLI_CMD to the program only".into(),
         });
     }
-    checks.push(auth_check(env));
+    checks.push(auth_check(env, cfg.default_model.as_deref()));
     for id in ProviderId::ALL.into_iter().skip(1) {
         checks.push(agent_check(&cfg, env, id, mode).await);
     }
@@ -216,19 +207,53 @@ fn config_check(config: Option<&Path>, env: &EnvMap, mode: Mode, out: &mut Vec<C
     }
 }
 
-/// The `droid` line: found, and its version (a WARN outside the tested one). `doctor` runs
-/// `droid --version` itself, so a droid that is installed but does not run is a FAIL.
+/// The `droid` line: found, and its version (a WARN outside the tested one, with the line that
+/// pins it). `doctor` runs `droid --version` itself, so a droid that is installed but does not
+/// run is a FAIL. Each fix is a step other than the one that led there: the `@factory/cli`
+/// launcher without the package that holds the binary gets that package's line, not the
+/// launcher's again (`crate::providers::droid::install`).
 async fn droid_check(cfg: &EngineConfig, mode: Mode) -> Check {
+    let line = crate::providers::provider(ProviderId::Droid).install_hint();
     let Some(bin) = &cfg.droid_bin else {
         return Check {
             name: "droid",
             level: Level::Fail,
             detail: format!("not found ({})", cfg.droid_source),
-            fix: "install it: npm install -g @factory/cli (or set droid_bin in the config, or DROID_CLI_CMD)".into(),
+            fix: format!(
+                "install it: {line} (droid-executor finds it under npm's global prefix), or set \
+                 droid_bin in the config, or DROID_CLI_CMD"
+            ),
         };
     };
     let engine = Engine::new(cfg.clone());
     let found = format!("{} (from {})", bin.display(), cfg.droid_source);
+    // the launcher without its binary cannot run: said as such, with the package it lacks
+    let launcher = install::launcher(bin).filter(|l| l.script && l.binary.is_none());
+    let without_binary = |why: &str| {
+        launcher.as_ref().map(|l| Check {
+            name: "droid",
+            level: Level::Fail,
+            detail: format!(
+                "{found} is the {} launcher{}, without the package that holds droid itself \
+                 ({}){why}",
+                install::LAUNCHER,
+                l.version
+                    .as_deref()
+                    .map(|v| format!(" {v}"))
+                    .unwrap_or_default(),
+                install::platform_package()
+            ),
+            fix: format!(
+                "install that package, pinned: {line} (reinstalling {} does not bring it)",
+                install::LAUNCHER
+            ),
+        })
+    };
+    if mode == Mode::Ping
+        && let Some(check) = without_binary("")
+    {
+        return check;
+    }
     let version = match mode {
         Mode::Ping => engine
             .droid_version()
@@ -251,15 +276,32 @@ async fn droid_check(cfg: &EngineConfig, mode: Mode) -> Check {
             level: Level::Warn,
             detail: format!("{found}, version {v}"),
             fix: format!(
-                "this release was tested with droid {TESTED_DROID}; other versions may change its output"
+                "this release was tested with droid {TESTED_DROID}; other versions may change its \
+                 output. To pin it: {line}{}",
+                if cfg.droid_source.starts_with("npm global prefix") {
+                    String::new()
+                } else {
+                    format!(
+                        ", then set droid_bin to $(npm prefix -g)/lib/node_modules/{}/bin/droid \
+                         (the droid found now would still come first)",
+                        install::platform_package()
+                    )
+                }
             ),
         },
-        Err(why) => Check {
+        Err(why) => without_binary(&format!("; {why}")).unwrap_or_else(|| Check {
             name: "droid",
             level: Level::Fail,
             detail: format!("{found} {why}"),
-            fix: "reinstall droid (npm install -g @factory/cli); check that the file is the droid binary".into(),
-        },
+            fix: format!(
+                "check that {} is droid's binary; to install it again, pinned: {line}{}",
+                bin.display(),
+                install::PLATFORM
+                    .get(1)
+                    .map(|b| format!(" (a CPU without AVX2 needs @factory/{b}@{TESTED_DROID})"))
+                    .unwrap_or_default()
+            ),
+        }),
     }
 }
 
@@ -269,7 +311,10 @@ async fn droid_check(cfg: &EngineConfig, mode: Mode) -> Check {
 /// from the npm package when there is one.
 pub async fn provider_checks(cfg: &EngineConfig, env: &EnvMap, id: ProviderId) -> Vec<Check> {
     if id == ProviderId::Droid {
-        vec![droid_check(cfg, Mode::Ping).await, auth_check(env)]
+        vec![
+            droid_check(cfg, Mode::Ping).await,
+            auth_check(env, cfg.default_model.as_deref()),
+        ]
     } else {
         vec![agent_check(cfg, env, id, Mode::Ping).await]
     }
@@ -365,30 +410,108 @@ async fn agent_check(cfg: &EngineConfig, env: &EnvMap, id: ProviderId, mode: Mod
     }
 }
 
-/// The `auth` line: a Factory key, or custom models droid can use without one.
-fn auth_check(env: &EnvMap) -> Check {
-    let key = env.get("FACTORY_API_KEY").is_some_and(|k| !k.is_empty());
-    let models = custom_models(crate::config::var(env, "HOME"));
-    match (key, models) {
-        (true, _) => Check {
-            name: "auth",
-            level: Level::Ok,
-            detail: "FACTORY_API_KEY is set".into(),
-            fix: String::new(),
+/// The `auth` line: a Factory key, or custom models droid can use without one, each with the id
+/// to pass as the model (`custom:<displayName>-<n>`, as droid numbers them:
+/// `crate::providers::droid::custom_models`), and whether a run given no model works: the
+/// config's `model` (`default_model`), airgap mode (the first custom model) or a key (droid's
+/// built-in default). Never a FAIL: droid may be logged in (`droid` then `/login`), which we
+/// cannot see.
+fn auth_check(env: &EnvMap, default_model: Option<&str>) -> Check {
+    let var = |name| crate::config::var(env, name).map(String::as_str);
+    let key = var("FACTORY_API_KEY").is_some();
+    let airgap = custom_models::airgap(var("FACTORY_AIRGAP_ENABLED"));
+    let found = var("HOME")
+        .map(|h| custom_models::read(Path::new(h)))
+        .unwrap_or_default();
+    let notes: String = found.notes.iter().map(|n| format!("\nnote: {n}")).collect();
+    let check = |level, detail: String, fix: String| Check {
+        name: "auth",
+        level,
+        detail: format!("{detail}{notes}"),
+        fix,
+    };
+    let Some(first) = found.models.first().map(|m| m.id.as_str()) else {
+        return match (airgap, key) {
+            (true, _) => check(
+                Level::Warn,
+                "FACTORY_AIRGAP_ENABLED is set and there is no custom model: droid can use no \
+                 model (airgap mode keeps it off Factory's)"
+                    .into(),
+                "add a custom model to ~/.factory/settings.json (docs/models.md), or unset \
+                 FACTORY_AIRGAP_ENABLED"
+                    .into(),
+            ),
+            (false, true) => check(Level::Ok, "FACTORY_API_KEY is set".into(), String::new()),
+            (false, false) => check(
+                Level::Warn,
+                "no FACTORY_API_KEY and no custom models".into(),
+                "export FACTORY_API_KEY=fk-… (or log in with droid, or add customModels to \
+                 ~/.factory/settings.json)"
+                    .into(),
+            ),
+        };
+    };
+    let listing: String = found
+        .models
+        .iter()
+        .map(|m| format!("\n{}  (model {})", m.id, m.model))
+        .collect();
+    let head = format!(
+        "{}; custom models in {}, each passed as the model by its id:{listing}",
+        if key {
+            "FACTORY_API_KEY is set"
+        } else {
+            "no FACTORY_API_KEY"
         },
-        (false, n) if n > 0 => Check {
-            name: "auth",
-            level: Level::Ok,
-            detail: format!("no FACTORY_API_KEY; {n} custom model(s) in ~/.factory/settings.json"),
-            fix: String::new(),
-        },
-        // not a FAIL: droid may be logged in (`droid` then `/login`), which we cannot see
-        _ => Check {
-            name: "auth",
-            level: Level::Warn,
-            detail: "no FACTORY_API_KEY and no custom models".into(),
-            fix: "export FACTORY_API_KEY=fk-… (or log in with droid, or add customModels to ~/.factory/settings.json)".into(),
-        },
+        found.file
+    );
+    let set_model = format!(
+        "pass one as the model (run --model {first}, the request's model), or set model = \
+         \"{first}\" in the config (DROID_EXECUTOR_MODEL)"
+    );
+    match default_model {
+        Some(m) if found.knows(m) => check(
+            Level::Ok,
+            format!("{head}\nruns given no model use {m} (the config's model)"),
+            String::new(),
+        ),
+        Some(m) if m.starts_with("custom:") => check(
+            Level::Warn,
+            format!(
+                "{head}\nthe config's model {m} is none of them: droid refuses it (Invalid model)"
+            ),
+            "set model in the config to one of these ids".into(),
+        ),
+        Some(m) if airgap || !key => check(
+            Level::Warn,
+            format!(
+                "{head}\nthe config's model {m} is one of Factory's, which {}",
+                if airgap {
+                    "airgap mode refuses (FACTORY_AIRGAP_ENABLED is set)"
+                } else {
+                    "needs a Factory account"
+                }
+            ),
+            set_model,
+        ),
+        Some(_) => check(Level::Ok, head, String::new()),
+        None if airgap => check(
+            Level::Ok,
+            format!("{head}\nruns given no model use {first} (FACTORY_AIRGAP_ENABLED is set)"),
+            String::new(),
+        ),
+        None if key => check(Level::Ok, head, String::new()),
+        None => check(
+            Level::Warn,
+            format!(
+                "{head}\na run given no model fails: droid's built-in default needs a Factory \
+                 account"
+            ),
+            format!(
+                "{set_model}; or set FACTORY_AIRGAP_ENABLED=1, and droid uses {first} when given \
+                 no model"
+            ),
+        ),
     }
 }
 
@@ -423,7 +546,70 @@ pub async fn doctor_checks(config: Option<&Path>, env: &EnvMap, cwd: Option<&Pat
         },
     ));
     out.push(bridge_check(&settings.host, settings.port, store.as_deref()).await);
+    out.push(worktrees_check(&settings.engine_config(env)));
     out
+}
+
+/// The `worktrees` line: how many worktrees of worktree tasks there are, in which state, and
+/// the disk they use (a WARN at `max_worktrees`, when the next worktree task is refused).
+fn worktrees_check(cfg: &EngineConfig) -> Check {
+    let max = cfg.worktrees.max_worktrees;
+    let list = match crate::tasks::Tasks::open(cfg).and_then(|t| t.worktrees()) {
+        Ok(l) => l,
+        Err(e) => {
+            return Check {
+                name: "worktrees",
+                level: Level::Warn,
+                detail: format!("cannot be listed: {e}"),
+                fix: "check the task store (store_dir)".into(),
+            };
+        }
+    };
+    let live = list
+        .iter()
+        .filter(|w| w.running || w.state.is_none_or(droid_contract::WorktreeState::is_live))
+        .count();
+    let bytes = list.iter().map(|w| w.disk.bytes).sum();
+    let disk = crate::worktree::DiskUse {
+        bytes,
+        entries: 0,
+        partial: list.iter().any(|w| w.disk.partial),
+    };
+    let mut states: Vec<(&str, usize)> = Vec::new();
+    for w in &list {
+        let s = match (w.running, w.state) {
+            (true, _) => "running",
+            (false, Some(s)) => s.as_str(),
+            (false, None) => "ended",
+        };
+        match states.iter_mut().find(|(n, _)| *n == s) {
+            Some((_, c)) => *c += 1,
+            None => states.push((s, 1)),
+        }
+    }
+    let said: Vec<String> = states.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    let detail = if list.is_empty() {
+        format!("none (at most {max}: max_worktrees)")
+    } else {
+        format!(
+            "{live} of at most {max} (max_worktrees) hold a checkout ({}), {} on disk",
+            said.join(", "),
+            disk.human()
+        )
+    };
+    let full = live >= max;
+    Check {
+        name: "worktrees",
+        level: if full { Level::Warn } else { Level::Ok },
+        detail,
+        fix: if full {
+            "the next worktree task is refused: apply or discard some (droid-executor tasks \
+             list shows them), or raise max_worktrees"
+                .into()
+        } else {
+            String::new()
+        },
+    }
 }
 
 /// What a run can still reach outside its confinement (docs/operations.md#requests-from-inside-a-run):
@@ -457,17 +643,13 @@ pub fn reach_check(port: u16, abi: Option<u32>) -> Check {
 }
 
 /// Whether the current directory, as a repository, lies where confinement is weaker: under a
-/// directory every run may write (the system temp directory, `sandbox_writable`), where another
-/// run can write it and a run in it can write its siblings; or the home directory itself, whose
-/// every file (shell rc files, `~/.ssh`) a run there may write.
+/// directory every run may write (`sandbox_writable`), where another run can write it and a run
+/// in it can write its siblings; or the home directory itself, whose every file (shell rc files,
+/// `~/.ssh`) a run there may write. `/tmp` is not such a directory: no run may write it.
 pub fn location_check(cwd: &Path, home: Option<&Path>, writable: &[std::path::PathBuf]) -> Check {
     let real = |p: &Path| crate::real_path::canonical(p).unwrap_or_else(|_| p.to_path_buf());
     let here = real(cwd);
-    let shared: Vec<std::path::PathBuf> = ["/tmp", "/var/tmp"]
-        .iter()
-        .map(|p| real(Path::new(p)))
-        .chain(writable.iter().map(|p| real(p)))
-        .collect();
+    let shared: Vec<std::path::PathBuf> = writable.iter().map(|p| real(p)).collect();
     if let Some(under) = shared.iter().find(|s| here.starts_with(s)) {
         return Check {
             name: "location",
@@ -790,15 +972,16 @@ mod location_tests {
 
     #[test]
     fn a_repository_under_a_directory_every_run_may_write_is_flagged() {
-        let under_tmp = location_check(Path::new("/tmp"), None, &[]);
-        assert_eq!(under_tmp.level, Level::Warn);
-        assert!(
-            under_tmp.detail.contains("every run may write"),
-            "{under_tmp:?}"
-        );
+        // no run may write /tmp: a repository there is as confined as anywhere
+        let under_tmp = location_check(Path::new("/tmp/repo"), None, &[]);
+        assert_eq!(under_tmp.level, Level::Ok, "{under_tmp:?}");
         let shared = std::path::PathBuf::from("/srv/shared");
         let under_extra = location_check(Path::new("/srv/shared/repo"), None, &[shared]);
         assert_eq!(under_extra.level, Level::Warn);
+        assert!(
+            under_extra.detail.contains("every run may write"),
+            "{under_extra:?}"
+        );
         let home = location_check(Path::new("/home/u"), Some(Path::new("/home/u")), &[]);
         assert_eq!(home.level, Level::Warn);
         assert!(home.detail.contains("your home"), "{home:?}");

@@ -45,6 +45,10 @@ pub const ENV_NAMES: &[(&str, &[&str])] = &[
     ("env_passthrough", &[]),
     ("store_dir", &["DROID_EXECUTOR_STORE_DIR"]),
     ("providers", &["DROID_EXECUTOR_PROVIDERS"]),
+    ("isolation", &["DROID_EXECUTOR_ISOLATION"]),
+    ("setup_commands", &[]),
+    ("worktree_copy", &["DROID_EXECUTOR_WORKTREE_COPY"]),
+    ("max_worktrees", &["DROID_EXECUTOR_MAX_WORKTREES"]),
 ];
 
 /// One setting as `config show` prints it.

@@ -76,5 +76,6 @@ pub fn engine(dir: &WorkDir) -> Engine {
         cgroups: true,
         limits: Default::default(),
         redact: Vec::new(),
+        worktrees: Default::default(),
     })
 }

@@ -132,6 +132,7 @@ pub fn definitions(p: ProviderId) -> Vec<Value> {
                     "autonomy": {"type": "string", "enum": ["read_only", "low", "medium", "high"]},
                     "timeout_s": {"type": "integer", "minimum": 1, "maximum": 86_400},
                     "session": string,
+                    "isolation": {"type": "string", "enum": ["none", "worktree"]},
                     "wait_seconds": wait,
                 },
                 "required": ["message"],
@@ -247,6 +248,7 @@ fn argument_of(path: &str) -> &str {
         "$.max_runtime_seconds" => "timeout_s",
         "$.session_id" => "session",
         "$.autonomy" => "autonomy",
+        "$.isolation" => "isolation",
         other => other,
     }
 }
@@ -282,6 +284,7 @@ async fn ask(
             "autonomy",
             "timeout_s",
             "session",
+            "isolation",
             "wait_seconds",
         ],
     )?;
@@ -307,6 +310,12 @@ async fn ask(
     };
     let timeout_s = opt_int(args, "timeout_s", 1..=86_400)?.map(|t| t as u32);
     let session = opt_str(args, "session")?;
+    let isolation = match opt_str(args, "isolation")? {
+        None => None,
+        Some(i) => Some(droid_contract::Isolation::parse(i).map_err(|e| {
+            bad_arguments(format!("isolation must be none or worktree: {e}"))
+        })?),
+    };
     let wait = opt_int(args, "wait_seconds", 0..=MAX_WAIT_SECONDS)?.unwrap_or(0);
     let value = ask_request(&Ask {
         provider: p,
@@ -315,6 +324,7 @@ async fn ask(
         autonomy,
         timeout_s,
         session,
+        isolation,
     });
     let req = server.engine().admit(&value).map_err(|v| invalid_ask(&v))?;
     let tasks = tasks_of(server)?;
@@ -573,6 +583,7 @@ mod tests {
                 autonomy: None,
                 timeout_s: None,
                 session: None,
+                isolation: None,
             }))
             .unwrap();
         let done = droid_contract::ExecutionResult::error(None, "done", Vec::new());

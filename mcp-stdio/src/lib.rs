@@ -44,6 +44,7 @@ pub mod relay;
 pub mod server;
 pub mod tasks;
 pub mod tools;
+mod worktree_tools;
 
 pub use message_processor::{DRAIN as SHUTDOWN_DRAIN, FLUSH as SHUTDOWN_FLUSH, serve};
 pub use server::Server;

@@ -218,6 +218,7 @@ mod tests {
             cgroups: true,
             limits: Default::default(),
             redact: Vec::new(),
+            worktrees: Default::default(),
         };
         Server::new(Engine::new(cfg), Default::default(), None)
     }

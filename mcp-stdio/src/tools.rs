@@ -40,11 +40,13 @@ use crate::server::Server;
 pub const MAX_WAIT_SECONDS: u64 = 600;
 
 /// The tool names, in the order `tools/list` shows them.
-pub const NAMES: [&str; 5] = [
+pub const NAMES: [&str; 7] = [
     "execute_droid_task",
     "droid_submit",
     "droid_pend",
     "droid_cancel",
+    "droid_apply",
+    "droid_discard",
     "droid_ping",
 ];
 
@@ -142,7 +144,7 @@ fn base_definitions() -> Vec<Value> {
         json!({
             "name": "execute_droid_task",
             "title": "Run a coding task with droid (wait for the result)",
-            "description": "Hand a decided, well-specified coding task to Factory's droid CLI (or, with provider, to codex, claude, gemini or opencode) and wait for a verified result: files_changed measured from the repository, suggested_commands re-run by the executor, a status (success, partial, failed, timeout, cancelled, error) and issues with suggested actions. failed, timeout, cancelled and error are isError results; partial is not (droid finished but something needs a look): always read status and issues. One task per call, with a clear objective and acceptance criteria. A run may take up to max_runtime_seconds (default 600 s), longer than clients wait for a tool call (often 60 s; Codex 300 s): for anything that may take over a minute call droid_submit, then droid_pend. A result over 24 KiB is cut (oldest commands_run and logs first); its last log line names the stored task holding all of it.",
+            "description": "Hand a decided, well-specified coding task to Factory's droid CLI (or, with provider, to codex, claude, gemini or opencode) and wait for a verified result: files_changed measured from the repository, suggested_commands re-run by the executor, a status (success, partial, failed, timeout, cancelled, error) and issues with suggested actions. failed, timeout, cancelled and error are isError results; partial is not (droid finished but something needs a look): always read status and issues. One task per call, with a clear objective and acceptance criteria. isolation \"worktree\": in a git worktree of its own; then droid_apply or droid_discard it. A run may take up to max_runtime_seconds (default 600 s), longer than clients wait for a tool call (often 60 s; Codex 300 s): for anything that may take over a minute call droid_submit, then droid_pend. A result over 24 KiB is cut (oldest commands_run and logs first); its last log line names the stored task holding all of it.",
             "inputSchema": request,
             "outputSchema": result,
             "annotations": {"title": "Run a coding task with droid", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
@@ -150,7 +152,7 @@ fn base_definitions() -> Vec<Value> {
         json!({
             "name": "droid_submit",
             "title": "Start a coding task with droid in the background",
-            "description": "Same arguments as execute_droid_task, but returns at once with a task_id; the task runs in its own supervisor process and survives this server restarting. Follow it with droid_pend (optionally waiting) and stop it with droid_cancel. Prefer this for tasks that may take more than a minute.",
+            "description": "Same arguments as execute_droid_task, but returns at once with a task_id; the task runs in its own supervisor process and survives this server restarting. Follow it with droid_pend (optionally waiting) and stop it with droid_cancel. Prefer this for tasks that may take more than a minute. Independent subtasks: submit each at once with isolation \"worktree\" (they run in parallel, each in its own worktree of the current working tree, verified there), review each result, then droid_apply or droid_discard it.",
             "inputSchema": droid_contract::request_schema(),
             "outputSchema": object_schema(json!({"task_id": task_id}), &["task_id"]),
             "annotations": {"title": "Start a background droid task", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
@@ -174,6 +176,10 @@ fn base_definitions() -> Vec<Value> {
             "outputSchema": record,
             "annotations": {"title": "Cancel a background droid task", "readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false},
         }),
+    ]
+    .into_iter()
+    .chain(crate::worktree_tools::definitions())
+    .chain([
         json!({
             "name": "droid_ping",
             "title": "Check that droid can run",
@@ -188,7 +194,8 @@ fn base_definitions() -> Vec<Value> {
             }), &["droid_found", "droid_version", "auth", "store_writable", "checks"]),
             "annotations": {"title": "Check that droid can run", "readOnlyHint": true, "idempotentHint": true, "openWorldHint": false},
         }),
-    ]
+    ])
+    .collect()
 }
 
 /// A `CallToolResult`.
@@ -583,6 +590,7 @@ pub async fn call(
                 Err(e) => engine_error(&e),
             }
         }
+        "droid_apply" | "droid_discard" => crate::worktree_tools::call(server, name, args).await,
         "droid_cancel" => {
             if let Err(e) = only_keys(&args, &["task_id"]) {
                 return e;
@@ -759,14 +767,17 @@ mod tests {
         assert!(text.starts_with("task droid-1-abcd: error\nstatus: error\nsummary: €€"));
     }
 
-    /// `tools/list` goes into the model's context. The five droid tools take 23.7 KB (it was 44
+    /// `tools/list` goes into the model's context. The five droid tools took 23.7 KB (it was 44
     /// KB with the prose of the request and result schemas repeated in five schemas); each
     /// delegation family adds about 3.5 KB (ask 1.1 KB with a 361-byte input schema, pend 0.9,
-    /// ping 0.6, cancel 0.8), so all five families make 41 KB (42 KB with `execution`). The
-    /// budget is 44 KiB: the five families and a little room, and no more than the list was
-    /// before its schemas were made terse; a sixth provider or longer prose must find the bytes
-    /// elsewhere. The schemas that lost their prose validate what the full ones do.
-    const TOOLS_LIST_BUDGET: usize = 44 * 1024;
+    /// ping 0.6, cancel 0.8), so all five families made 41 KB (42 KB with `execution`), and the
+    /// budget was 44 KiB. Worktree tasks (issue 30) added `droid_apply` and `droid_discard`
+    /// (under 2 KB, their answer's schema kept to its fields) and the request's `isolation`,
+    /// `setup_commands` and `worktree_copy` and the result's `worktree` in every schema that
+    /// holds them (about 3 KB): the budget is 48 KiB, and a sixth provider or longer prose must
+    /// find the bytes elsewhere. The schemas that lost their prose validate what the full ones
+    /// do.
+    const TOOLS_LIST_BUDGET: usize = 48 * 1024;
 
     #[test]
     fn the_tool_list_is_compact_and_validates_the_same() {

@@ -47,6 +47,30 @@ pub fn real_droid() -> PathBuf {
     path
 }
 
+/// The `@factory/cli` launcher the suites lay out without its platform package.
+pub const LAUNCHER_VERSION: &str = "0.225.1";
+
+/// The package directory of the `@factory/cli` launcher [`LAUNCHER_VERSION`] (`bin/droid`, a Node
+/// script, `package.json`, `platform.js`), as `cargo xtask fetch-droid` unpacks it under
+/// `target/droid`.
+///
+/// # Panics
+/// When it is not there, with the command that installs it.
+pub fn droid_launcher() -> PathBuf {
+    let dir = workspace_root()
+        .join("target/droid")
+        .join(format!("launcher-{LAUNCHER_VERSION}"))
+        .join("package");
+    assert!(
+        dir.join("bin/droid").is_file() && dir.join("package.json").is_file(),
+        "the @factory/cli {LAUNCHER_VERSION} launcher is not installed: run `cargo xtask \
+         fetch-droid` (unpacks the npm package @factory/cli@{LAUNCHER_VERSION} under \
+         target/droid); looked in {}",
+        dir.display()
+    );
+    dir
+}
+
 /// The built `droid-executor`: `$CARGO_TARGET_DIR/debug` if set, else `<workspace>/target/debug`.
 ///
 /// # Panics

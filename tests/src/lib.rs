@@ -13,6 +13,9 @@
 //!   SIGTERM, leak a grandchild, flood stdout...).
 //! - [`procs`]: is a pid alive, wait until it is gone, which processes carry a marker variable.
 //! - [`temp_dir`]: a self-deleting temporary directory.
+//! - [`repo_state`]: what a user has in a git repository, byte for byte (a worktree task must
+//!   leave it as it was until its change is applied).
+//! - [`acp_world`], [`acpx_world`]: the worlds of the ACP suites (SDK clients; acpx).
 //! - [`non_root`]: a world for escape tests run as a non-root user whose HOME is outside the
 //!   system temp directory.
 //!
@@ -23,6 +26,7 @@
 //! every connection, hanging ones included.
 
 pub mod acp_world;
+pub mod acpx_world;
 pub mod agent_bin;
 pub mod claude_home;
 pub mod codex_home;
@@ -34,5 +38,6 @@ mod http1;
 pub mod non_root;
 pub mod opencode_home;
 pub mod procs;
+pub mod repo_state;
 pub mod scripted_model;
 pub mod temp_dir;

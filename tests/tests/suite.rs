@@ -1,6 +1,7 @@
 //! The suites. Each module tests one thing end to end; `support_selftest` checks the support code
 //! itself (scripted model, fake droid, process helpers) and that the real droid runs against it.
 
+mod acp_acpx;
 mod acp_node;
 mod acp_python;
 mod acp_wire;
@@ -13,7 +14,10 @@ mod cli;
 mod common;
 mod config_show;
 mod delegation_cli;
+mod doc_links;
 mod doctor;
+mod droid_install;
+mod droid_models;
 mod engine_fake_droid;
 mod engine_real_droid;
 mod escape_acp;
@@ -45,12 +49,15 @@ mod provider_gemini;
 mod provider_opencode;
 mod providers_front_ends;
 mod result_shape;
+mod run_report;
+mod runtime_shutdown;
 mod sandbox;
 mod sandbox_providers;
 mod scripted_reasoning;
 mod security;
 mod setup_acp;
 mod setup_mcp;
+mod setup_missing_client;
 mod setup_skill;
 mod skill;
 mod support_selftest;
@@ -59,3 +66,4 @@ mod tasks_fake_droid;
 mod tasks_real_droid;
 mod tasks_store;
 mod tidy;
+mod worktrees;

@@ -44,6 +44,10 @@ pub(crate) struct AskArgs {
     /// Continue this session of the provider (a result's session_id).
     #[arg(long, value_name = "ID")]
     session: Option<String>,
+    /// none | worktree: let it work in a git worktree of its own (apply its change later with
+    /// `droid-executor tasks apply ID`).
+    #[arg(long, value_name = "none|worktree", value_parser = droid_contract::Isolation::parse)]
+    isolation: Option<droid_contract::Isolation>,
     /// Submit it as a background task, print its id and return at once (fetch the reply with
     /// `droid-executor pend <provider> ID`).
     #[arg(long)]
@@ -104,6 +108,7 @@ pub(crate) async fn ask(args: AskArgs, config: Option<&PathBuf>) -> ExitCode {
         autonomy: args.autonomy,
         timeout_s: args.timeout,
         session: args.session.as_deref(),
+        isolation: args.isolation,
     });
     let cfg = engine_config(&settings, &env);
     if args.provider == ProviderId::Droid {

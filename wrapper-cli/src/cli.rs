@@ -57,7 +57,7 @@ pub(crate) enum Command {
     Config(crate::config_cmd::ConfigArgs),
     /// Register droid-executor with other tools.
     Setup(crate::setup::SetupArgs),
-    /// Background tasks: list, show, wait for, cancel, clean.
+    /// Background tasks: list, show, wait for, cancel, clean; apply or discard a worktree task.
     Tasks(crate::tasks::TasksArgs),
     /// Supervise one background task (started by `run --background`; not for direct use).
     #[command(hide = true)]

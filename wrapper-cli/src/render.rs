@@ -4,9 +4,61 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use droid_contract::{ChangeType, CommandSource, ExecutionResult, SandboxInfo, SandboxKind};
+use droid_contract::{
+    ChangeType, CommandRun, CommandSource, ExecutionResult, SandboxInfo, SandboxKind, cannot_run,
+};
 use droid_exec::RunEvent;
 use tokio::sync::mpsc;
+
+/// The most lines of each output stream of a failing verification command the report shows.
+const TAIL_LINES: usize = 4;
+/// The most characters of each of those lines.
+const TAIL_WIDTH: usize = 200;
+/// The most failing verification commands whose output the report shows.
+const TAIL_COMMANDS: usize = 3;
+/// Where a tail's lines start: under the command.
+const TAIL_INDENT: &str = "            ";
+
+/// The end of a failing verification command's output, for the report: the last
+/// [`TAIL_LINES`] non-blank lines of stdout, then of stderr, each prefixed with its stream, cut
+/// to [`TAIL_WIDTH`] characters, control characters (terminal escapes included: the output is
+/// the repository's, untrusted) shown as `?`. The excerpts are the result's, secrets already
+/// redacted by the engine, as everywhere in the report.
+fn output_tail(c: &CommandRun) -> String {
+    let mut s = String::new();
+    for (stream, text) in [("stdout", &c.stdout_excerpt), ("stderr", &c.stderr_excerpt)] {
+        let lines: Vec<&str> = text
+            .split(['\n', '\r'])
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        let shown = &lines[lines.len().saturating_sub(TAIL_LINES)..];
+        let earlier = lines.len() - shown.len();
+        if earlier > 0 {
+            let _ = writeln!(
+                s,
+                "{TAIL_INDENT}{stream}: … {} (--json has the excerpt)",
+                count(earlier, "earlier line", "earlier lines")
+            );
+        }
+        for line in shown {
+            let mut printable: String = line
+                .chars()
+                .take(TAIL_WIDTH)
+                .map(|c| if c.is_control() && c != '\t' { '?' } else { c })
+                .collect();
+            if line.chars().nth(TAIL_WIDTH).is_some() {
+                printable.push('…');
+            }
+            let _ = writeln!(s, "{TAIL_INDENT}{stream}: {}", printable.trim_end());
+        }
+    }
+    s
+}
+
+/// `n` and the noun, singular or plural.
+pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
 
 /// The report's one line on confinement: `sandbox: landlock (ABI 7), writes confined to
 /// repo_root and 12 other paths`, or `sandbox: none (off by config)`.
@@ -65,6 +117,9 @@ fn report_with(r: &ExecutionResult, with_summary: bool) -> String {
     if let Some(sb) = &r.sandbox {
         let _ = writeln!(s, "{}", sandbox_line(sb));
     }
+    if let Some(w) = &r.worktree {
+        let _ = writeln!(s, "{}", worktree_line(w));
+    }
     if with_summary {
         let _ = writeln!(s, "summary: {}", r.summary);
     }
@@ -97,23 +152,59 @@ fn report_with(r: &ExecutionResult, with_summary: bool) -> String {
     if !r.commands_run.is_empty() {
         let _ = writeln!(s, "commands:");
         let agent = r.agent.as_ref().map_or("agent", |a| a.provider.as_str());
+        let mut tails = 0;
+        let mut untold = 0;
         for c in &r.commands_run {
             let who = match c.source {
                 CommandSource::Agent => agent,
                 CommandSource::Verify => "verify",
+                CommandSource::Setup => "setup",
             };
             // no code: a verification command was killed (its deadline); an agent's command
             // may simply not say (Gemini CLI never reports one), or was cut short
             let code = match (c.exit_code, c.source) {
                 (Some(code), _) => format!("exit {code}"),
-                (None, CommandSource::Verify) => "killed".to_owned(),
+                (None, CommandSource::Verify | CommandSource::Setup) => "killed".to_owned(),
                 (None, CommandSource::Agent) => "exit ?".to_owned(),
             };
             let _ = writeln!(s, "  {who:<8} {code:>7}  {}", c.command);
+            // why a verification failed, without running the task again with --json
+            if c.source == CommandSource::Verify && c.exit_code != Some(0) {
+                if tails < TAIL_COMMANDS {
+                    tails += 1;
+                    s.push_str(&output_tail(c));
+                } else {
+                    untold += 1;
+                }
+            }
+        }
+        if untold > 0 {
+            let _ = writeln!(
+                s,
+                "  (the output of {} is in --json)",
+                count(
+                    untold,
+                    "more failing verification command",
+                    "more failing verification commands"
+                )
+            );
         }
     }
     if let Some(p) = r.tests.passed {
-        let _ = writeln!(s, "tests: {}", if p { "passed" } else { "FAILED" });
+        let verify = || {
+            r.commands_run
+                .iter()
+                .filter(|c| c.source == CommandSource::Verify && c.exit_code != Some(0))
+        };
+        let tests = if p {
+            "passed"
+        } else if verify().all(|c| cannot_run(c.exit_code)) && verify().next().is_some() {
+            // exit 126/127: the shell could not run it, an env_issue; nothing was tested
+            "not verified (a verification command was not found or not executable)"
+        } else {
+            "FAILED"
+        };
+        let _ = writeln!(s, "tests: {tests}");
     }
     if !r.issues.is_empty() {
         let _ = writeln!(s, "issues:");
@@ -175,4 +266,21 @@ pub(crate) async fn progress(mut rx: mpsc::Receiver<RunEvent>) {
         eprint!("\r\x1b[2K[{:>4}s] {line}", started.elapsed().as_secs());
         let _ = std::io::stderr().flush();
     }
+}
+
+/// The worktree a task ran in, and what to do with its change while it waits.
+fn worktree_line(w: &droid_contract::WorktreeInfo) -> String {
+    let id = w.branch.strip_prefix("droid-executor/").unwrap_or(&w.branch);
+    let mut line = format!(
+        "worktree: {} (branch {}, {})",
+        w.path,
+        w.branch,
+        w.state.as_str()
+    );
+    if w.state.is_live() {
+        line.push_str(&format!(
+            "\n  review it, then: droid-executor tasks apply {id}   (or: tasks discard {id})"
+        ));
+    }
+    line
 }

@@ -67,7 +67,8 @@ pub(crate) struct RunArgs {
     /// The agent CLI that runs the task: droid (default), codex, claude, gemini, opencode.
     #[arg(long, value_name = "NAME")]
     pub provider: Option<String>,
-    /// Model id, in the provider's own terms (droid: custom:MyModel-0; codex: gpt-5.5).
+    /// Model id, in the provider's own terms (droid: a custom model as `doctor` lists it,
+    /// custom:<displayName>-<n>; codex: gpt-5.5).
     #[arg(long)]
     pub model: Option<String>,
     /// Reasoning effort (mapped onto the provider's own flag; refused where it has none).
@@ -79,6 +80,19 @@ pub(crate) struct RunArgs {
     /// Your id for the task, echoed back.
     #[arg(long)]
     pub task_id: Option<String>,
+    /// Where the agent works: none (in the repository, the default unless the setting
+    /// `isolation` says otherwise) or worktree (a git worktree of its own; review the result,
+    /// then `droid-executor tasks apply ID` or `tasks discard ID`).
+    #[arg(long, value_name = "none|worktree")]
+    pub isolation: Option<String>,
+    /// A command run in the new worktree before the agent, e.g. `npm ci` (repeatable; with
+    /// --isolation worktree).
+    #[arg(long = "setup-command", value_name = "CMD")]
+    pub setup_commands: Vec<String>,
+    /// An untracked path copied into the new worktree, e.g. `.env` (repeatable; with
+    /// --isolation worktree).
+    #[arg(long = "worktree-copy", value_name = "PATH")]
+    pub worktree_copy: Vec<String>,
     /// Notes echoed back, never sent to droid.
     #[arg(long)]
     pub notes: Option<String>,
@@ -275,6 +289,9 @@ fn build_request(a: &RunArgs, body_limit: usize) -> Result<Value, Violations> {
     set(&mut obj, "session_id", a.session.clone().map(Value::from));
     set(&mut obj, "provider", a.provider.clone().map(Value::from));
     set(&mut obj, "task_id", a.task_id.clone().map(Value::from));
+    set(&mut obj, "isolation", a.isolation.clone().map(Value::from));
+    list(&mut obj, "setup_commands", &a.setup_commands);
+    list(&mut obj, "worktree_copy", &a.worktree_copy);
     set(
         &mut obj,
         "notes_for_human",

@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand, ValueEnum};
 use client_setup::register::{McpClient, Plan, Registration, apply, plan};
 use client_setup::skill::{FileAction, SkillFile, SkillPlan, install_skill, plan_skill_named};
+use droid_contract::ProviderId;
 
 use crate::cli::{engine_config, env_map, settings};
 
@@ -121,12 +122,30 @@ fn skills_root_of(client: SkillClient, env: &droid_exec::EnvMap) -> Option<PathB
 /// `setup skill`: the main skill and the client's fallback skills, each in its own folder under
 /// the root. Every skill is planned first; a local edit in any of them refuses the whole install
 /// (nothing written) unless `force`.
-fn skill(client: SkillClient, dir: Option<PathBuf>, force: bool, dry_run: bool) -> ExitCode {
+fn skill(
+    client: SkillClient,
+    dir: Option<PathBuf>,
+    force: bool,
+    dry_run: bool,
+    config: Option<&PathBuf>,
+) -> ExitCode {
     let env = env_map();
+    let own_root = dir.is_none();
     let Some(root) = dir.or_else(|| skills_root_of(client, &env)) else {
         eprintln!("droid-executor: HOME is not set; name the skills root with --dir");
         return ExitCode::from(2);
     };
+    // the client's own root: tell when the client that reads it is not installed (a root named
+    // with --dir may be read by anyone)
+    if own_root && let Ok(settings) = settings(config, &env) {
+        let id = match client {
+            SkillClient::Claude => ProviderId::Claude,
+            SkillClient::Droid => ProviderId::Droid,
+        };
+        if let Some(why) = not_installed(&engine_config(&settings, &env), id) {
+            eprintln!("droid-executor: note: {why}; it reads these skills once installed");
+        }
+    }
     let client_name = match client {
         SkillClient::Claude => "claude",
         SkillClient::Droid => "droid",
@@ -207,7 +226,7 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
             dir,
             force,
             dry_run,
-        } => return skill(client, dir, force, dry_run),
+        } => return skill(client, dir, force, dry_run, config),
         SetupCommand::Acp {
             client: AcpClient::Zed,
             settings,
@@ -232,10 +251,29 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
         eprintln!("droid-executor: --allow-tools is for --client claude");
         return ExitCode::from(2);
     }
-    let client = match client {
-        Client::Droid => McpClient::Droid,
-        Client::Claude => McpClient::Claude,
-        Client::Codex => McpClient::Codex,
+    let (client, id) = match client {
+        Client::Droid => (McpClient::Droid, ProviderId::Droid),
+        Client::Claude => (McpClient::Claude, ProviderId::Claude),
+        Client::Codex => (McpClient::Codex, ProviderId::Codex),
+    };
+    // droid registers through `droid mcp add`: without it nothing can be done but say what to
+    // install; Claude Code and Codex read the files written here once they are installed
+    let missing = not_installed(&cfg, id);
+    let note = match (&missing, client) {
+        (Some(why), McpClient::Droid) if !dry_run => {
+            eprintln!(
+                "droid-executor: {why}, then run `droid-executor setup mcp --client droid` again \
+                 (it registers through `droid mcp add`)"
+            );
+            return ExitCode::from(2);
+        }
+        (Some(why), McpClient::Droid) => Some(format!(
+            "{why}: `droid mcp add` needs it, so install it before running this without --dry-run"
+        )),
+        (Some(why), McpClient::Claude | McpClient::Codex) => {
+            Some(format!("{why}; it reads this registration once installed"))
+        }
+        (None, _) => None,
     };
     let registration = Registration {
         program: &exe,
@@ -251,6 +289,9 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
             return ExitCode::from(2);
         }
     };
+    if let Some(note) = &note {
+        eprintln!("droid-executor: note: {note}");
+    }
     if dry_run {
         for step in &steps {
             match step {
@@ -272,6 +313,25 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
     ExitCode::SUCCESS
 }
 
+/// Why the agent CLI `id` cannot be used here, when it is not installed: where it was looked
+/// for, and the pinned line that installs the version this release is tested with (the same
+/// line `doctor` gives).
+fn not_installed(cfg: &droid_exec::EngineConfig, id: ProviderId) -> Option<String> {
+    let (program, looked) = cfg.program_of(id);
+    if program.is_some() {
+        return None;
+    }
+    let provider = droid_exec::providers::provider(id);
+    let name = match (id.display_name(), provider.program()) {
+        (shown, program) if shown == program => shown.to_owned(),
+        (shown, program) => format!("{shown} ({program})"),
+    };
+    Some(format!(
+        "{name} is not installed here (looked for: {looked}); install it with: {}",
+        provider.install_hint()
+    ))
+}
+
 /// `setup acp --client zed`: plan the edit of Zed's settings, then write it (or print the entry).
 fn zed(settings: Option<PathBuf>, name: &str, print: bool) -> ExitCode {
     use client_setup::zed::{ZedEntry, apply, plan, settings_path};
@@ -291,13 +351,31 @@ fn zed(settings: Option<PathBuf>, name: &str, print: bool) -> ExitCode {
         crate::cli::say(&entry.snippet());
         return ExitCode::SUCCESS;
     }
-    let path = match settings.map_or_else(|| settings_path(&env_map()), Ok) {
+    let env = env_map();
+    let named = settings.is_some();
+    let path = match settings.map_or_else(|| settings_path(&env), Ok) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("droid-executor: {e}");
             return ExitCode::from(2);
         }
     };
+    // Zed reads the entry once installed; say so when nothing of it is here (no settings
+    // folder, no program on PATH: `zed` from zed.dev's installer, `zeditor` from distributions)
+    let path_var = env.get("PATH").map(std::ffi::OsStr::new);
+    let folder = path.parent().unwrap_or(&path);
+    if !named
+        && !folder.exists()
+        && ["zed", "zeditor"].iter().all(|p| {
+            droid_exec::run::spawn::resolve_program(std::path::Path::new(p), path_var).is_none()
+        })
+    {
+        eprintln!(
+            "droid-executor: note: Zed is not installed here (no zed or zeditor on PATH, no {}); \
+             it reads this entry once installed: https://zed.dev/download",
+            folder.display()
+        );
+    }
     match plan(&path, &entry).and_then(|p| apply(&p)) {
         Ok(done) => {
             crate::cli::say(&done);

@@ -1,11 +1,13 @@
-//! `droid-executor tasks list|show|wait|cancel|clean`: background tasks as the store holds them,
-//! readable while no server runs. `--json` prints task records
-//! (`{"task_id", "state", "created_at", "updated_at", "result"}`).
+//! `droid-executor tasks list|show|wait|cancel|clean|apply|discard`: background tasks as the
+//! store holds them, readable while no server runs. `--json` prints task records
+//! (`{"task_id", "state", "created_at", "updated_at", "result"}`); `apply` and `discard` print a
+//! WorktreeAnswer.
 //!
 //! Exit codes: `show`, `list` and `clean` exit 0 when they could answer; `wait` and `cancel` exit
 //! like `run` once the task has finished (0 success, 1 failed/partial/timeout/cancelled, 2 error)
-//! and 3 when it is still not finished when they stop waiting; 2 for an unknown task or an
-//! unusable store.
+//! and 3 when it is still not finished when they stop waiting; `apply` and `discard` 0 when done
+//! (`--check`: would apply cleanly), 1 on a conflict, 2 when refused (already applied, a run
+//! working there); 2 for an unknown task or an unusable store.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -72,6 +74,26 @@ enum TasksCommand {
         /// The task id.
         id: String,
         /// Print the task record as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bring a worktree task's change into your working tree as uncommitted changes (merged
+    /// three-way; all or nothing: on a conflict nothing changes and the exit code is 1).
+    Apply {
+        /// The task id.
+        id: String,
+        /// Say what would happen; change nothing.
+        #[arg(long)]
+        check: bool,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a worktree task's worktree and branch.
+    Discard {
+        /// The task id.
+        id: String,
+        /// Print the answer as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -245,10 +267,15 @@ pub(crate) async fn tasks(args: TasksArgs, config: Option<&PathBuf>) -> ExitCode
                         objective(&tasks, &r.task_id, 60)
                     ));
                 }
+                text.push_str(&worktrees(&tasks));
                 out(&text);
             }
             ExitCode::SUCCESS
         }
+        TasksCommand::Apply { id, check, json } => {
+            answer(tasks.apply(&id, check).await, json)
+        }
+        TasksCommand::Discard { id, json } => answer(tasks.discard(&id).await, json),
         TasksCommand::Show { id, json } => {
             let id = match resolve(&tasks, id).await {
                 Ok(id) => id,
@@ -302,5 +329,94 @@ pub(crate) async fn tasks(args: TasksArgs, config: Option<&PathBuf>) -> ExitCode
             }
             Err(e) => fail(e),
         },
+    }
+}
+
+/// The worktrees of the store for `tasks list`: each with its task, state, disk and path; empty
+/// when there are none.
+fn worktrees(tasks: &Tasks) -> String {
+    let list = match tasks.worktrees() {
+        Ok(l) => l,
+        Err(e) => return format!("\n\nworktrees: cannot be listed: {e}"),
+    };
+    if list.is_empty() {
+        return String::new();
+    }
+    let total: u64 = list.iter().map(|w| w.disk.bytes).sum();
+    let partial = list.iter().any(|w| w.disk.partial);
+    let all = droid_exec::worktree::DiskUse {
+        bytes: total,
+        entries: 0,
+        partial,
+    };
+    let mut text = format!(
+        "\n\nworktrees ({}, {}):\n{:<25} {:<10} {:>9}  PATH",
+        list.len(),
+        all.human(),
+        "TASK",
+        "STATE",
+        "DISK"
+    );
+    for w in &list {
+        let state = match (w.running, w.state) {
+            (true, _) => "running",
+            (false, Some(s)) => s.as_str(),
+            (false, None) => "ended",
+        };
+        text.push_str(&format!(
+            "\n{:<25} {:<10} {:>9}  {}",
+            w.id,
+            state,
+            w.disk.human(),
+            w.path.display()
+        ));
+    }
+    text
+}
+
+/// Print an apply or discard answer; exit 0 done, 1 conflict, 2 refused (or an unknown task).
+fn answer(
+    got: Result<droid_contract::WorktreeAnswer, droid_exec::EngineError>,
+    json: bool,
+) -> ExitCode {
+    use droid_contract::WorktreeOutcome;
+    let a = match got {
+        Ok(a) => a,
+        Err(e) => return fail(e),
+    };
+    if json {
+        out(&json_text(&a));
+    } else {
+        let mut text = format!("{}: {}", a.outcome.as_str(), a.summary);
+        for f in &a.files_changed {
+            text.push_str(&format!("\n  {} {}", change_tag(f.change_type), f.path));
+        }
+        for c in &a.conflicts {
+            text.push_str(&format!("\n  conflict: {c}"));
+        }
+        for i in &a.issues {
+            if i.description != a.summary {
+                text.push_str(&format!("\n{}: {}", i.kind.as_str(), i.description));
+            }
+            text.push_str(&format!("\n  -> {}", i.suggested_action));
+        }
+        out(&text);
+    }
+    match a.outcome {
+        WorktreeOutcome::Applied | WorktreeOutcome::Clean | WorktreeOutcome::Discarded => {
+            ExitCode::SUCCESS
+        }
+        WorktreeOutcome::Conflict => ExitCode::from(1),
+        WorktreeOutcome::Refused => ExitCode::from(2),
+    }
+}
+
+fn change_tag(c: droid_contract::ChangeType) -> &'static str {
+    use droid_contract::ChangeType;
+    match c {
+        ChangeType::Added => "A",
+        ChangeType::Modified => "M",
+        ChangeType::Deleted => "D",
+        ChangeType::Renamed => "R",
     }
 }

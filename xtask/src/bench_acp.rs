@@ -831,7 +831,7 @@ fn run_scenario(world: &World, agent: Agent, scenario: Scenario, run: usize) -> 
     let thoughts = updates(turn)
         .filter(|(_, u)| u["sessionUpdate"] == "agent_thought_chunk")
         .count();
-    // ours ends each turn with the changes it measured in the repository
+    // ours ends a turn that changed something with the changes it measured in the repository
     let measured: Vec<String> = updates(turn)
         .filter(|(_, u)| {
             u["sessionUpdate"] == "tool_call"

@@ -1,6 +1,6 @@
-//! `cargo xtask bench bridge [--seconds S] [--repos R]`: the HTTP bridge against seed 000's
-//! design (docs/architecture.md#origin). `droid-executor serve --port 0` (release build) and
-//! `bench/seed_bridge.py` (seed 000's
+//! `cargo xtask bench bridge [--seconds S] [--repos R]`: the HTTP bridge against the design of
+//! Python droid bridges (docs/architecture.md#origin; "the seed" below). `droid-executor serve
+//! --port 0` (release build) and `bench/python_bridge.py` (that
 //! bridge rebuilt on the standard library: ThreadingHTTPServer + `subprocess.run`) run side by
 //! side, both driving the fake droid with a scenario that completes at once, so what is measured
 //! is the bridge: HTTP, validation, spawning and supervising droid, building the answer.
@@ -79,7 +79,7 @@ pub(crate) fn bridge(args: &[&str]) -> Result<()> {
          before and after each run (files_changed), droid's whole tree ended"
     );
     println!(
-        "  seed: bench/seed_bridge.py (ThreadingHTTPServer + subprocess.run), no limit on runs, \
+        "  seed: bench/python_bridge.py (ThreadingHTTPServer + subprocess.run), no limit on runs, \
          droid only"
     );
     println!(
@@ -207,10 +207,10 @@ pub(crate) fn measure(bins: &Path, seconds: u64, repos: usize) -> Result<BridgeF
         &world.dir.join("ours.log"),
     )?;
     let seed = Server::start(
-        "seed_bridge.py",
+        "python_bridge.py",
         world
             .command(Path::new("python3"))
-            .arg(workspace_root().join("bench/seed_bridge.py"))
+            .arg(workspace_root().join("bench/python_bridge.py"))
             .env("PORT", "0"),
         &world.dir.join("seed.log"),
     )?;

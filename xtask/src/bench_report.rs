@@ -1,10 +1,10 @@
-//! `cargo xtask bench report [--quick] [--write]`: the benchmarks behind the README's performance
-//! figures, run in one go, printed as one Markdown section (issue 17, item 5).
+//! `cargo xtask bench report [--quick] [--write]`: the benchmarks behind the figures of
+//! `docs/performance.md`, run in one go, printed as one Markdown section.
 //!
 //! It runs, in this order, each with the measuring code of its own bench module: the per-run
 //! overhead on a tiny repository at two process counts (`bench processes`); the overhead on
 //! tiny, 1k, 10k and 100k-file repositories, clean and dirty, and with one untracked 1 GiB file,
-//! next to `git status` there (`bench snapshot`); the HTTP bridge against the seed's Python bridge
+//! next to `git status` there (`bench snapshot`); the HTTP bridge against a minimal Python bridge
 //! at 1, 8 and 32 clients under `wrk` (`bench bridge`); `tasks show`, `tasks list` and `run` at
 //! 10k stored tasks (`bench store`); the real droid's engine ratio (`bench engine`); and the
 //! time from the real droid's completion to our result (`bench completion --real`). Each table
@@ -12,11 +12,11 @@
 //! the machine's process count, the share of the CPU time the hypervisor took) and says so when
 //! the load was above the cores or that share was 10 % or more; a section whose
 //! bench failed says why instead of its table, so one missing program does not lose the rest.
-//! The section opens with issue 17's goals, each met or not by the figures below it.
+//! The section opens with the performance goals, each met or not by the figures below it.
 //!
 //! `--quick` measures fewer runs and sizes (a smoke run of a few minutes: no 100k-file
 //! repository, no 1 GiB file, 200 stored tasks). `--write` replaces what lies between
-//! [`START`] and [`END`] in README.md and nothing else. Measured, never asserted.
+//! [`START`] and [`END`] in [`DOC`] and nothing else. Measured, never asserted.
 
 use std::path::Path;
 use std::process::Command;
@@ -31,7 +31,9 @@ use crate::bench_store::{self, StoreRow};
 use crate::figures::ms;
 use crate::sh::{build_bins, workspace_root};
 
-/// The line after which the generated section starts in README.md.
+/// The page that holds the generated section.
+pub(crate) const DOC: &str = "docs/performance.md";
+/// The line after which the generated section starts in [`DOC`].
 pub(crate) const START: &str = "<!-- bench:report:start -->";
 /// The line before which it ends.
 pub(crate) const END: &str = "<!-- bench:report:end -->";
@@ -280,9 +282,9 @@ pub(crate) fn report(args: &[&str]) -> Result<()> {
     let section = render(&report);
     println!("{section}");
     if write {
-        let readme = workspace_root().join("README.md");
-        write_section(&readme, &section)?;
-        eprintln!("bench report: wrote the section of {}", readme.display());
+        let page = workspace_root().join(DOC);
+        write_section(&page, &section)?;
+        eprintln!("bench report: wrote the section of {}", page.display());
     }
     Ok(())
 }
@@ -296,7 +298,7 @@ fn measure(plan: &Plan, bins: &Path) -> Report {
             eprintln!("  {}: overhead {:.1} ms", row.label(), row.overhead_ms());
         })
     });
-    let bridge = measured("bridge against the seed's", || {
+    let bridge = measured("bridge against the Python one", || {
         bench_bridge::measure(bins, plan.bridge_seconds, plan.bridge_repos)
     });
     let store = measured("task store", || {
@@ -615,7 +617,7 @@ fn goals(r: &Report) -> Vec<Goal> {
     g
 }
 
-/// The README section (without the markers).
+/// The section of [`DOC`] (without the markers).
 pub(crate) fn render(r: &Report) -> String {
     let mut s = String::new();
     let mut line = |text: &str| {
@@ -632,7 +634,7 @@ pub(crate) fn render(r: &Report) -> String {
         );
         line("");
     }
-    line("Issue 17's goals, judged by the figures below (measured, never asserted in tests):");
+    line("The goals, judged by the figures below (measured, never asserted in tests):");
     line("");
     line("| goal | measured | met |");
     line("|---|---|---|");
@@ -706,19 +708,19 @@ pub(crate) fn render(r: &Report) -> String {
     }
 
     line("");
-    line("#### The HTTP bridge against the seed's Python bridge (`bench bridge`)");
+    line("#### The HTTP bridge against a minimal Python bridge (`bench bridge`)");
     line("");
     match &r.bridge {
         Ok((when, f)) => {
             line(&format!(
-                "`wrk` loads each bridge for {} s per level with `POST /execute` (the seed's request shape), rotating over {} git repositories, against the fake droid completing at once. Ours: `droid-executor serve` (release), `max_concurrent` 32, ground truth on (the repository recorded before and after each run, droid's whole tree ended); the seed (`bench/seed_bridge.py`): `subprocess.run` of droid, nothing else. Every answer was checked to be 200 with status `success`. *Left*: processes of the runs still alive 15 s after the level ended. *Drops*: SYNs the kernel dropped on a full listen queue (the seed listens with a backlog of 5; each drop costs its client a 1 s retry, which shows in req/s but not in p50/p99: wrk times a request from when it is written on a connected socket). *Agent alone*: the fake droid started with the seed's command line by as many threads as there are clients, each reading its output and waiting for it, again and again for the same time, with no bridge at all: no bridge that starts the agent once per request serves more requests per second on this machine.",
+                "`wrk` loads each bridge for {} s per level with `POST /execute` (the Python bridge's request shape), rotating over {} git repositories, against the fake droid completing at once. Ours: `droid-executor serve` (release), `max_concurrent` 32, ground truth on (the repository recorded before and after each run, droid's whole tree ended); the Python bridge (`bench/python_bridge.py`: the standard library's `ThreadingHTTPServer` and `subprocess.run` of droid, the design of Python droid bridges such as czdtech/skills_dev's): nothing else. Every answer was checked to be 200 with status `success`. *Left*: processes of the runs still alive 15 s after the level ended. *Drops*: SYNs the kernel dropped on a full listen queue (the Python bridge listens with a backlog of 5; each drop costs its client a 1 s retry, which shows in req/s but not in p50/p99: wrk times a request from when it is written on a connected socket). *Agent alone*: the fake droid started with the Python bridge's command line by as many threads as there are clients, each reading its output and waiting for it, again and again for the same time, with no bridge at all: no bridge that starts the agent once per request serves more requests per second on this machine.",
                 f.seconds, f.repos
             ));
             line("");
             line(&when.caption());
             line("");
             line(
-                "| clients | ours req/s | seed req/s | ours / seed | agent alone starts/s | ours p50 / p99 ms | seed p50 / p99 ms | drops ours / seed | left ours / seed |",
+                "| clients | ours req/s | Python req/s | ours / Python | agent alone starts/s | ours p50 / p99 ms | Python p50 / p99 ms | drops ours / Python | left ours / Python |",
             );
             line("|---|---|---|---|---|---|---|---|---|");
             for l in &f.levels {
@@ -745,7 +747,7 @@ pub(crate) fn render(r: &Report) -> String {
             }
             line("");
             line(&format!(
-                "Resident memory: {:.1} MiB ours, {:.1} MiB the seed's at rest; peak {:.1} and {:.1} MiB.",
+                "Resident memory: {:.1} MiB ours, {:.1} MiB the Python bridge's at rest; peak {:.1} and {:.1} MiB.",
                 crate::figures::mib(f.idle_kib.0),
                 crate::figures::mib(f.idle_kib.1),
                 crate::figures::mib(f.peak_kib.0),
@@ -900,16 +902,16 @@ pub(crate) fn replace_section(text: &str, section: &str) -> Result<String> {
         });
         let first = at
             .next()
-            .with_context(|| format!("README.md has no line `{marker}`"))?;
+            .with_context(|| format!("{DOC} has no line `{marker}`"))?;
         if at.next().is_some() {
-            bail!("README.md has `{marker}` more than once");
+            bail!("{DOC} has `{marker}` more than once");
         }
         Ok(first)
     };
     let start = find(START)?;
     let end = find(END)?;
     if end < start {
-        bail!("README.md has `{END}` before `{START}`");
+        bail!("{DOC} has `{END}` before `{START}`");
     }
     let body_start = start + START.len() + 1;
     Ok(format!(
@@ -1109,7 +1111,7 @@ mod tests {
             "| `tasks show <id>` | 10 | 2.00 | 2.50 | 1.25 |",
             "Engine ratio not measured: `droid 0.225.2 is not installed: run 'cargo xtask fetch-droid'`",
             "| 5 | 800 (790–830) | 6800 | 850 (845–900) | 840 | 12.0 (11.0–14.0) | 50.0 | 10.0 |",
-            "Resident memory: 6.8 MiB ours, 20.5 MiB the seed's at rest; peak 14.6 and 21.5 MiB.",
+            "Resident memory: 6.8 MiB ours, 20.5 MiB the Python bridge's at rest; peak 14.6 and 21.5 MiB.",
         ] {
             assert!(
                 text.lines().any(|l| l == expected),
@@ -1224,31 +1226,28 @@ mod tests {
         assert_eq!(replace_section(&new, "new\nsection").unwrap(), new);
         // missing, doubled, reversed markers are errors naming the marker
         let err = |t: &str| replace_section(t, "x").unwrap_err().to_string();
-        assert_eq!(
-            err("no markers\n"),
-            format!("README.md has no line `{START}`")
-        );
+        assert_eq!(err("no markers\n"), format!("{DOC} has no line `{START}`"));
         assert_eq!(
             err(&format!("{START}\n{START}\n{END}\n")),
-            format!("README.md has `{START}` more than once")
+            format!("{DOC} has `{START}` more than once")
         );
         assert_eq!(
             err(&format!("{END}\n{START}\n")),
-            format!("README.md has `{END}` before `{START}`")
+            format!("{DOC} has `{END}` before `{START}`")
         );
     }
 
-    /// `--write` on a copy of the real README: every byte outside the markers unchanged.
+    /// `--write` on a copy of the real page: every byte outside the markers unchanged.
     #[test]
     fn writing_a_copy_of_the_readme_touches_only_the_section() {
-        let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+        let readme = std::fs::read_to_string(workspace_root().join(DOC)).unwrap();
         let dir = std::env::temp_dir().join(format!(
             "droid-executor-bench-report-{}",
             std::process::id()
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let copy = dir.join("README.md");
+        let copy = dir.join("performance.md");
         std::fs::write(&copy, &readme).unwrap();
         let section = render(&sample());
         write_section(&copy, &section).unwrap();

@@ -1,19 +1,20 @@
-//! `cargo xtask demo [--check-readme]`: the README's tour, run for real on this machine: the real
-//! droid (fetched from npm), a scripted model standing in for the LLM, a sample repository in a
-//! temp HOME. Every path a user takes is shown: `doctor`, `setup skill`, `setup mcp --client
-//! droid` (and droid listing our tools), a sync `run`, a background task, and a run through the
-//! HTTP bridge (started on demand, then stopped).
+//! `cargo xtask demo [--providers] [--check-readme | --write-readme]`: the README's tour, run
+//! for real on this machine: the real droid (fetched from npm), a scripted model standing in for
+//! the LLM, a sample repository in a temp HOME. Every path a user takes is shown: `doctor`,
+//! `setup skill`, `setup mcp --client droid` (and droid listing our tools), a sync `run`, a
+//! background task, and a run through the HTTP bridge (started on demand, then stopped).
 //!
-//! Each command is printed as `$ …` (the temp HOME shown as `~`) before its real output. With
-//! `--check-readme` the commands are compared with the `$ ` lines of the README's tour (between
-//! `<!-- tour:begin -->` and `<!-- tour:end -->`; ports and task ids may differ), so the README
-//! cannot show a command that does not run as shown.
+//! Each command is printed as `$ …` (the temp HOME shown as `~`) before its real output, and the
+//! whole transcript is kept. `--check-readme` compares it with the README's tour block (between
+//! `<!-- tour:begin -->` and `<!-- tour:end -->`), commands and output alike, with what varies
+//! between runs and machines masked ([`crate::doc_blocks`]), so the README cannot show a command
+//! or an output the binary no longer gives; `--write-readme` replaces the block with it.
 //!
 //! `--providers`: one task (write `farewell.py` and its test, run the test) through each of the
 //! five agents with `droid-executor run --provider P` (autonomy `medium`, the default of mode
 //! `mixed`, so each CLI may run the test), each CLI against its own scripted model speaking its
-//! wire format and calling its own tools (see [`providers_script`]). The README's "Five
-//! providers" section shows this output.
+//! wire format and calling its own tools (see [`providers_script`]). `docs/providers.md` shows
+//! this output (its `providers` block; `--check-readme` and `--write-readme` work on it).
 
 use std::path::Path;
 use std::process::Command;
@@ -22,6 +23,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use crate::agents::{self, Agent};
+use crate::doc_blocks::{self, Block};
 use crate::droid;
 use crate::sandbox::{MODEL, Sandbox};
 use crate::sh::{build_bins, output, workspace_root};
@@ -146,12 +148,13 @@ fn quote(arg: &str) -> String {
     }
 }
 
-/// The tour: runs commands in the sandbox and remembers how each was shown.
+/// The tour: runs commands in the sandbox, prints each with its output, and keeps the whole
+/// transcript as the documentation shows it.
 struct Tour<'a> {
     sandbox: &'a Sandbox,
     droid: &'a Path,
     bin: &'a Path,
-    shown: Vec<String>,
+    transcript: String,
 }
 
 impl Tour<'_> {
@@ -162,10 +165,21 @@ impl Tour<'_> {
         text.replace(&home, "~").replace(&format!("{root}/"), "./")
     }
 
+    /// Print `text` (tidied) and add it to the transcript, ending in a newline.
+    fn say(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let mut text = self.tidy(text);
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        print!("{text}");
+        self.transcript.push_str(&text);
+    }
+
     fn show(&mut self, line: String) {
-        let line = self.tidy(&line);
-        println!("$ {line}");
-        self.shown.push(line);
+        self.say(&format!("$ {line}"));
     }
 
     fn command(&self, program: &Path, args: &[&str]) -> Command {
@@ -188,8 +202,8 @@ impl Tour<'_> {
             .output()
             .with_context(|| line.clone())?;
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        print!("{}", self.tidy(&String::from_utf8_lossy(&out.stderr)));
-        print!("{}", self.tidy(&stdout));
+        self.say(&String::from_utf8_lossy(&out.stderr));
+        self.say(&stdout);
         if !any_code && !out.status.success() {
             bail!("{line} exited with {}", out.status);
         }
@@ -206,55 +220,66 @@ fn with<'a>(head: &[&'a str], task: &[&'a str]) -> Vec<&'a str> {
     head.iter().chain(task).copied().collect()
 }
 
-/// The `$ ` lines of the README's tour.
-fn readme_commands() -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(workspace_root().join("README.md"))?;
-    let start = text
-        .find("<!-- tour:begin -->")
-        .context("README.md has no <!-- tour:begin --> marker")?;
-    let end = text
-        .find("<!-- tour:end -->")
-        .context("README.md has no <!-- tour:end --> marker")?;
-    Ok(text[start..end]
-        .lines()
-        .filter_map(|l| l.strip_prefix("$ "))
-        .map(str::to_owned)
-        .collect())
+/// What `demo` does with the transcript besides printing it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Readme {
+    /// Print only.
+    Show,
+    /// Fail when the documentation's block differs from the run.
+    Check,
+    /// Replace the documentation's block with the run.
+    Write,
 }
 
-/// A command with what legitimately differs between runs (ports, task ids) blanked.
-fn normalize(line: &str) -> String {
-    let mut out = Vec::new();
-    let mut words = line.split(' ').peekable();
-    while let Some(w) = words.next() {
-        out.push(w.to_owned());
-        if matches!(w, "--port" | "--bridge-port") && words.peek().is_some() {
-            words.next();
-            out.push("PORT".into());
+const USAGE: &str = "usage: cargo xtask demo [--providers] [--check-readme | --write-readme]";
+
+/// `demo`'s flags: whether to run the providers' demo, and what to do with the documentation.
+fn parse(args: &[&str]) -> Result<(bool, Readme)> {
+    let mut providers = false;
+    let mut readme = Readme::Show;
+    for arg in args {
+        match (*arg, readme) {
+            ("--providers", _) if !providers => providers = true,
+            ("--check-readme", Readme::Show) => readme = Readme::Check,
+            ("--write-readme", Readme::Show) => readme = Readme::Write,
+            _ => bail!("{USAGE}"),
         }
     }
-    out.iter()
-        .map(|w| {
-            if w.starts_with("droid-") && w.len() == "droid-1795331288-54e7".len() {
-                "ID".to_owned()
-            } else if let Some((host, port)) = w.rsplit_once("127.0.0.1:") {
-                let rest: String = port.chars().skip_while(char::is_ascii_digit).collect();
-                format!("{host}127.0.0.1:PORT{rest}")
-            } else {
-                w.clone()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    Ok((providers, readme))
+}
+
+/// Check or write `block` from the run's `transcript`, as `readme` says.
+fn finish(block: &Block, transcript: &str, readme: Readme, providers: bool) -> Result<()> {
+    let flag = if providers {
+        "--providers --write-readme"
+    } else {
+        "--write-readme"
+    };
+    match readme {
+        Readme::Show => Ok(()),
+        Readme::Check => {
+            doc_blocks::check(block, transcript, flag)?;
+            println!(
+                "\n{}: the {} block shows this run ({} lines, times, ids and the machine's own lines masked)",
+                block.file,
+                block.name,
+                transcript.lines().count()
+            );
+            Ok(())
+        }
+        Readme::Write => {
+            doc_blocks::write(block, transcript)?;
+            println!("\nwrote the {} block of {}", block.name, block.file);
+            Ok(())
+        }
+    }
 }
 
 pub(crate) fn demo(args: &[&str]) -> Result<()> {
-    let check = match args {
-        [] => false,
-        ["--check-readme"] => true,
-        ["--providers"] => return providers(),
-        _ => bail!("usage: cargo xtask demo [--check-readme | --providers]"),
-    };
+    let (providers_demo, readme) = parse(args)?;
+    if providers_demo {
+        return providers(readme);
+    }
     crate::preflight::require("demo", crate::preflight::DEMO)?;
     let droid = droid::fetch()?;
     let bins = build_bins("debug")?;
@@ -265,7 +290,7 @@ pub(crate) fn demo(args: &[&str]) -> Result<()> {
         sandbox: &sandbox,
         droid: &droid,
         bin: &bin,
-        shown: Vec::new(),
+        transcript: String::new(),
     };
     println!("sample repository: {}", sandbox.repo.display());
     tour.show("cd ~/sample-repo".into());
@@ -277,9 +302,12 @@ pub(crate) fn demo(args: &[&str]) -> Result<()> {
     ));
     let listed = output(&mut tour.command(&droid, &["exec", "--list-tools", "-m", MODEL]))
         .context("droid exec --list-tools")?;
-    for line in listed.lines().filter(|l| l.contains("droid-executor")) {
-        println!("{}", tour.tidy(line));
-    }
+    let ours: String = listed
+        .lines()
+        .filter(|l| l.contains("droid-executor"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    tour.say(&ours);
     let task = [
         "--mode",
         "code",
@@ -313,26 +341,13 @@ pub(crate) fn demo(args: &[&str]) -> Result<()> {
     let stopped = tour.dx(&["bridge", "stop", "--port", &port]);
     outcome.and(stopped)?;
 
-    if check {
-        let want: Vec<String> = tour.shown.iter().map(|l| normalize(l)).collect();
-        let have: Vec<String> = readme_commands()?.iter().map(|l| normalize(l)).collect();
-        if want != have {
-            bail!(
-                "README.md's tour does not show the commands the demo runs.\nREADME:\n  {}\ndemo:\n  {}\n\
-                 (paste the demo's output between the tour markers)",
-                have.join("\n  "),
-                want.join("\n  ")
-            );
-        }
-        println!("\nREADME tour: {} commands, all run as shown", want.len());
-    }
-    Ok(())
+    finish(&doc_blocks::TOUR, &tour.transcript, readme, false)
 }
 
 /// `demo --providers`: the same task through each of the five agents, every result verified
 /// (files from git, the test re-run by droid-executor). Every agent runs; the demo fails when
 /// one of them did not succeed (its result says why).
-fn providers() -> Result<()> {
+fn providers(readme: Readme) -> Result<()> {
     crate::preflight::require("demo --providers", crate::preflight::PROVIDERS)?;
     let programs = agents::programs(&Agent::ALL)?;
     let droid = programs
@@ -347,7 +362,7 @@ fn providers() -> Result<()> {
         sandbox: &sandbox,
         droid: &droid,
         bin: &bin,
-        shown: Vec::new(),
+        transcript: String::new(),
     };
     println!("sample repository: {}", sandbox.repo.display());
     tour.show("cd ~/sample-repo".into());
@@ -372,7 +387,7 @@ fn providers() -> Result<()> {
     if !failed.is_empty() {
         bail!("the run did not succeed for: {}", failed.join(", "));
     }
-    Ok(())
+    finish(&doc_blocks::PROVIDERS, &tour.transcript, readme, true)
 }
 
 #[cfg(test)]
@@ -380,19 +395,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn normalizes_what_varies() {
+    fn flags_parse_in_any_order_and_only_once() {
+        assert_eq!(parse(&[]).unwrap(), (false, Readme::Show));
+        assert_eq!(parse(&["--check-readme"]).unwrap(), (false, Readme::Check));
         assert_eq!(
-            normalize("droid-executor bridge stop --port 35567"),
-            "droid-executor bridge stop --port PORT"
+            parse(&["--check-readme", "--providers"]).unwrap(),
+            (true, Readme::Check)
         );
         assert_eq!(
-            normalize("droid-executor tasks wait droid-1795331288-54e7"),
-            "droid-executor tasks wait ID"
+            parse(&["--providers", "--write-readme"]).unwrap(),
+            (true, Readme::Write)
         );
-        assert_eq!(
-            normalize("curl -s http://127.0.0.1:35567/health"),
-            "curl -s http://127.0.0.1:PORT/health"
-        );
+        for bad in [
+            &["--check-readme", "--write-readme"][..],
+            &["--providers", "--providers"],
+            &["--check"],
+        ] {
+            assert_eq!(parse(bad).unwrap_err().to_string(), USAGE);
+        }
+    }
+
+    #[test]
+    fn arguments_are_quoted_as_a_shell_needs() {
         assert_eq!(quote("a b"), "'a b'");
         assert_eq!(quote("it's"), "'it'\\''s'");
         assert_eq!(quote("--mode"), "--mode");

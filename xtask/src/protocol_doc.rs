@@ -24,7 +24,9 @@ const OBJECTS: &[&str] = &[
     "AgentInfo",
     "Usage",
     "SandboxInfo",
+    "WorktreeInfo",
     "TaskRecord",
+    "WorktreeAnswer",
 ];
 const ENUMS: &[&str] = &[
     "ExecutionMode",
@@ -35,16 +37,21 @@ const ENUMS: &[&str] = &[
     "ChangeType",
     "CommandSource",
     "SandboxKind",
+    "Isolation",
+    "WorktreeState",
     "TaskState",
+    "WorktreeAction",
+    "WorktreeOutcome",
 ];
 
-/// Every definition by name: the three top-level schemas and their `$defs`.
+/// Every definition by name: the top-level schemas and their `$defs`.
 fn definitions() -> Map<String, Value> {
     let mut defs = Map::new();
     for (name, mut schema) in [
         ("ExecutionRequest", droid_contract::request_schema()),
         ("ExecutionResult", droid_contract::result_schema()),
         ("TaskRecord", droid_contract::task_record_schema()),
+        ("WorktreeAnswer", droid_contract::worktree_answer_schema()),
     ] {
         if let Some(Value::Object(d)) = schema.as_object_mut().and_then(|m| m.remove("$defs")) {
             for (k, v) in d {

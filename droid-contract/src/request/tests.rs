@@ -60,8 +60,50 @@ fn a_minimal_request_parses_with_defaults() {
             "constraints": [], "acceptance_criteria": [], "execution_mode": "mixed",
             "suggested_commands": [], "max_runtime_seconds": null, "notes_for_human": null,
             "autonomy": null, "model": null, "reasoning_effort": null, "session_id": null,
-            "provider": "droid", "sandbox_writable": []
+            "provider": "droid", "sandbox_writable": [], "isolation": null,
+            "setup_commands": [], "worktree_copy": []
         })
+    );
+}
+
+#[test]
+fn isolation_and_its_fields_parse_and_are_refused_in_place() {
+    let r = ExecutionRequest::from_value(
+        &json!({"objective": "x", "context": {"repo_root": "/repo"}, "isolation": "worktree",
+                "setup_commands": ["npm ci"], "worktree_copy": [".env", "conf/local.toml"]}),
+        None,
+    )
+    .unwrap();
+    assert_eq!(r.isolation, Some(crate::Isolation::Worktree));
+    assert_eq!(r.setup_commands.len(), 1);
+    assert_eq!(r.worktree_copy.len(), 2);
+    assert_eq!(
+        violations(
+            json!({"objective": "x", "context": {"repo_root": "/repo"}, "isolation": "none",
+                   "setup_commands": ["npm ci"], "worktree_copy": ["../up"]}),
+            None,
+        ),
+        vec![
+            (
+                "$.worktree_copy[0]".to_string(),
+                "\"../up\" escapes repo_root through '..'".to_string()
+            ),
+            (
+                "$.setup_commands".to_string(),
+                "applies only to isolation \"worktree\" (this request asks for \"none\")"
+                    .to_string()
+            ),
+        ]
+    );
+    assert_eq!(
+        violations(
+            json!({"objective": "x", "context": {"repo_root": "/repo"}, "isolation": "docker"}),
+            None,
+        ),
+        vec![(
+            "$.isolation".to_string(),
+            "must be one of \"none\", \"worktree\", got \"docker\"".to_string()
+        )]
     );
 }
 
@@ -112,7 +154,7 @@ fn messages_name_the_problem() {
         vec![
             (
                 "$.bogus".to_string(),
-                "unknown field \"bogus\"; allowed fields: task_id, objective, instructions, context, constraints, acceptance_criteria, execution_mode, suggested_commands, max_runtime_seconds, notes_for_human, autonomy, model, reasoning_effort, session_id, provider, sandbox_writable".to_string()
+                "unknown field \"bogus\"; allowed fields: task_id, objective, instructions, context, constraints, acceptance_criteria, execution_mode, suggested_commands, max_runtime_seconds, notes_for_human, autonomy, model, reasoning_effort, session_id, provider, sandbox_writable, isolation, setup_commands, worktree_copy".to_string()
             ),
             (
                 "$.objective".to_string(),

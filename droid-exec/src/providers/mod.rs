@@ -48,6 +48,10 @@ pub struct Invocation<'a> {
     /// The engine runs as root (Claude Code refuses `bypassPermissions` as root unless told it
     /// is sandboxed).
     pub as_root: bool,
+    /// The run's own confinement (Landlock, [`crate::run::sandbox`]) holds the agent and keeps
+    /// `autonomy`: a read-only repository is read-only to the kernel. A CLI with a sandbox of its
+    /// own that cannot work inside ours (Codex's bubblewrap) then runs without it.
+    pub confined: bool,
     /// The environment the run passes on to the CLI before [`Provider::env`] is added (the
     /// provider's own variables included): what the caller has set, for a provider whose fixed
     /// variables are only defaults.
@@ -248,13 +252,6 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     }
     /// The variables it documents for its endpoint, keys and config directories.
     fn env_names(&self) -> EnvNames;
-    /// Why the agent must not run under our Landlock ruleset at `autonomy`: its own sandbox
-    /// confines it and cannot work inside ours (`None` by default: it runs confined). The
-    /// verification commands stay confined either way.
-    fn own_sandbox(&self, autonomy: Autonomy) -> Option<&'static str> {
-        let _ = autonomy;
-        None
-    }
     /// Where it keeps its own state (sessions, settings, logs, caches), which a confined run may
     /// write ([`crate::run::sandbox`]): directories and single files under `home`, or named by
     /// its variables in `env` (the run's environment). None by default (a CLI without state).
@@ -299,6 +296,57 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
         let _ = exit_code;
         None
     }
+    /// The model that answered the run: by default the one its events name, else the one it
+    /// was started with. droid's events name its built-in default where airgap mode ran a
+    /// custom model: its own record of the session says which.
+    fn model_used(&self, run: &RunFacts<'_>) -> ModelUsed {
+        ModelUsed {
+            model: run.reported_model.or(run.model).map(str::to_owned),
+            note: None,
+        }
+    }
+    /// Make the suggested actions of the run's `issues` name what this setup needs (droid: an
+    /// authentication failure names the custom model ids to pass). Nothing by default.
+    fn advise(&self, run: &RunFacts<'_>, issues: &mut [droid_contract::Issue]) {
+        let _ = (run, issues);
+    }
+}
+
+/// What a provider may read of a finished run to say more than the CLI's events do
+/// ([`Provider::model_used`], [`Provider::advise`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RunFacts<'a> {
+    /// The repository: the CLI's working directory.
+    pub cwd: &'a Path,
+    /// The model the run was started with (`None`: the CLI's own default).
+    pub model: Option<&'a str>,
+    /// The model the CLI's events named.
+    pub reported_model: Option<&'a str>,
+    /// The CLI's session, as its events named it.
+    pub session_id: Option<&'a str>,
+    /// The environment the CLI ran with.
+    pub env: &'a [(OsString, OsString)],
+}
+
+impl RunFacts<'_> {
+    /// The value of `name` in the CLI's environment, when set and not empty.
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.to_str())
+            .filter(|v| !v.is_empty())
+    }
+}
+
+/// The model that answered a run, as far as the provider can tell.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ModelUsed {
+    /// The model; `None` when it is not known.
+    pub model: Option<String>,
+    /// A line for the result's logs: where the model came from when the CLI's events said
+    /// otherwise, or why it is unknown.
+    pub note: Option<String>,
 }
 
 /// The provider for `id`.

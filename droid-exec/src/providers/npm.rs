@@ -28,15 +28,27 @@ pub fn package_version(program: &Path, package: &str) -> Option<String> {
 }
 
 fn manifest_version(path: &Path, package: &str) -> Option<String> {
+    match manifest(path)? {
+        (name, version) if name.starts_with(package) => version,
+        _ => None,
+    }
+}
+
+/// The `name` of the `package.json` at `path`, and its `version` when it has one (read up to
+/// [`MANIFEST_MAX`] bytes).
+pub(crate) fn manifest(path: &Path) -> Option<(String, Option<String>)> {
     let file = std::fs::File::open(path).ok()?;
     let mut text = String::new();
     file.take(MANIFEST_MAX).read_to_string(&mut text).ok()?;
     let v: Value = serde_json::from_str(&text).ok()?;
-    if !v.get("name")?.as_str()?.starts_with(package) {
-        return None;
-    }
-    let version = v.get("version")?.as_str()?.trim();
-    (!version.is_empty()).then(|| version.to_owned())
+    let name = v.get("name")?.as_str()?.to_owned();
+    let version = v
+        .get("version")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned);
+    Some((name, version))
 }
 
 #[cfg(test)]

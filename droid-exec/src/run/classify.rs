@@ -136,7 +136,8 @@ pub(crate) fn tool_files(
                     };
                     let note = match (change, diffstat) {
                         (WriteChange::Create { lines: Some(n) }, _) => {
-                            format!("created by {agent} ({n} lines)")
+                            let noun = if *n == 1 { "line" } else { "lines" };
+                            format!("created by {agent} ({n} {noun})")
                         }
                         (WriteChange::Create { lines: None }, _) => format!("created by {agent}"),
                         (WriteChange::Edit, Some((a, r))) => {
@@ -272,7 +273,7 @@ mod tests {
         assert_eq!(
             t.highlights.get(Path::new("hello.txt")),
             Some(&vec![
-                "created by droid (1 lines)".to_owned(),
+                "created by droid (1 line)".to_owned(),
                 "edited by droid (+1 -1)".to_owned()
             ])
         );

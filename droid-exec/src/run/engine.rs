@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use droid_contract::{
-    AgentInfo, ExecutionRequest, ExecutionResult, FileChange, HostCheck, Issue, IssueType,
+    AgentInfo, Autonomy, ExecutionRequest, ExecutionResult, FileChange, HostCheck, Issue, IssueType,
     ProviderId, RunEnd, Status, StatusFacts, Tests, Violations, decide,
 };
 use serde_json::Value;
@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::EngineConfig;
 use crate::error::EngineError;
 use crate::host::FsFacts;
-use crate::providers::{self, AgentEvent, Invocation, PromptInput, Provider};
+use crate::providers::{self, AgentEvent, Invocation, PromptInput, Provider, RunFacts};
 use crate::run::cgroup::{Host, Leaf};
 use crate::run::child::RunChild;
 use crate::run::classify::{agent_commands, inside_repo, tool_files};
@@ -48,6 +48,7 @@ const RUN_STORE_DIR: &str = "droid-executor-store";
 use crate::run::limits::{Controllers, Rlimits};
 use crate::run::verify::{Verified, VerifyPlan, verify};
 use crate::tasks::queue::Scheduler;
+use crate::worktree::lease::Lease;
 
 /// What a binary's version is cached under: the binary as it is now, and how it is asked.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -374,14 +375,19 @@ impl Engine {
         cancel: CancellationToken,
         events: Option<mpsc::Sender<RunEvent>>,
     ) -> ExecutionResult {
+        // a worktree task's change waits for `tasks apply <id>`: the run is a task of the store
+        if self.in_worktree(req) && self.cfg.store_dir.is_some() {
+            return self.run_as_task(req, cancel, events).await;
+        }
         let marker = format!("run-{}", unique_id());
-        self.run_as(req, &marker, None, cancel, Publisher::new(events))
+        self.run_as(req, &marker, None, cancel, Publisher::new(events), None)
             .await
     }
 
     /// [`Engine::run`] with the caller's sweep marker (every process of the run carries
     /// `DROID_EXECUTOR_RUN_ID=<marker>`), submission number (its place in the queue) and
-    /// publisher (a background task's records every event in its log).
+    /// publisher (a background task's records every event in its log), and the task it is
+    /// (a worktree is made for it: `crate::run::isolation`).
     pub(crate) async fn run_as(
         &self,
         req: &ExecutionRequest,
@@ -389,10 +395,21 @@ impl Engine {
         seq: Option<u64>,
         cancel: CancellationToken,
         publish: Publisher,
+        task: Option<&crate::tasks::store::TaskKey>,
     ) -> ExecutionResult {
         let redact = Redactor::for_config(&self.cfg);
         let publish = publish.redacting(redact.clone());
         let queued_at = Instant::now();
+        // a worktree task's worktree is made now, from the repository as it is at submission
+        let lease = match self.worktree_lease(req, task).await {
+            Ok(lease) => lease,
+            Err(mut r) => {
+                r.task_id = req.task_id.as_ref().map(|t| t.as_str().to_owned());
+                publish.send(RunEvent::Completed { status: r.status });
+                return redact.apply_to(*r);
+            }
+        };
+        let (lock_at, usage) = self.run_lock(req, lease.as_ref());
         let permit = match &self.scheduler {
             None => None,
             Some(s) => {
@@ -404,14 +421,14 @@ impl Engine {
                             .into(),
                     });
                 };
-                match s
-                    .acquire(seq, req.context.repo_root.as_path(), &cancel, waiting)
-                    .await
-                {
+                match s.acquire_as(seq, &lock_at, usage, &cancel, waiting).await {
                     Ok(Some(p)) => Some(p),
                     Ok(None) => {
                         let mut r = cancelled_before_start();
                         r.task_id = req.task_id.as_ref().map(|t| t.as_str().to_owned());
+                        if let Some(l) = lease {
+                            drop(l.finish(&mut r, &self.cfg.env).await);
+                        }
                         publish.send(RunEvent::Completed { status: r.status });
                         return redact.apply_to(r);
                     }
@@ -423,6 +440,9 @@ impl Engine {
                              doctor checks it",
                         );
                         r.task_id = req.task_id.as_ref().map(|t| t.as_str().to_owned());
+                        if let Some(l) = lease {
+                            drop(l.finish(&mut r, &self.cfg.env).await);
+                        }
                         publish.send(RunEvent::Completed { status: r.status });
                         return redact.apply_to(r);
                     }
@@ -433,8 +453,13 @@ impl Engine {
         let started = Instant::now();
         let mut after = None;
         let mut result = self
-            .run_inner(req, marker, &cancel, &publish, started, &mut after)
+            .run_inner(req, marker, &cancel, &publish, started, &mut after, lease.as_ref())
             .await;
+        // the worktree's change recorded, `ready` for review; its lock held like the slot
+        let worktree = match lease {
+            Some(l) => Some(l.finish(&mut result, &self.cfg.env).await),
+            None => None,
+        };
         if waited >= Duration::from_secs(1) {
             result.logs.insert(
                 0,
@@ -471,17 +496,20 @@ impl Engine {
                 scratch_reusable,
             }) => self
                 .reapers
-                .track(reaping, (guardian, permit), move |proven| {
+                .track(reaping, (guardian, permit, worktree), move |proven| {
                     if proven && scratch_reusable {
                         scratch.reusable();
                     }
                     drop(scratch);
                 }),
-            None => drop(permit),
+            None => drop((permit, worktree)),
         }
         result
     }
 
+    // the run's worktree (`crate::run::isolation`) is one more thing it runs with; bundling the
+    // eight into a struct would only rename them
+    #[allow(clippy::too_many_arguments)]
     async fn run_inner(
         &self,
         req: &ExecutionRequest,
@@ -490,8 +518,18 @@ impl Engine {
         publish: &Publisher,
         started: Instant,
         after: &mut Option<Aftermath>,
+        lease: Option<&Lease>,
     ) -> ExecutionResult {
         let cfg = &self.cfg;
+        // in a worktree, the run's repo_root is the worktree's (`crate::run::isolation`)
+        let in_tree;
+        let req = match lease {
+            Some(l) => {
+                in_tree = l.request_in(req);
+                &in_tree
+            }
+            None => req,
+        };
         let runtime = req.max_runtime_seconds.map_or(cfg.default_timeout, |r| {
             Duration::from_secs(u64::from(r.seconds()))
         });
@@ -505,7 +543,12 @@ impl Engine {
         // named at admission may have been replaced (by a symlink out of allowed_roots) while
         // the run waited in the queue
         let asked = req.context.repo_root.as_path();
-        let resolved = match self.resolve_root(asked) {
+        let resolved = match lease {
+            // ours, under the store: not a path of allowed_roots
+            Some(_) => ResolvedRoot::at(asked),
+            None => self.resolve_root(asked),
+        };
+        let resolved = match resolved {
             Ok(r) => r,
             Err(result) => return *result,
         };
@@ -528,10 +571,14 @@ impl Engine {
             message: format!("recording {}", root.display()),
         });
         let limits = SnapshotLimits::default();
-        let before = Snapshot::take(root, &cfg.env, scratch.path(), &limits, None).await;
+        // a worktree's change is measured from its commits, not by snapshots
+        let before = match lease {
+            Some(_) => None,
+            None => Some(Snapshot::take(root, &cfg.env, scratch.path(), &limits, None).await),
+        };
         let git_fallback = before
             .as_ref()
-            .ok()
+            .and_then(|b| b.as_ref().ok())
             .and_then(Snapshot::git_fallback)
             .map(str::to_owned);
         let prompt_file = match scratch.write("prompt.md", prompt::render(req).as_bytes()) {
@@ -585,6 +632,7 @@ impl Engine {
             reasoning_effort: req.reasoning_effort.as_deref(),
             session_id: req.session_id.as_deref(),
             as_root: nix::unistd::geteuid().is_root(),
+            confined: sandbox::confines(cfg.sandbox, sandbox::kernel_abi()),
             env: &agent_env,
         };
         let args = match provider.args(&inv) {
@@ -627,33 +675,35 @@ impl Engine {
                 }
             }
         }
+        // at `read_only` the repository is read-only to the kernel, for every agent CLI; the
+        // verification commands (ours, not the agent's) may write it (a test's caches)
         let writable = Writable {
             repo_root: root.to_path_buf(),
+            repo_read_only: autonomy == Autonomy::ReadOnly,
             scratch: scratch.path().to_path_buf(),
             home,
             state,
             extra,
         };
-        let mut confinement = match sandbox::plan(cfg.sandbox, sandbox::kernel_abi(), &writable) {
+        let confinement = match sandbox::plan(cfg.sandbox, sandbox::kernel_abi(), &writable) {
             Ok(p) => p,
             Err(why) => return sandbox_refused(&why),
         };
-        // the verification commands are confined whatever the agent's own sandbox
-        let verify_confine = confinement.confinement.clone();
-        let own_sandbox = provider
-            .own_sandbox(autonomy)
-            .filter(|_| confinement.confinement.is_some());
-        if let Some(why) = own_sandbox {
-            confinement.confinement = None;
-            confinement.info = droid_contract::SandboxInfo {
-                kind: droid_contract::SandboxKind::None,
-                abi: confinement.info.abi,
-                writable: confinement.info.writable.clone(),
-                reason: Some(why.to_owned()),
-            };
-        }
+        let verify_confine = confinement.confinement.as_ref().map(|c| {
+            sandbox::Confinement::resolve(
+                c.abi(),
+                &Writable {
+                    repo_read_only: false,
+                    ..writable.clone()
+                },
+            )
+        });
         let confine = confinement.confinement.as_ref();
         let git_guard = GitGuard::record(root, &self.guard_records);
+        // a worktree shares the repository's hooks and config (its common git directory)
+        let common_guard = lease
+            .and_then(Lease::common_work_tree)
+            .and_then(|top| GitGuard::record(&top, &self.guard_records));
         let state_guard =
             StateGuard::record(&config_paths, state_home.as_deref(), &self.guard_records);
 
@@ -663,11 +713,31 @@ impl Engine {
         if let Err(result) = resolved.still_there() {
             return *result;
         }
+        // a new worktree's setup commands, confined like the verification, before the agent
+        let setup_runs = match lease.filter(|l| !l.setup_commands().is_empty()) {
+            Some(l) => {
+                publish.send(RunEvent::Progress {
+                    phase: Phase::Snapshot,
+                    message: format!(
+                        "setting up the worktree: {} command(s)",
+                        l.setup_commands().len()
+                    ),
+                });
+                match self
+                    .set_up(l.setup_commands(), root, &env, deadline, &marker, &redact, verify_confine.as_ref(), cancel)
+                    .await
+                {
+                    Ok(runs) => runs,
+                    Err(result) => return *result,
+                }
+            }
+            None => Vec::new(),
+        };
         let spec = SpawnSpec {
             program: program.clone(),
             args,
             cwd: root.to_path_buf(),
-            env: agent_env,
+            env: agent_env.clone(),
             stdin_piped: false,
             stdin_file: (provider.prompt_input() == PromptInput::Stdin)
                 .then(|| prompt_file.clone()),
@@ -786,10 +856,16 @@ impl Engine {
             .as_ref()
             .map(GitGuard::restore)
             .unwrap_or_default();
+        if let Some(guard) = common_guard.as_ref() {
+            restored.merge(guard.restore());
+        }
         restored.merge(state_guard.restore());
         if let (Some(guard), Some(flags)) = (
             git_guard.as_ref(),
-            before.as_ref().ok().and_then(Snapshot::index_flags),
+            before
+                .as_ref()
+                .and_then(|b| b.as_ref().ok())
+                .and_then(Snapshot::index_flags),
         ) {
             clear_index_flags(
                 root,
@@ -799,14 +875,19 @@ impl Engine {
             )
             .await;
         }
-        let changes = match before {
-            Ok(before) => {
+        let changes = match (lease, before) {
+            // committed to the worktree's branch; the change against its base
+            (Some(l), _) => l.commit(&cfg.env, req.objective.as_str()).await,
+            (None, Some(Ok(before))) => {
                 match Snapshot::take(root, &cfg.env, scratch.path(), &limits, Some(&before)).await {
                     Ok(after) => before.diff(&after, &cfg.env).await,
                     Err(e) => Err(e),
                 }
             }
-            Err(e) => Err(e),
+            (None, Some(Err(e))) => Err(e),
+            (None, None) => Err(EngineError::Worktree(
+                "the repository was not recorded before the run".to_owned(),
+            )),
         };
         let verified = if cfg.verify
             && !req.suggested_commands.is_empty()
@@ -880,8 +961,11 @@ impl Engine {
         if let Some(guard) = git_guard.as_ref() {
             restored.merge(guard.restore());
         }
+        if let Some(guard) = common_guard.as_ref() {
+            restored.merge(guard.restore());
+        }
         restored.merge(state_guard.restore());
-        assemble(&Assembly {
+        let mut result = assemble(&Assembly {
             provider,
             req,
             root: asked,
@@ -892,13 +976,16 @@ impl Engine {
             verified,
             version,
             model,
+            agent_env: &agent_env,
             redact: &redact,
             excerpt_bytes: cfg.excerpt_bytes,
             warnings: &cfg.droid_warnings,
             git_fallback: git_fallback.as_deref(),
             sandbox: &confinement,
             restored: Some(&restored),
-        })
+        });
+        result.commands_run.splice(0..0, setup_runs);
+        result
     }
 }
 
@@ -961,6 +1048,20 @@ struct ResolvedRoot {
 }
 
 impl ResolvedRoot {
+    /// `path` (a worktree of ours) resolved now, without the `allowed_roots` rule.
+    fn at(path: &Path) -> Result<Self, Box<ExecutionResult>> {
+        use std::os::unix::fs::MetadataExt as _;
+        let refused = |why: String| Box::new(root_refused(why));
+        let real = crate::real_path::canonical(path)
+            .map_err(|e| refused(format!("the worktree {path:?} cannot be resolved ({e})")))?;
+        let meta = std::fs::metadata(&real)
+            .map_err(|e| refused(format!("the worktree {real:?} cannot be read ({e})")))?;
+        Ok(Self {
+            path: real,
+            id: (meta.dev(), meta.ino()),
+        })
+    }
+
     /// The `error` result when `path` no longer resolves to the directory that was checked
     /// (a component swapped for a symlink since): droid must not start there.
     fn still_there(&self) -> Result<(), Box<ExecutionResult>> {
@@ -1188,6 +1289,8 @@ struct Assembly<'a> {
     verified: Option<Verified>,
     version: Option<String>,
     model: Option<String>,
+    /// The environment the agent ran with (what its provider reads after the run).
+    agent_env: &'a [(OsString, OsString)],
     redact: &'a Redactor,
     excerpt_bytes: usize,
     warnings: &'a [String],
@@ -1356,7 +1459,19 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
 
     let mut commands = agent_commands(&sup.events, a.excerpt_bytes, a.redact);
     let completed = sup.end == RunEnd::Completed;
+    // what the provider reads of the run's setup beyond its events: the model that really
+    // answered, and what a failure of authentication or of the model needs
+    let facts = RunFacts {
+        cwd: a.real_root,
+        model: a.model.as_deref(),
+        reported_model: init_model.as_deref(),
+        session_id: session_id.as_deref(),
+        env: a.agent_env,
+    };
+    let used = a.provider.model_used(&facts);
+    logs.extend(used.note.iter().cloned());
     let mut found = a.provider.findings(&sup.events, &stderr, completed);
+    a.provider.advise(&facts, &mut found.issues);
     if found.from_stderr && matches!(sup.end, RunEnd::TimedOut | RunEnd::Cancelled) {
         // we stopped it: what it printed while waiting is in `logs`, not a failure of its own
         found.issues.retain(|i| {
@@ -1511,7 +1626,7 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     let agent = AgentInfo {
         provider: a.provider.id(),
         version: a.version.clone(),
-        model: init_model.or_else(|| a.model.clone()),
+        model: used.model,
         exit_code,
         num_turns: completion.as_ref().and_then(|(_, turns, _)| *turns),
         usage,
@@ -1531,6 +1646,7 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
         files_changed: files,
         commands_run: commands,
         tests,
+        worktree: None,
         logs,
         issues,
         task_id: None,

@@ -4,7 +4,8 @@
 //! ([`lines`], [`supervise`]), ending what it started ([`sweep`], [`reap`]), ground truth
 //! ([`snapshot`] of the repository before and after, [`verify`] re-running the suggested
 //! commands), reading the agent's events ([`classify`], [`report`]), and the result's hygiene
-//! ([`redact`], [`excerpt`]). What is specific to one agent CLI lives in `crate::providers`.
+//! ([`redact`], [`excerpt`]), and where it works (`isolation`: in place, or in a worktree of
+//! `crate::worktree`). What is specific to one agent CLI lives in `crate::providers`.
 
 pub mod cgroup;
 pub(crate) mod child;
@@ -18,6 +19,7 @@ mod git_index;
 pub mod guard;
 pub(crate) mod guarded_tree;
 mod ignore_rules;
+mod isolation;
 pub mod limits;
 mod line_diff;
 pub mod lines;

@@ -23,8 +23,8 @@
 //! process that ends it. Without scopes (ABI 1 to 5, or `sandbox = "off"`), a run can signal any
 //! process of the user, its supervisor included (`doctor` says so).
 //!
-//! What a run may write ([`Writable`]): `repo_root`, the run's scratch directory (its private
-//! `TMPDIR`), the system temp directory, the provider's own state
+//! What a run may write ([`Writable`]): `repo_root` (not at autonomy `read_only`), the run's
+//! scratch directory (its private `TMPDIR`; not `/tmp` or `/var/tmp`), the provider's own state
 //! ([`crate::providers::Provider::state_paths`]), the data-only package caches builds and tests
 //! fill ([`CACHE_DIRS`], [`CACHE_FILES`]), the configured
 //! `sandbox_writable`, and the terminal-like devices ([`DEVICE_FILES`], [`DEVICE_DIRS`]).
@@ -218,6 +218,9 @@ pub(crate) struct Writable {
     /// The repository (listed first), canonical already: the engine resolved it when the run
     /// began.
     pub(crate) repo_root: PathBuf,
+    /// The repository is left out of what may be written (autonomy `read_only`: the kernel keeps
+    /// the run from changing it, whatever the agent CLI does).
+    pub(crate) repo_read_only: bool,
     /// The run's scratch directory.
     pub(crate) scratch: PathBuf,
     /// The home directory the agent runs with (caches are under it), if any.
@@ -239,7 +242,7 @@ impl Confinement {
     /// Resolve `w` on a kernel offering Landlock `abi`: the provider's state directories are
     /// created when missing; every other path that does not exist is left out.
     pub(crate) fn resolve(abi: u32, w: &Writable) -> Self {
-        let (temp_dirs, devices) = system_paths();
+        let devices = system_devices();
         let mut rest: Vec<PathBuf> = Vec::new();
         for p in &w.state {
             // a state file (`~/.claude.json`) is never created here: the agent writes it whole
@@ -253,19 +256,18 @@ impl Confinement {
             rest.extend(CACHE_FILES.iter().map(|c| home.join(c)));
         }
         rest.extend(w.extra.iter().cloned());
-        // the order the result lists them in: the run's own paths, the temp directories, the
-        // agent's state, the caches, `sandbox_writable`, the devices
-        // the repository was resolved when the run began (and is checked again before the
-        // agent starts); this process's temp directory once per process, like /tmp
+        // the order the result lists them in: the run's own paths, the agent's state, the
+        // caches, `sandbox_writable`, the devices; the repository was resolved when the run
+        // began (and is checked again before the agent starts). Neither /tmp nor /var/tmp: the
+        // run's TMPDIR is its scratch directory, and a shared temp directory would let a run
+        // write every repository and file under it (docs/operations.md#what-a-run-may-write)
         let own = [
-            Some(w.repo_root.clone()),
+            (!w.repo_read_only).then(|| w.repo_root.clone()),
             crate::real_path::canonical(&w.scratch).ok(),
-            own_temp_dir().clone(),
         ];
         let resolved = own
             .into_iter()
             .flatten()
-            .chain(temp_dirs.iter().cloned())
             .chain(
                 rest.iter()
                     .filter_map(|p| crate::real_path::canonical(p).ok()),
@@ -285,7 +287,7 @@ impl Confinement {
         self.abi
     }
 
-    /// The writable paths, `repo_root` first.
+    /// The writable paths, `repo_root` first (when writable).
     pub fn paths(&self) -> &[PathBuf] {
         &self.paths
     }
@@ -342,29 +344,25 @@ pub fn scope_ruleset() -> std::io::Result<RulesetCreated> {
         .no_new_privs(true))
 }
 
-/// `/tmp` and `/var/tmp`, and the devices ([`DEVICE_FILES`], [`DEVICE_DIRS`]), resolved once per
-/// process (those that exist): fixed system paths, asked for by every run. Each run's ruleset
-/// opens them again by these names, so one that vanished since is left out then.
-fn system_paths() -> &'static (Vec<PathBuf>, Vec<PathBuf>) {
-    static RESOLVED: std::sync::OnceLock<(Vec<PathBuf>, Vec<PathBuf>)> = std::sync::OnceLock::new();
+/// The devices ([`DEVICE_FILES`], [`DEVICE_DIRS`]), resolved once per process (those that
+/// exist): fixed system paths, asked for by every run. Each run's ruleset opens them again by
+/// these names, so one that vanished since is left out then.
+fn system_devices() -> &'static Vec<PathBuf> {
+    static RESOLVED: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
     RESOLVED.get_or_init(|| {
         let real = |p: &&str| crate::real_path::canonical(Path::new(p)).ok();
-        (
-            ["/tmp", "/var/tmp"].iter().filter_map(real).collect(),
-            DEVICE_FILES
-                .iter()
-                .chain(DEVICE_DIRS)
-                .filter_map(real)
-                .collect(),
-        )
+        DEVICE_FILES
+            .iter()
+            .chain(DEVICE_DIRS)
+            .filter_map(real)
+            .collect()
     })
 }
 
-/// This process's temp directory (`std::env::temp_dir()`: `TMPDIR`, else `/tmp`), resolved once
-/// per process as [`system_paths`] are.
-fn own_temp_dir() -> &'static Option<PathBuf> {
-    static RESOLVED: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    RESOLVED.get_or_init(|| crate::real_path::canonical(&std::env::temp_dir()).ok())
+/// Whether a run under `mode` on a kernel offering Landlock `abi` is confined by it (what
+/// [`plan`] decides, known before the run's paths are).
+pub(crate) fn confines(mode: SandboxMode, abi: Option<u32>) -> bool {
+    mode != SandboxMode::Off && abi.is_some()
 }
 
 /// How one run is confined, decided when it starts.
@@ -464,12 +462,27 @@ fn path_in(line: &str) -> Option<String> {
             .map(str::to_owned)
     });
     let path = quoted.or_else(|| {
-        line.split(char::is_whitespace)
+        without_shell_prefix(line)
+            .split(char::is_whitespace)
             .map(|w| w.trim_end_matches([':', ',', ';', ')', '.', '\'', '"']))
             .rfind(|w| w.starts_with('/') && w.len() > 1)
             .map(str::to_owned)
     })?;
     Some(untemp(&path))
+}
+
+/// `line` without the shell's own prefix, `<shell>: <n>: ` (dash) or `<shell>: line <n>: `
+/// (bash): the shell names itself, not the denied path (`/bin/sh: 1: ./check.sh: Permission
+/// denied` is a script the shell could not execute, nothing about `/bin/sh`).
+fn without_shell_prefix(line: &str) -> &str {
+    let Some((_, rest)) = line.split_once(": ") else {
+        return line;
+    };
+    let rest_after_line = rest.strip_prefix("line ").unwrap_or(rest);
+    match rest_after_line.split_once(": ") {
+        Some((n, after)) if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) => after,
+        _ => line,
+    }
 }
 
 /// `/d/.name.<hex>.tmp` → `/d/name` (droid's file tools write a hidden temporary beside the
@@ -513,7 +526,9 @@ mod tests {
                     /bin/sh: 1: cannot create /home/u/escaped: Permission denied\n\
                     touch: cannot touch '/srv/other/x': Permission denied\n\
                     /home/u/escaped: Permission denied\n\
-                    all fine: /not/a/denial\n";
+                    all fine: /not/a/denial\n\
+                    /bin/sh: 1: ./check.sh: Permission denied\n\
+                    /bin/bash: line 1: ./check.sh: Permission denied\n";
         assert_eq!(
             denied_paths(text, 10),
             vec![

@@ -893,13 +893,13 @@ enum Located {
 #[derive(Debug)]
 pub(crate) struct GitRun {
     /// What ran, for messages (`git` and the `-c` settings left out).
-    args: String,
+    pub(crate) args: String,
     /// Exited 0.
-    success: bool,
+    pub(crate) success: bool,
     /// All of stdout.
-    stdout: Vec<u8>,
+    pub(crate) stdout: Vec<u8>,
     /// Stderr, trimmed and bounded (or why the command did not finish).
-    message: String,
+    pub(crate) message: String,
 }
 
 impl GitRun {
@@ -912,7 +912,7 @@ impl GitRun {
         }
     }
 
-    fn into_error(self) -> EngineError {
+    pub(crate) fn into_error(self) -> EngineError {
         EngineError::Git {
             args: self.args,
             message: self.message,
@@ -981,7 +981,10 @@ pub(crate) async fn git(
 }
 
 /// `env` with each of `vars` set (replacing any value it had).
-fn with_vars(env: &[(OsString, OsString)], vars: &[(&str, OsString)]) -> Vec<(OsString, OsString)> {
+pub(crate) fn with_vars(
+    env: &[(OsString, OsString)],
+    vars: &[(&str, OsString)],
+) -> Vec<(OsString, OsString)> {
     let mut out: Vec<(OsString, OsString)> = env
         .iter()
         .filter(|(k, _)| !vars.iter().any(|(name, _)| k == name))
@@ -1107,7 +1110,10 @@ async fn locate(root: &Path, env: &[(OsString, OsString)]) -> Located {
 /// The names of the filter drivers configured for the repository at `root`, in every scope and
 /// include (`filter.<name>.<key>`; a name may hold dots). Reading configuration runs nothing.
 /// When it cannot be read the snapshot must not stage with git, since a filter could then run.
-async fn filter_names(root: &Path, env: &[(OsString, OsString)]) -> Result<Vec<Vec<u8>>, String> {
+pub(crate) async fn filter_names(
+    root: &Path,
+    env: &[(OsString, OsString)],
+) -> Result<Vec<Vec<u8>>, String> {
     let args = os_args(&["config", "-z", "--name-only", "--get-regexp", r"^filter\."]);
     let run = match git(root, env, &args, None).await {
         Ok(run) => run,
@@ -1146,7 +1152,10 @@ fn parse_filter_names(out: &[u8]) -> Vec<Vec<u8>> {
 /// `env` with every driver of `names` emptied (`clean`, `smudge` and `process` set to nothing,
 /// `required` to false), through `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_<n>`/`GIT_CONFIG_VALUE_<n>`
 /// after any the environment already holds: unlike `-c`, these take a name holding `=`.
-fn neutral_filters(env: &[(OsString, OsString)], names: &[Vec<u8>]) -> Vec<(OsString, OsString)> {
+pub(crate) fn neutral_filters(
+    env: &[(OsString, OsString)],
+    names: &[Vec<u8>],
+) -> Vec<(OsString, OsString)> {
     let mut settings: Vec<(Vec<u8>, &str)> = Vec::new();
     for name in names {
         for (key, value) in [
@@ -1626,6 +1635,34 @@ fn diff_big(
             })
         })
         .collect()
+}
+
+/// The files of `git diff-tree -z -r -M --raw --numstat` output, with their line counts; `None`
+/// when the output is not of that shape (the worktree's `files_changed`, measured between two
+/// commits).
+pub(crate) fn parse_diff_tree(out: &[u8]) -> Option<Vec<FileChange>> {
+    let (name_status, numstat) = parse_raw(out)?;
+    let statuses = parse_name_status(&name_status)?;
+    let mut counts = parse_numstat(numstat)?;
+    Some(
+        statuses
+            .into_iter()
+            .map(|entry| {
+                let (lines_added, lines_removed) =
+                    counts.remove(&entry.path).unwrap_or((None, None));
+                FileChange {
+                    path: String::from_utf8_lossy(&entry.path).into_owned(),
+                    change_type: entry.change_type,
+                    old_path: entry
+                        .old_path
+                        .map(|p| String::from_utf8_lossy(&p).into_owned()),
+                    highlights: Vec::new(),
+                    lines_added,
+                    lines_removed,
+                }
+            })
+            .collect(),
+    )
 }
 
 /// Split `git diff-tree -z --raw --numstat` output: the raw records (`:<modes> <ids> <status>\0

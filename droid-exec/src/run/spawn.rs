@@ -25,6 +25,7 @@
 //! `spawn_blocking`, whose threads retire when idle.
 
 pub(crate) mod leaf;
+mod orphans;
 
 use std::ffi::OsString;
 use std::os::unix::fs::OpenOptionsExt;

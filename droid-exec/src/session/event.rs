@@ -72,10 +72,50 @@ pub enum SessionEvent {
     Settings(Value),
     /// droid titled the session (`session_title_updated`).
     Title(String),
+    /// The session's tokens so far (`session_token_usage_changed`, after each call to the
+    /// model).
+    Usage(TokenUsage),
     /// droid's stdout ended: the process is gone (or going).
     Exited,
     /// A notification we do not show (its `type`).
     Ignored(String),
+}
+
+/// Tokens (and Factory credits) counted by droid.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TokenUsage {
+    /// Input tokens.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Input tokens read from the provider's cache.
+    pub cache_read: u64,
+    /// Input tokens written to the provider's cache.
+    pub cache_creation: u64,
+    /// Reasoning tokens.
+    pub thinking: u64,
+    /// Factory credits spent (0 with a custom model).
+    pub factory_credits: f64,
+}
+
+impl TokenUsage {
+    /// droid's `tokenUsage` object (`inputTokens`, `outputTokens`, `cacheReadTokens`,
+    /// `cacheCreationTokens`, `thinkingTokens`, `factoryCredits`); absent counts are 0.
+    pub fn of(v: &Value) -> Self {
+        let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+        Self {
+            input: n("inputTokens"),
+            output: n("outputTokens"),
+            cache_read: n("cacheReadTokens"),
+            cache_creation: n("cacheCreationTokens"),
+            thinking: n("thinkingTokens"),
+            factory_credits: v
+                .get("factoryCredits")
+                .and_then(Value::as_f64)
+                .filter(|c| c.is_finite() && *c >= 0.0)
+                .unwrap_or(0.0),
+        }
+    }
 }
 
 /// One permission request of droid's: which tool uses, and the option values it offers.
@@ -176,6 +216,10 @@ pub fn from_notification(n: &Value) -> SessionEvent {
             SessionEvent::Settings(n.get("settings").cloned().unwrap_or(Value::Null))
         }
         "session_title_updated" => SessionEvent::Title(text(n, "title")),
+        "session_token_usage_changed" => match n.get("tokenUsage") {
+            Some(u) => SessionEvent::Usage(TokenUsage::of(u)),
+            None => SessionEvent::Ignored(kind.to_owned()),
+        },
         // droid explains some failures only in a system message shown to the user (airgap
         // without a custom model, BYOK errors); those kept for the model alone are bookkeeping
         "create_message"
@@ -299,6 +343,19 @@ mod tests {
         assert_eq!(
             from_notification(&json!({"nothing": 1})),
             SessionEvent::Ignored(String::new())
+        );
+        // the droid recording input-stream-jsonrpc-multiturn
+        let usage = json!({"type":"session_token_usage_changed","sessionId":"9f6","tokenUsage":{"inputTokens":20,"outputTokens":10,"cacheCreationTokens":0,"cacheReadTokens":3,"thinkingTokens":0,"factoryCredits":0.5},"lastCallTokenUsage":{"inputTokens":10,"outputTokens":5,"cacheReadTokens":0}});
+        assert_eq!(
+            from_notification(&usage),
+            SessionEvent::Usage(TokenUsage {
+                input: 20,
+                output: 10,
+                cache_read: 3,
+                cache_creation: 0,
+                thinking: 0,
+                factory_credits: 0.5,
+            })
         );
     }
 

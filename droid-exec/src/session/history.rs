@@ -31,7 +31,7 @@ pub struct StoredSession {
 
 /// The directory droid keeps `cwd`'s sessions in.
 pub fn dir_for(home: &Path, cwd: &Path) -> PathBuf {
-    let name = cwd.display().to_string().replace('/', "-");
+    let name = crate::providers::droid::session_settings::dir_name(cwd);
     home.join(".factory/sessions").join(name)
 }
 

@@ -3,9 +3,14 @@
 //! line counts included), the changed files' text before and after (for diffs), and the
 //! session's verification commands re-run by us.
 //!
-//! The snapshot at the start of a turn starts from the previous turn's last one (only what
-//! changed since is hashed), and is taken at the start, not reused from the last turn's end:
-//! what the user edited between turns is not the agent's.
+//! The record at the start of a turn is a fresh record of the tree as the turn starts, taken
+//! as a run's first record is (never derived from the previous turn's records, and not the
+//! previous turn's end record either: what the user edited between turns is not the agent's).
+//! A record derived from an earlier turn's end record kept none of the contents the first
+//! record of that turn had kept (a second record stores only what it needs for its own
+//! comparison), so a file changed by an earlier turn came out as `added`, whole, at every
+//! later turn (issue 33: edit, then two questions, reported `1 file (+3 −0)` twice more). The
+//! end record is made from the start record, as a run's second record is.
 //!
 //! As for a run, what git runs or consults later on the user's behalf (`.git/hooks`,
 //! `.git/config`, …; [`GitGuard`]) is recorded when the turn starts and put back when it ends,
@@ -106,8 +111,11 @@ pub struct TurnMeasure {
 /// Measures the turns of one session.
 #[derive(Debug)]
 pub struct TurnMeter {
+    /// Holds one directory per turn (`turn-<n>`: the records' git index and objects where git
+    /// processes record the tree), removed when the turn's measure is done.
     scratch: Scratch,
-    last: Option<Snapshot>,
+    /// The running turn's directory in [`Self::scratch`].
+    turn_dir: Option<std::path::PathBuf>,
     before: Option<Snapshot>,
     /// `.git`'s hooks and config as the turn started.
     guard: Option<GitGuard>,
@@ -129,7 +137,7 @@ impl TurnMeter {
         let cfg = engine.config();
         Ok(Self {
             scratch: Scratch::create(&cfg.scratch_root, &format!("acp-{}", unique_id()))?,
-            last: None,
+            turn_dir: None,
             before: None,
             guard: None,
             guard_records: RecordCache::default(),
@@ -141,16 +149,22 @@ impl TurnMeter {
         })
     }
 
-    /// Record the repository (and what git runs later) as the turn starts. A failure is kept
-    /// and reported by [`TurnMeter::finish`].
+    /// Record the repository (and what git runs later) as the turn starts: a fresh record, as
+    /// a run's first one (see the module docs). A failure is kept and reported by
+    /// [`TurnMeter::finish`].
     pub async fn begin(&mut self, session: &DroidSession) -> Result<(), String> {
         self.guard = GitGuard::record(session.root(), &self.guard_records);
+        let dir = self.scratch.path().join(format!("turn-{}", self.turns));
+        self.turn_dir = Some(dir.clone());
+        // left by a turn whose measure never finished
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let snap = Snapshot::take(
             session.root(),
             session.env(),
-            self.scratch.path(),
+            &dir,
             &SnapshotLimits::default(),
-            self.last.as_ref(),
+            None,
         )
         .await
         .map_err(|e| e.to_string())?;
@@ -189,33 +203,31 @@ impl TurnMeter {
                 .warnings
                 .push("the repository was not recorded when the turn started".into()),
             Some(before) => {
-                match Snapshot::take(
-                    root,
-                    env,
-                    self.scratch.path(),
-                    &SnapshotLimits::default(),
-                    Some(&before),
-                )
-                .await
+                let dir = self
+                    .turn_dir
+                    .clone()
+                    .unwrap_or_else(|| self.scratch.path().to_path_buf());
+                match Snapshot::take(root, env, &dir, &SnapshotLimits::default(), Some(&before))
+                    .await
                 {
                     Err(e) => m
                         .warnings
                         .push(format!("the repository could not be recorded: {e}")),
-                    Ok(after) => {
-                        match before.diff(&after, env).await {
-                            Err(e) => m.warnings.push(format!("comparing failed: {e}")),
-                            Ok(changes) => {
-                                m.warnings.extend(changes.warnings);
-                                if let Some(why) = changes.incomplete {
-                                    m.warnings.push(why);
-                                }
-                                list(&mut m, changes.files, &before, env, root).await;
+                    Ok(after) => match before.diff(&after, env).await {
+                        Err(e) => m.warnings.push(format!("comparing failed: {e}")),
+                        Ok(changes) => {
+                            m.warnings.extend(changes.warnings);
+                            if let Some(why) = changes.incomplete {
+                                m.warnings.push(why);
                             }
+                            list(&mut m, changes.files, &before, env, root).await;
                         }
-                        self.last = Some(after);
-                    }
+                    },
                 }
             }
+        }
+        if let Some(dir) = self.turn_dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
         }
         if !commands.is_empty() {
             let marker = format!("{}-verify-{}", session.marker(), self.turns);

@@ -20,17 +20,21 @@
 //! session ends droid and everything it started.
 //!
 //! Recorded behaviour this relies on (droid 0.225.2, interactive mode): `droid.initialize_session
-//! {machineId, cwd, modelId?, autonomyLevel?}` and `droid.load_session {sessionId}` (works
-//! offline, unlike `-s`) answer with the session, its settings and `availableModels`;
-//! `droid.add_user_message {text}` is acknowledged at once and the turn ends with
+//! {machineId, cwd, modelId?, autonomyLevel?, mcpServers?}` and `droid.load_session {sessionId,
+//! mcpServers?}` (works offline, unlike `-s`) answer with the session, its settings and
+//! `availableModels`; the `mcpServers` (ACP's shape, `env` an object) are started by droid for
+//! that session only, nothing written to `~/.factory/mcp.json` (measured, issue 33);
+//! `droid.add_user_message {text, images?}` is acknowledged at once and the turn ends with
 //! `agent_turn_completed`; `droid.interrupt_session {}` ends a running turn with reason
 //! `cancelled` within ~20 ms and leaves the session usable; `droid.update_session_settings
-//! {modelId?, autonomyLevel?, reasoningEffort?}` answers after `settings_updated`.
+//! {modelId?, autonomyLevel?, reasoningEffort?}` answers after `settings_updated`;
+//! `droid.get_context_stats {}` answers `{used, remaining, limit, accuracy}`.
 
 pub mod event;
 pub mod history;
 pub mod mask;
 pub mod measure;
+pub mod options;
 pub mod tools;
 pub mod tree;
 pub mod wire;
@@ -47,7 +51,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-pub use event::{PermissionRequest, PermissionTool, SessionEvent};
+pub use event::{PermissionRequest, PermissionTool, SessionEvent, TokenUsage};
 pub use tree::TurnEnded;
 
 use crate::host::FsFacts;
@@ -67,6 +71,9 @@ use crate::session::tree::{Fifo, Input};
 pub const OPEN_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long droid may take to acknowledge a request during a session.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long droid may take to say how full the context is (asked at the end of every turn,
+/// which waits for it: a slow answer is no answer).
+pub const STATS_TIMEOUT: Duration = Duration::from_secs(2);
 /// Events buffered between droid's reader and the front-end.
 const EVENTS: usize = 1024;
 /// stderr kept for error messages.
@@ -79,7 +86,9 @@ const CLOSE_GRACE: Duration = Duration::from_millis(500);
 pub enum SessionError {
     /// No droid program.
     #[error(
-        "droid is not installed or not found ({0}); install it with `npm install -g @factory/cli` or set droid_bin / DROID_CLI_CMD"
+        "droid is not installed or not found ({0}); install it, pinned, with `{install}` \
+         (droid-executor finds it under npm's global prefix) or set droid_bin / DROID_CLI_CMD",
+        install = crate::providers::provider(ProviderId::Droid).install_hint()
     )]
     DroidMissing(String),
     /// The directory may not be used.
@@ -128,6 +137,56 @@ pub struct SessionSpec {
     pub model: Option<String>,
     /// droid's autonomy level to start with (`off`, `low`, `medium`, `high`).
     pub autonomy_level: Option<String>,
+    /// MCP servers for this session only (droid starts them; nothing is written to the user's
+    /// `~/.factory/mcp.json`).
+    pub mcp_servers: Vec<McpServer>,
+}
+
+/// A stdio MCP server given to droid for one session (`droid.initialize_session` and
+/// `droid.load_session` take `mcpServers`; droid starts each as its own child, in its process
+/// group, so it lives as long as droid and is confined as droid is: a server that cannot write
+/// where it wants to fails as droid's own tools would). They are given with `blockOnMcpLoad`,
+/// so droid answers once they are started rather than starting them in the background.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServer {
+    /// Its name (droid names its tools `<name>___<tool>`).
+    pub name: String,
+    /// The program.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Variables added to its environment.
+    pub env: Vec<(String, String)>,
+}
+
+impl McpServer {
+    /// droid's shape of it: `{name, command, args, env: {NAME: value}}`.
+    fn to_droid(&self) -> Value {
+        let env: serde_json::Map<String, Value> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        json!({"name": self.name, "command": self.command, "args": self.args, "env": env})
+    }
+}
+
+/// An image attached to a prompt (droid's `images` of `droid.add_user_message`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptImage {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: String,
+    /// The image, base64.
+    pub data: String,
+}
+
+/// How full the model's context is, as droid estimates it (`droid.get_context_stats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextStats {
+    /// Tokens in the context now.
+    pub used: u64,
+    /// The model's context window, in tokens.
+    pub limit: u64,
 }
 
 /// What droid said when the session opened.
@@ -141,6 +200,9 @@ pub struct Opened {
     pub settings: Value,
     /// `(model id, display name)` of every model droid offers.
     pub models: Vec<(String, String)>,
+    /// The ids of those models that take images (droid lists the others with
+    /// `noImageSupport`).
+    pub image_models: Vec<String>,
     /// The conversation so far (a loaded session): droid's message records.
     pub history: Vec<Value>,
 }
@@ -214,6 +276,8 @@ impl Engine {
             .unwrap_or_default();
         let writable = Writable {
             repo_root: root.clone(),
+            // the mode changes within a session, its droid stays: droid's own modes keep it
+            repo_read_only: false,
             scratch: scratch.path().to_path_buf(),
             home,
             state,
@@ -297,8 +361,15 @@ impl Engine {
         };
         let opened = match &spec.load {
             Some(id) => {
+                let mut params = json!({"sessionId": id});
+                if !spec.mcp_servers.is_empty() {
+                    params["mcpServers"] =
+                        spec.mcp_servers.iter().map(McpServer::to_droid).collect();
+                    // droid answers once they are up: the first prompt finds their tools
+                    params["blockOnMcpLoad"] = json!(true);
+                }
                 session
-                    .call("droid.load_session", json!({"sessionId": id}), OPEN_TIMEOUT)
+                    .call("droid.load_session", params, OPEN_TIMEOUT)
                     .await
             }
             None => {
@@ -311,6 +382,12 @@ impl Engine {
                 }
                 if let Some(a) = &spec.autonomy_level {
                     params["autonomyLevel"] = json!(a);
+                }
+                if !spec.mcp_servers.is_empty() {
+                    params["mcpServers"] =
+                        spec.mcp_servers.iter().map(McpServer::to_droid).collect();
+                    // droid answers once they are up: the first prompt finds their tools
+                    params["blockOnMcpLoad"] = json!(true);
                 }
                 session
                     .call("droid.initialize_session", params, OPEN_TIMEOUT)
@@ -352,6 +429,17 @@ impl Engine {
                                 .unwrap_or(id);
                             Some((id.to_owned(), name.to_owned()))
                         })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            image_models: result
+                .get("availableModels")
+                .and_then(Value::as_array)
+                .map(|ms| {
+                    ms.iter()
+                        .filter(|m| m.get("noImageSupport").and_then(Value::as_bool) != Some(true))
+                        .filter_map(|m| m.get("id").or_else(|| m.get("modelId"))?.as_str())
+                        .map(str::to_owned)
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -502,13 +590,46 @@ impl DroidSession {
     /// # Errors
     /// When droid is gone or does not acknowledge the message.
     pub async fn prompt(&self, text: &str) -> Result<(), SessionError> {
-        self.call(
-            "droid.add_user_message",
-            json!({"text": text}),
-            CALL_TIMEOUT,
-        )
-        .await
-        .map(drop)
+        self.prompt_with_images(text, &[]).await
+    }
+
+    /// [`DroidSession::prompt`] with images attached (the model must take images: see
+    /// [`Opened::image_models`]).
+    ///
+    /// # Errors
+    /// When droid is gone or does not acknowledge the message.
+    pub async fn prompt_with_images(
+        &self,
+        text: &str,
+        images: &[PromptImage],
+    ) -> Result<(), SessionError> {
+        let mut params = json!({"text": text});
+        if !images.is_empty() {
+            params["images"] = images
+                .iter()
+                .map(|i| json!({"type": "base64", "data": i.data, "mediaType": i.media_type}))
+                .collect();
+        }
+        self.call("droid.add_user_message", params, CALL_TIMEOUT)
+            .await
+            .map(drop)
+    }
+
+    /// How full the model's context is now, as droid estimates it.
+    ///
+    /// # Errors
+    /// When droid is gone, refuses or does not answer, or answers without the numbers.
+    pub async fn context_stats(&self) -> Result<ContextStats, SessionError> {
+        let r = self
+            .call("droid.get_context_stats", json!({}), STATS_TIMEOUT)
+            .await?;
+        let number = |k: &str| r.get(k).and_then(Value::as_u64);
+        match (number("used"), number("limit")) {
+            (Some(used), Some(limit)) => Ok(ContextStats { used, limit }),
+            _ => Err(SessionError::Droid(format!(
+                "droid.get_context_stats answered without used and limit: {r}"
+            ))),
+        }
     }
 
     /// Stop the running turn (it ends with reason `cancelled`); the session stays usable.

@@ -57,6 +57,14 @@ pub fn try_exclusive(path: &Path) -> Result<Option<Held>, EngineError> {
     lock(path, FlockArg::LockExclusiveNonblock)
 }
 
+/// Take a shared lock on `path` (created 0600 if missing) unless someone holds it exclusively.
+///
+/// # Errors
+/// As [`try_exclusive`].
+pub fn try_shared(path: &Path) -> Result<Option<Held>, EngineError> {
+    lock(path, FlockArg::LockSharedNonblock)
+}
+
 /// Take the exclusive lock on `path`, waiting for it. Blocks the thread: call it from
 /// `spawn_blocking` or a plain thread.
 ///
@@ -70,13 +78,34 @@ pub fn exclusive(path: &Path) -> Result<Held, EngineError> {
     })
 }
 
-/// Does some process hold `path`'s lock? A missing file is not held.
+/// Does some process hold `path`'s lock exclusively? A missing file is not held.
 ///
 /// # Errors
 /// [`EngineError::Io`] when the file exists but cannot be opened or tested;
 /// [`EngineError::Corrupt`] when it is not a regular file (a FIFO is never waited on, a link
 /// never followed: the type is checked on the opened descriptor).
 pub fn is_held(path: &Path) -> Result<bool, EngineError> {
+    let Some(file) = open_to_test(path)? else {
+        return Ok(false);
+    };
+    // a shared probe conflicts with the holder's exclusive lock and with nothing else
+    probe(file, path, FlockArg::LockSharedNonblock)
+}
+
+/// Does some process hold `path`'s lock, exclusively or shared? A missing file is not used.
+///
+/// # Errors
+/// As [`is_held`].
+pub fn is_used(path: &Path) -> Result<bool, EngineError> {
+    let Some(file) = open_to_test(path)? else {
+        return Ok(false);
+    };
+    probe(file, path, FlockArg::LockExclusiveNonblock)
+}
+
+/// `path` opened to test its lock: `None` when it does not exist; an error when it is not a
+/// regular file (a FIFO is never waited on, a link never followed).
+fn open_to_test(path: &Path) -> Result<Option<File>, EngineError> {
     use nix::fcntl::OFlag;
     let opened = OpenOptions::new()
         .read(true)
@@ -84,7 +113,7 @@ pub fn is_held(path: &Path) -> Result<bool, EngineError> {
         .open(path);
     let file = match opened {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) if e.raw_os_error() == Some(Errno::ELOOP as i32) => {
             return Err(EngineError::Corrupt {
                 path: path.to_path_buf(),
@@ -113,8 +142,13 @@ pub fn is_held(path: &Path) -> Result<bool, EngineError> {
             ),
         });
     }
-    // a shared probe conflicts with the holder's exclusive lock and with nothing else
-    match Flock::lock(file, FlockArg::LockSharedNonblock) {
+    Ok(Some(file))
+}
+
+/// Whether a lock of kind `arg` on `file` would wait (someone holds a conflicting lock); the
+/// probe is released at once.
+fn probe(file: File, path: &Path, arg: FlockArg) -> Result<bool, EngineError> {
+    match Flock::lock(file, arg) {
         Ok(_probe) => Ok(false),
         Err((_, Errno::EWOULDBLOCK)) => Ok(true),
         Err((_, errno)) => Err(EngineError::Io {
@@ -146,6 +180,13 @@ mod tests {
         let again = exclusive(&path).unwrap();
         assert!(is_held(&path).unwrap());
         drop(again);
+        let reader = try_shared(&path).unwrap().expect("free");
+        let second = try_shared(&path).unwrap().expect("readers share");
+        assert!(!is_held(&path).unwrap(), "no exclusive holder");
+        assert!(is_used(&path).unwrap(), "but it is used");
+        assert!(try_exclusive(&path).unwrap().is_none(), "a writer waits");
+        drop((reader, second));
+        assert!(!is_used(&path).unwrap());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

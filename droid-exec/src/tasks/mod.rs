@@ -26,11 +26,13 @@
 
 pub mod daemon;
 pub(crate) mod event_log;
+pub(crate) mod inline;
 pub mod listener;
 pub mod lock;
 pub mod queue;
 pub mod store;
 pub mod worker;
+pub mod worktrees;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -160,11 +162,17 @@ impl Tasks {
     /// # Errors
     /// [`EngineError::TasksUnavailable`] without a supervisor program, [`EngineError::Io`] when
     /// the store cannot be written, [`EngineError::Spawn`] when the supervisor cannot be started
-    /// (no task is left behind then).
+    /// (no task is left behind then), [`EngineError::Worktree`] for a worktree task beyond
+    /// `max_worktrees`.
     pub async fn submit(&self, req: &ExecutionRequest) -> Result<TaskKey, EngineError> {
         let program = self.cfg.supervisor.clone().ok_or_else(|| {
             EngineError::TasksUnavailable("no supervisor program configured".into())
         })?;
+        // a worktree task beyond max_worktrees is refused here, before it gets an id
+        if crate::worktree::lease::wants_worktree(req, &self.cfg.worktrees, Some(self.store.root()))
+        {
+            crate::worktree::lease::room_for_one(self.store.root(), self.cfg.worktrees.max_worktrees)?;
+        }
         let scheduler = self.scheduler.clone();
         let seq = tokio::task::spawn_blocking(move || scheduler.next_seq())
             .await
@@ -688,6 +696,11 @@ impl Tasks {
                 Err(e) => tracing::warn!(task = %key, "cleaning the task store: {e}"),
             }
         }
+        // the worktrees of tasks that are gone or died (crate::tasks::worktrees)
+        let worktrees = self.reconcile_worktrees().await;
+        if worktrees > 0 {
+            tracing::info!("the janitor removed {worktrees} worktree(s)");
+        }
         Ok(removed)
     }
 
@@ -793,6 +806,10 @@ impl Tasks {
                 id: key.to_string(),
                 hint,
             });
+        }
+        if let Some(r) = result.as_mut() {
+            // a worktree's state changes after the result (applied, discarded, conflicted)
+            self.worktree_now(r);
         }
         let state = match &result {
             Some(r) => TaskState::from_status(r.status),

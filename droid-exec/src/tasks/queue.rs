@@ -5,10 +5,13 @@
 //! Everything is a file under `<store>/locks` and `<store>/queue`, guarded by `flock(2)`:
 //! - `slot-<i>.lock` (i < max_concurrent): a running run holds one;
 //! - `repo-<hash>.lock`: a running run holds its repository's (the hash is FNV-1a of the
-//!   canonical repo_root, stable across builds and Rust versions);
-//! - `queue/<seq>-<hash>`: a waiting run's ticket (a run that can start at once writes none),
-//!   locked by its owner for as long as it waits, so a ticket whose owner died (its lock is
-//!   free) is recognised and removed;
+//!   canonical repo_root, stable across builds and Rust versions): exclusively for a run that
+//!   writes in place, shared by the runs at `read_only` that the kernel keeps from writing
+//!   ([`RepoUse::Shared`]: any number of them at once, none beside a writer); a worktree run
+//!   holds its worktree's, so worktree runs of one repository run at once;
+//! - `queue/<seq>-<hash>` (`<seq>-<hash>-s` for a shared use): a waiting run's ticket (a run
+//!   that can start at once writes none), locked by its owner for as long as it waits, so a
+//!   ticket whose owner died (its lock is free) is recognised and removed;
 //! - `sched.lock`: every decision (create a ticket, start a run) happens under it, so the view of
 //!   tickets and locks cannot change underneath one, except for releases, which only free things;
 //! - `seq`: the submission counter.
@@ -16,7 +19,9 @@
 //! A waiting run looks at the tickets ahead of it in `seq` order and simulates them: an earlier
 //! ticket whose repository is free takes a free slot, and an earlier ticket claims its repository
 //! either way. The run starts only when a slot is still free after that, and its repository is
-//! neither running nor claimed. So a run never jumps ahead of an earlier one that could start, yet
+//! neither running nor claimed. Shared uses only exclude writers: a shared ticket is free when no
+//! writer holds or claims the repository, and claims it against later writers only (so a writer
+//! is not starved by a stream of readers, nor a reader queued behind a reader). So a run never jumps ahead of an earlier one that could start, yet
 //! a run for repository B does not wait behind a run for repository A that is blocked by A's lock.
 //!
 //! Waiting is polling ([`POLL`]), woken early in-process when a permit is dropped. A process that
@@ -66,15 +71,29 @@ impl Drop for Permit {
     }
 }
 
-/// A run's place in line: its number and repository, and, once it has to wait, the ticket
-/// file at `path`, locked by its owner.
+/// How a run uses its repository's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RepoUse {
+    /// It writes there (in place), or it is a worktree's: one such run at a time.
+    Exclusive,
+    /// It only reads, and the kernel keeps it from writing (`read_only` under Landlock): any
+    /// number at once, never beside a writer.
+    Shared,
+}
+
+/// A run's place in line: its number, repository and use of it, and, once it has to wait, the
+/// ticket file at `path`, locked by its owner.
 #[derive(Debug)]
 struct Ticket {
     seq: u64,
     repo: String,
+    shared: bool,
     path: PathBuf,
     held: Option<Held>,
 }
+
+/// The suffix of a shared ticket's name.
+const SHARED_SUFFIX: &str = "-s";
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EngineError {
     EngineError::io(action, path)
@@ -208,15 +227,33 @@ impl Scheduler {
         cancel: &CancellationToken,
         on_wait: impl FnOnce(),
     ) -> Result<Option<Permit>, EngineError> {
+        self.acquire_as(seq, repo, RepoUse::Exclusive, cancel, on_wait)
+            .await
+    }
+
+    /// [`Scheduler::acquire`] with the repository used as `usage` says.
+    ///
+    /// # Errors
+    /// As [`Scheduler::acquire`].
+    pub async fn acquire_as(
+        &self,
+        seq: Option<u64>,
+        repo: &Path,
+        usage: RepoUse,
+        cancel: &CancellationToken,
+        on_wait: impl FnOnce(),
+    ) -> Result<Option<Permit>, EngineError> {
         let me = self.clone();
         let repo = repo_key(repo);
+        let shared = usage == RepoUse::Shared;
         let (ticket, permit) = blocking(move || {
             let _sched = me.sched_lock()?;
             let seq = match seq {
                 Some(s) => s,
                 None => me.bump_seq()?,
             };
-            let path = me.queue().join(format!("{seq:020}-{repo}"));
+            let suffix = if shared { SHARED_SUFFIX } else { "" };
+            let path = me.queue().join(format!("{seq:020}-{repo}{suffix}"));
             let taken = || EngineError::Io {
                 action: "queue",
                 path: path.clone(),
@@ -234,6 +271,7 @@ impl Scheduler {
             let mut ticket = Ticket {
                 seq,
                 repo,
+                shared,
                 path: path.clone(),
                 held: None,
             };
@@ -294,17 +332,21 @@ impl Scheduler {
     /// its ticket.
     fn try_start(&self, mine: &Ticket) -> Result<Option<Permit>, EngineError> {
         let queue = self.queue();
-        let mut tickets: Vec<(u64, String, PathBuf)> = std::fs::read_dir(&queue)
+        let mut tickets: Vec<(u64, String, bool, PathBuf)> = std::fs::read_dir(&queue)
             .map_err(io("read directory", &queue))?
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
                 let (seq, repo) = name.split_once('-')?;
-                Some((seq.parse().ok()?, repo.to_owned(), e.path()))
+                let (repo, shared) = match repo.strip_suffix(SHARED_SUFFIX) {
+                    Some(r) => (r, true),
+                    None => (repo, false),
+                };
+                Some((seq.parse().ok()?, repo.to_owned(), shared, e.path()))
             })
-            .filter(|(seq, _, _)| *seq < mine.seq)
+            .filter(|(seq, _, _, _)| *seq < mine.seq)
             .collect();
-        tickets.sort_by_key(|(seq, _, _)| *seq);
+        tickets.sort_by_key(|(seq, _, _, _)| *seq);
         // Free slots are taken lazily, lowest first: one per earlier ticket that would start
         // now, then one for `mine`; so a decision costs a lock attempt per running run, not one
         // per configured slot. Under sched.lock nothing can take a slot between two attempts.
@@ -319,17 +361,33 @@ impl Scheduler {
             Ok(None)
         };
         let mut kept_for_earlier: Vec<Held> = Vec::new();
+        // repositories an earlier ticket claims: for every later run (a writer's), or only
+        // against later writers (a reader's)
         let mut claimed: HashSet<String> = HashSet::new();
-        for (_, repo, path) in tickets {
+        let mut read_claimed: HashSet<String> = HashSet::new();
+        for (_, repo, shared, path) in tickets {
             if !lock::is_held(&path)? {
                 // its owner died while waiting
                 let _ = std::fs::remove_file(&path);
                 continue;
             }
-            if !claimed.insert(repo.clone()) {
+            if claimed.contains(&repo) || (!shared && read_claimed.contains(&repo)) {
+                if !shared {
+                    claimed.insert(repo);
+                }
                 continue;
             }
-            if !lock::is_held(&self.repo_lock(&repo))? {
+            let free = if shared {
+                !lock::is_held(&self.repo_lock(&repo))?
+            } else {
+                !lock::is_used(&self.repo_lock(&repo))?
+            };
+            if shared {
+                read_claimed.insert(repo);
+            } else {
+                claimed.insert(repo);
+            }
+            if free {
                 // it would start now: keep a slot for it (none left: none for `mine` either)
                 match next_free()? {
                     Some(held) => kept_for_earlier.push(held),
@@ -337,13 +395,18 @@ impl Scheduler {
                 }
             }
         }
-        if claimed.contains(&mine.repo) {
+        if claimed.contains(&mine.repo) || (!mine.shared && read_claimed.contains(&mine.repo)) {
             return Ok(None);
         }
         let Some(slot) = next_free()? else {
             return Ok(None);
         };
-        let Some(repo) = lock::try_exclusive(&self.repo_lock(&mine.repo))? else {
+        let taken = if mine.shared {
+            lock::try_shared(&self.repo_lock(&mine.repo))?
+        } else {
+            lock::try_exclusive(&self.repo_lock(&mine.repo))?
+        };
+        let Some(repo) = taken else {
             return Ok(None);
         };
         if mine.held.is_some() {
@@ -354,6 +417,12 @@ impl Scheduler {
             _repo: repo,
             released: Arc::clone(&self.released),
         }))
+    }
+
+    /// The lock file of the repository (or worktree) at `repo`, as [`Scheduler::acquire`]
+    /// names it: held while a run uses it (see [`lock::is_used`]).
+    pub(crate) fn repo_lock_of(&self, repo: &Path) -> PathBuf {
+        self.repo_lock(&repo_key(repo))
     }
 
     fn repo_lock(&self, repo: &str) -> PathBuf {
@@ -462,6 +531,46 @@ mod tests {
         assert!(waiting.await.unwrap().unwrap().is_none());
         assert_eq!(std::fs::read_dir(root.join("queue")).unwrap().count(), 0);
         drop(blocker);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn readers_share_a_repository_and_a_writer_waits_for_them_in_turn() {
+        let root = temp("shared");
+        let s = Scheduler::new(&root, 4);
+        let r = root.join("r");
+        let shared = |seq| {
+            let (s, r) = (s.clone(), r.clone());
+            async move {
+                let cancel = CancellationToken::new();
+                tokio::select! {
+                    p = s.acquire_as(seq, &r, RepoUse::Shared, &cancel, || {}) => p.unwrap(),
+                    () = tokio::time::sleep(Duration::from_millis(300)) => None,
+                }
+            }
+        };
+        let one = shared(None).await.expect("a reader starts");
+        let two = shared(None).await.expect("a second reader starts beside it");
+        assert!(now(&s, None, &r).await.is_none(), "a writer waits for readers");
+        // a writer waiting in line holds back later readers (no writer starves)
+        let writer_seq = s.next_seq().unwrap();
+        let (s2, r2) = (s.clone(), r.clone());
+        let writer = tokio::spawn(async move {
+            let cancel = CancellationToken::new();
+            s2.acquire(Some(writer_seq), &r2, &cancel, || {}).await
+        });
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(shared(None).await.is_none(), "a later reader waits behind the writer");
+        drop((one, two));
+        let w = tokio::time::timeout(Duration::from_secs(10), writer)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+            .expect("the writer starts once the readers are gone");
+        assert!(shared(None).await.is_none(), "no reader beside a writer");
+        drop(w);
+        assert!(shared(None).await.is_some());
         std::fs::remove_dir_all(&root).unwrap();
     }
 

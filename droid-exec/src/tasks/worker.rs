@@ -120,7 +120,7 @@ pub async fn supervise_task(
         Ok(req) => {
             let publish = Publisher::with_log(None, log);
             engine
-                .run_as(&req, &marker, Some(meta.seq), cancel, publish)
+                .run_as(&req, &marker, Some(meta.seq), cancel, publish, Some(&key))
                 .await
         }
         Err(v) => {
@@ -146,7 +146,8 @@ pub async fn supervise_task(
     Ok(SupervisorEnd::Finished(result.status))
 }
 
-async fn watch_cancel(store: Store, key: TaskKey, cancel: CancellationToken) {
+/// Cancel `cancel` once someone asks the task `key` to stop (its `cancel` file).
+pub(crate) async fn watch_cancel(store: Store, key: TaskKey, cancel: CancellationToken) {
     loop {
         if store.cancel_requested(&key) {
             cancel.cancel();

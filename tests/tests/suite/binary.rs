@@ -103,9 +103,14 @@ pub fn path_var() -> OsString {
     std::env::var_os("PATH").unwrap_or_else(|| NO_DROID_PATH.into())
 }
 
+/// The directory of a [`FakeHome`] its runs may write (`sandbox_writable`).
+const FIXTURE_DIR: &str = "fixture";
+
 /// A HOME for the binary driving the fake droid: a git repository `repo/` (one file, `a.txt`), a
 /// config passing the fake droid's scenario variable (and `extra` names) through to droid, and
-/// the scenario file `scenario.json` beside the repository, never in it.
+/// the scenario file `scenario.json` beside the repository, never in it. What the fake droid
+/// writes for the test (its record, pid files) goes to [`FakeHome::fixture`], the one directory
+/// besides the repository the config grants runs (`sandbox_writable`).
 pub struct FakeHome {
     dir: TempDir,
 }
@@ -116,13 +121,19 @@ impl FakeHome {
         let dir = TempDir::new(prefix).unwrap();
         let config = dir.path().join(".config/droid-executor");
         std::fs::create_dir_all(&config).unwrap();
+        let fixture = dir.path().join(FIXTURE_DIR);
+        std::fs::create_dir_all(&fixture).unwrap();
         let names: Vec<String> = std::iter::once(SCENARIO_ENV)
             .chain(extra.iter().copied())
             .map(|n| format!("\"{n}\""))
             .collect();
         std::fs::write(
             config.join("config.toml"),
-            format!("env_passthrough = [{}]\n", names.join(", ")),
+            format!(
+                "env_passthrough = [{}]\nsandbox_writable = [\"{}\"]\n",
+                names.join(", "),
+                fixture.display()
+            ),
         )
         .unwrap();
         git_repo_at(&dir.path().join("repo"), &[("a.txt", "a\n")]);
@@ -137,6 +148,12 @@ impl FakeHome {
     /// A path in HOME, outside the repository.
     pub fn file(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
+    }
+
+    /// A path in the directory runs may write besides the repository: where the fake droid
+    /// leaves what the test reads (its record, pid files).
+    pub fn fixture(&self, name: &str) -> PathBuf {
+        self.dir.path().join(FIXTURE_DIR).join(name)
     }
 
     /// The repository.

@@ -92,7 +92,7 @@ impl Home {
     /// The fake droid's environment, and the file it records its invocation to.
     fn env(&self) -> Vec<(OsString, OsString)> {
         let mut env = self.fake.env();
-        env.push((RECORD_ENV.into(), self.fake.file("record.json").into()));
+        env.push((RECORD_ENV.into(), self.fake.fixture("record.json").into()));
         env
     }
 
@@ -175,7 +175,7 @@ impl Home {
 
     /// What the fake droid recorded of its last invocation.
     fn record(&self) -> Value {
-        serde_json::from_slice(&std::fs::read(self.fake.file("record.json")).unwrap()).unwrap()
+        serde_json::from_slice(&std::fs::read(self.fake.fixture("record.json")).unwrap()).unwrap()
     }
 }
 
@@ -419,7 +419,7 @@ async fn run_via_bridge_answers_an_invalid_request_with_the_bridges_error_result
         assert!(issue.description.contains(field), "{field}: {result:#?}");
     }
     assert!(
-        !h.fake.file("record.json").exists(),
+        !h.fake.fixture("record.json").exists(),
         "droid ran for an invalid request"
     );
 
@@ -630,7 +630,7 @@ async fn a_token_protected_daemon_refuses_a_client_without_the_token() {
     assert_eq!(out.result().files_changed, b_added());
 
     std::fs::remove_file(h.fake.repo().join("b.txt")).unwrap();
-    std::fs::remove_file(h.fake.file("record.json")).unwrap();
+    std::fs::remove_file(h.fake.fixture("record.json")).unwrap();
     let out = h.run(&run).await;
     assert_eq!(out.code, Some(2), "{out:#?}");
     assert_eq!(out.stdout, "");
@@ -642,7 +642,7 @@ async fn a_token_protected_daemon_refuses_a_client_without_the_token() {
         assert!(out.stderr.contains(part), "{part:?} missing: {out:#?}");
     }
     assert!(
-        !h.fake.file("record.json").exists(),
+        !h.fake.fixture("record.json").exists(),
         "droid ran without the token"
     );
     let wrong = h.env_with(&[("DROID_EXECUTOR_TOKEN", "ffffffffffffffffffffffffffffffff")]);
@@ -787,7 +787,7 @@ async fn a_bridge_that_cannot_start_is_reported_at_once_in_serves_words() {
         )
     );
     assert!(
-        !h.fake.file("record.json").exists(),
+        !h.fake.fixture("record.json").exists(),
         "droid ran although no bridge came up"
     );
     let out = h.run_env(&["bridge", "status"], &with_token).await;

@@ -214,7 +214,7 @@ impl Bridged {
 /// The HOME's environment plus the fake droid's record file and `extra`.
 pub(super) fn env_of(home: &FakeHome, extra: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
     let mut env = home.env();
-    env.push((RECORD_ENV.into(), home.file("record.json").into()));
+    env.push((RECORD_ENV.into(), home.fixture("record.json").into()));
     env.extend(
         extra
             .iter()
@@ -225,7 +225,7 @@ pub(super) fn env_of(home: &FakeHome, extra: &[(&str, &str)]) -> Vec<(OsString, 
 
 /// What the fake droid of `home` recorded of its last start; `None` when droid never started.
 pub(super) fn recorded(home: &FakeHome) -> Option<Value> {
-    let bytes = std::fs::read(home.file("record.json")).ok()?;
+    let bytes = std::fs::read(home.fixture("record.json")).ok()?;
     Some(serde_json::from_slice(&bytes).unwrap())
 }
 
@@ -861,7 +861,7 @@ async fn events_arrive_live_while_the_task_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_cancels_a_running_task_and_everything_it_started() {
     let home = Bridged::home(&json!([]));
-    let pid_file = home.file("sh.pid");
+    let pid_file = home.fixture("sh.pid");
     home.play(&leak_then_hang(&pid_file));
     let b = Bridged::over(home, &[], &[]).await;
     let id = b.submit(&b.request("hang", json!({}))).await;
@@ -1235,7 +1235,7 @@ async fn head_is_answered_like_get_without_a_body() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_disconnects_cancels_its_run() {
     let home = Bridged::home(&json!([]));
-    let pid_file = home.file("sh.pid");
+    let pid_file = home.fixture("sh.pid");
     home.play(&leak_then_hang(&pid_file));
     let b = Bridged::over(home, &[], &[]).await;
     let mut s = TcpStream::connect(b.addr()).await.unwrap();
@@ -1656,7 +1656,7 @@ async fn after_the_drain_grace_runs_are_cancelled_and_new_requests_get_503() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_still_arriving_at_sigterm_gets_503_and_starts_nothing() {
     let home = Bridged::home(&json!([]));
-    let pid_file = home.file("sh.pid");
+    let pid_file = home.fixture("sh.pid");
     home.play(&leak_then_hang(&pid_file));
     let b = Bridged::over(home, &[], &[]).await;
     let addr = b.addr();
@@ -1953,7 +1953,7 @@ async fn background_task_ends_are_counted_once_by_status() {
 
     // a task running across a restart of the bridge
     b.home.play(&json!([{"hang": true}]));
-    std::fs::remove_file(b.home.file("record.json")).unwrap();
+    std::fs::remove_file(b.home.fixture("record.json")).unwrap();
     let hanging = b.submit(&b.request("hang", json!({}))).await;
     let record = b.until_droid_started().await;
     let _reaper = Reaper {
@@ -2051,6 +2051,11 @@ const ELSEWHERE: &[(&str, u16, &str)] = &[
         "GET /tasks/{id}/events",
         429,
         "open_streams_leave_room_for_short_requests_and_one_more_is_refused",
+    ),
+    (
+        "POST /tasks",
+        409,
+        "worktrees::the_bridge_applies_and_discards_worktree_tasks",
     ),
 ];
 
@@ -2262,7 +2267,7 @@ async fn every_status_the_routes_answer_is_documented() {
 
     // 429: the one run slot (max_concurrent 1, max_queue 0) is taken by a run that hangs
     b.home.play(&json!([{"hang": true}]));
-    std::fs::remove_file(b.home.file("record.json")).unwrap();
+    std::fs::remove_file(b.home.fixture("record.json")).unwrap();
     let bearer = format!("Bearer {TOKEN}");
     let hang = raw(
         addr,

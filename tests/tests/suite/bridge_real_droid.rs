@@ -97,6 +97,10 @@ impl World {
     fn env(&self) -> Vec<(OsString, OsString)> {
         let mut env = self.home.env();
         env.push(("DROID_CLI_CMD".into(), real_droid().into()));
+        // `fixture/` holds what the tests' commands leave for them (pid files): granted
+        let fixture = self.path().join("fixture");
+        std::fs::create_dir_all(&fixture).unwrap();
+        env.push(("DROID_EXECUTOR_SANDBOX_WRITABLE".into(), fixture.into()));
         env
     }
 
@@ -357,7 +361,7 @@ fn b_added() -> Vec<FileChange> {
         path: "b.txt".into(),
         change_type: ChangeType::Added,
         old_path: None,
-        highlights: vec!["created by droid (1 lines)".into()],
+        highlights: vec!["created by droid (1 line)".into()],
         lines_added: Some(1),
         lines_removed: Some(0),
     }]
@@ -418,7 +422,7 @@ async fn execute_runs_the_real_droid_and_reports_ground_truth() {
 async fn a_client_disconnect_cancels_the_run_and_kills_every_process_of_it() {
     let w = World::new().await;
     let repo = w.repo("repo");
-    let pid_file = w.path().join("sleep.pid");
+    let pid_file = w.path().join("fixture/sleep.pid");
     // droid starts a sleeper in its own session, then the model never answers again
     w.model.set_script(json!([
         {"tool": [execute_tool(&format!(

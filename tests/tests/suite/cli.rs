@@ -46,9 +46,16 @@ impl FakeHome {
         let home = TempDir::new("cli-home").unwrap();
         let config = home.path().join(".config/droid-executor");
         std::fs::create_dir_all(&config).unwrap();
+        // what the fake droid writes for the test goes to `fixture/`, granted to runs
+        let fixture = home.path().join("fixture");
+        std::fs::create_dir_all(&fixture).unwrap();
         std::fs::write(
             config.join("config.toml"),
-            format!("env_passthrough = [\"{SCENARIO_ENV}\", \"{RECORD_ENV}\"]\n"),
+            format!(
+                "env_passthrough = [\"{SCENARIO_ENV}\", \"{RECORD_ENV}\"]\n\
+                 sandbox_writable = [\"{}\"]\n",
+                fixture.display()
+            ),
         )
         .unwrap();
         let fake = FakeHome { home };
@@ -69,6 +76,11 @@ impl FakeHome {
         self.path().join(name)
     }
 
+    /// A path in the directory runs may write besides the repository.
+    fn fixture(&self, name: &str) -> PathBuf {
+        self.path().join("fixture").join(name)
+    }
+
     fn play(&self, steps: Value) {
         let scenario = json!({ "steps": steps }).to_string();
         std::fs::write(self.file("scenario.json"), scenario).unwrap();
@@ -85,13 +97,13 @@ impl FakeHome {
             ("LANG".into(), "C.UTF-8".into()),
             ("DROID_CLI_CMD".into(), droid_cli_cmd),
             (SCENARIO_ENV.into(), self.file("scenario.json").into()),
-            (RECORD_ENV.into(), self.file("record.json").into()),
+            (RECORD_ENV.into(), self.fixture("record.json").into()),
         ]
     }
 
     /// What the fake droid recorded of its last invocation; `None` when it never started.
     fn record(&self) -> Option<Value> {
-        let bytes = std::fs::read(self.file("record.json")).ok()?;
+        let bytes = std::fs::read(self.fixture("record.json")).ok()?;
         Some(serde_json::from_slice(&bytes).unwrap())
     }
 
@@ -179,7 +191,7 @@ async fn run_json_through_the_real_droid() {
             path: "b.txt".into(),
             change_type: ChangeType::Added,
             old_path: None,
-            highlights: vec!["created by droid (1 lines)".into()],
+            highlights: vec!["created by droid (1 line)".into()],
             lines_added: Some(1),
             lines_removed: Some(0),
         }]
@@ -196,7 +208,7 @@ async fn run_prints_a_report_through_the_real_droid() {
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert!(lines[0].starts_with("status: success ("), "{}", out.stdout);
     assert!(
-        lines.contains(&"  A b.txt (+1 -0)  created by droid (1 lines)"),
+        lines.contains(&"  A b.txt (+1 -0)  created by droid (1 line)"),
         "{}",
         out.stdout
     );
@@ -316,7 +328,7 @@ async fn request_from_a_file_or_stdin_with_flags_on_top() {
     assert!(prompt.contains("- FLAG-CONSTRAINT\n"), "{prompt}");
     assert!(!prompt.contains("FILE-CONSTRAINT"), "{prompt}");
 
-    std::fs::remove_file(fake.file("record.json")).unwrap();
+    std::fs::remove_file(fake.fixture("record.json")).unwrap();
     let mut child = command(
         &["run", "--json", "--request", "-"],
         &fake.env(),
@@ -486,7 +498,7 @@ async fn sighup_to_the_cli_cancels_the_run_and_stops_droid() {
 /// usual termination signals it gets (droid is in its own process group, so only we can stop it).
 async fn a_signal_cancels_the_run_and_stops_droid(signal: Signal) {
     let fake = FakeHome::new(json!([]));
-    let pid_file = fake.file("sh.pid");
+    let pid_file = fake.fixture("sh.pid");
     fake.play(json!([
         {"spawn_grandchild": {"command": "sleep 600; exit 0", "pid_file": pid_file}},
         {"hang": true},

@@ -39,6 +39,7 @@ pub fn engine(droid: PathBuf, env: Vec<(OsString, OsString)>, scratch: &Path) ->
         cgroups: true,
         limits: Default::default(),
         redact: Vec::new(),
+        worktrees: Default::default(),
     })
 }
 
@@ -123,6 +124,7 @@ impl Ran {
                 let who = match c.source {
                     CommandSource::Agent => "agent",
                     CommandSource::Verify => "verify",
+                    CommandSource::Setup => "setup",
                 };
                 (who, c.command.clone(), c.exit_code)
             })

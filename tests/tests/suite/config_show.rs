@@ -163,6 +163,10 @@ async fn lists_every_key_with_its_value_and_source() {
                  "source": "default (XDG_STATE_HOME or HOME)"},
                 {"key": "providers", "value": ["droid", "codex", "claude", "gemini", "opencode"],
                  "source": "default"},
+                {"key": "isolation", "value": "none", "source": "default"},
+                {"key": "setup_commands", "value": [], "source": "default"},
+                {"key": "worktree_copy", "value": [], "source": "default"},
+                {"key": "max_worktrees", "value": 16, "source": "default"},
             ],
             "droid": {"path": fake, "source": "DROID_CLI_CMD"},
         })

@@ -131,7 +131,9 @@ async fn a_sync_ask_is_a_read_only_consultation_that_prints_the_reply() {
     assert_eq!(porcelain(&w.repo()), "", "nothing changes");
     assert!(!w.repo().join("new.txt").exists());
     let input = &w.inputs()[0];
-    assert!(input.contains("`sandbox_mode` is `read-only`"), "{input}");
+    // the kernel keeps the run read-only (Codex's own sandbox cannot start inside ours), and
+    // Codex is told so
+    assert!(input.contains("This run is read-only"), "{input}");
     assert!(
         input.contains("What is the answer?\\nThink about it."),
         "{input}"

@@ -2,10 +2,11 @@
 //! each test's temp dir: the `config` line (a `--config` file that does not exist is a FAIL, as
 //! every other command refuses it), the `droid` line (a version outside the tested one is a WARN;
 //! a droid whose npm package.json is fine but whose binary does not run is a FAIL: doctor runs
-//! `droid --version`), the `auth` line (a key, custom models, neither), the `store` line (a store
-//! that cannot be created or written is a FAIL), the `bridge` line (the port free, our bridge
-//! daemon running there with its pid, or another program listening, on the configured host) and
-//! the `skill` line (not installed, up to date, edited locally; `--skills-dir` for another root),
+//! `droid --version`; its fixes name the pinned install line), the `auth` line (a key, custom
+//! models with the id of each and whether a run given no model works, neither), the `store`
+//! line (a store that cannot be created or written is a FAIL), the `bridge` line (the port free,
+//! our bridge daemon running there with its pid, or another program listening, on the configured
+//! host) and the `skill` line (not installed, up to date, edited locally; `--skills-dir` for another root),
 //! each as its exact lines and with the exit code; and `allowed_roots` reported as what runs will
 //! use.
 //!
@@ -35,17 +36,17 @@ fn free_port() -> u16 {
 }
 
 /// One line of the listing: the level padded to 4, the check's name to 13.
-fn line(level: &str, name: &str, detail: &str) -> String {
+pub(super) fn line(level: &str, name: &str, detail: &str) -> String {
     format!("{level:<4} {name:<13} {detail}")
 }
 
 /// The line under a check that says how to fix it.
-fn fix(text: &str) -> String {
+pub(super) fn fix(text: &str) -> String {
     format!("     {:<13} fix: {text}", "")
 }
 
 /// The lines of `out` from the check `name` on, up to the next check.
-fn check_lines<'a>(out: &'a Out, name: &str) -> Vec<&'a str> {
+pub(super) fn check_lines<'a>(out: &'a Out, name: &str) -> Vec<&'a str> {
     let lines: Vec<&str> = out.stdout.lines().collect();
     let at = lines
         .iter()
@@ -257,11 +258,12 @@ async fn the_skill_line_follows_the_installed_skill() {
             "reach",
             "limits",
             "bridge",
+            "worktrees",
             "skill"
         ]
     );
     assert_eq!(
-        checks[15],
+        checks[16],
         json!({"check": "skill", "level": "ok",
                "detail": format!("installed in {} (up to date)", dir.display()), "fix": ""})
     );
@@ -477,7 +479,12 @@ async fn a_droid_outside_the_tested_version_is_a_warning() {
                 "droid",
                 &format!("{d} (from DROID_CLI_CMD), version 0.300.1")
             ),
-            fix("this release was tested with droid 0.225.2; other versions may change its output"),
+            fix(
+                "this release was tested with droid 0.225.2; other versions may change its \
+                 output. To pin it: npm install -g @factory/cli-linux-x64@0.225.2, then set \
+                 droid_bin to $(npm prefix -g)/lib/node_modules/@factory/cli-linux-x64/bin/droid \
+                 (the droid found now would still come first)"
+            ),
         ]
     );
 }
@@ -485,9 +492,14 @@ async fn a_droid_outside_the_tested_version_is_a_warning() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_droid_that_does_not_run_fails_whatever_its_package_json_says() {
     let home = Home::new("doctor-broken");
-    let reinstall = fix(
-        "reinstall droid (npm install -g @factory/cli); check that the file is the droid binary",
-    );
+    // not the step that led there (the launcher alone): the binary, pinned
+    let reinstall = |d: &str| {
+        fix(&format!(
+            "check that {d} is droid's binary; to install it again, pinned: npm install -g \
+             @factory/cli-linux-x64@0.225.2 (a CPU without AVX2 needs \
+             @factory/cli-linux-x64-baseline@0.225.2)"
+        ))
+    };
     // a valid package.json of the tested version, and a binary that exits non-zero
     let droid = npm_droid(
         &home.fake.file("npm-exits"),
@@ -508,7 +520,7 @@ async fn a_droid_that_does_not_run_fails_whatever_its_package_json_says() {
                      3: droid: cannot load its bundle"
                 )
             ),
-            reinstall.clone(),
+            reinstall(&d),
         ]
     );
 
@@ -528,7 +540,7 @@ async fn a_droid_that_does_not_run_fails_whatever_its_package_json_says() {
         &format!("{d} (from DROID_CLI_CMD) found but does not run: "),
     );
     assert!(lines[0].starts_with(&head), "{}", out.stdout);
-    assert_eq!(lines[1..], [reinstall], "{}", out.stdout);
+    assert_eq!(lines[1..], [reinstall(&d)], "{}", out.stdout);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -575,13 +587,55 @@ async fn the_auth_line_names_the_key_or_the_custom_models_or_warns() {
     )
     .unwrap();
     let out = home.doctor(&[]).await;
+    let listed = |last: &str| {
+        vec![
+            line(
+                "OK",
+                "auth",
+                "no FACTORY_API_KEY; custom models in ~/.factory/settings.json, each passed as \
+                 the model by its id:",
+            ),
+            format!("{:19}custom:M-0  (model m-0)", ""),
+            format!("{:19}custom:N-0  (model m-1)", ""),
+            format!("{:19}{last}", ""),
+        ]
+    };
+    // given no model, droid's built-in default needs an account: the ids to pass are the fix
+    let mut warned =
+        listed("a run given no model fails: droid's built-in default needs a Factory account");
+    warned[0] = warned[0].replacen("OK  ", "WARN", 1);
+    warned.push(fix(
+        "pass one as the model (run --model custom:M-0, the request's model), or set model = \
+         \"custom:M-0\" in the config (DROID_EXECUTOR_MODEL); or set FACTORY_AIRGAP_ENABLED=1, \
+         and droid uses custom:M-0 when given no model",
+    ));
+    assert_eq!(check_lines(&out, "auth"), warned);
+    // airgap mode: the first; the config's model: that one
+    let out = home.doctor(&[("FACTORY_AIRGAP_ENABLED", "1")]).await;
     assert_eq!(
         check_lines(&out, "auth"),
-        [line(
-            "OK",
-            "auth",
-            "no FACTORY_API_KEY; 2 custom model(s) in ~/.factory/settings.json"
-        )]
+        listed("runs given no model use custom:M-0 (FACTORY_AIRGAP_ENABLED is set)")
+    );
+    let out = home.doctor(&[("DROID_EXECUTOR_MODEL", "custom:N-0")]).await;
+    assert_eq!(
+        check_lines(&out, "auth"),
+        listed("runs given no model use custom:N-0 (the config's model)")
+    );
+    // a model that is none of them is refused by droid
+    let out = home.doctor(&[("DROID_EXECUTOR_MODEL", "custom:N")]).await;
+    let lines = check_lines(&out, "auth");
+    assert_eq!(
+        lines[3..],
+        [
+            format!(
+                "{:19}the config's model custom:N is none of them: droid refuses it (Invalid \
+                 model)",
+                ""
+            ),
+            fix("set model in the config to one of these ids"),
+        ],
+        "{}",
+        out.stdout
     );
 }
 

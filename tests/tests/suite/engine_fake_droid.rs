@@ -53,6 +53,9 @@ impl Fake {
         let mut cfg = engine(tests::fake_droid_bin!(), env, scratch.path())
             .config()
             .clone();
+        // the fake's own directory (its record, pid files) is the test's channel: granted, as
+        // a user grants a directory the task needs besides the repository
+        cfg.sandbox_writable.push(dir.path().to_path_buf());
         tune(&mut cfg);
         let fake = Fake {
             dir,

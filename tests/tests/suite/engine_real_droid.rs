@@ -28,10 +28,21 @@ struct World {
 
 impl World {
     async fn new(script: Value) -> World {
+        World::granting(script, &[]).await
+    }
+
+    /// With `dirs` writable to its runs besides the repository (`sandbox_writable`): where a
+    /// test's commands leave what the test reads (pid files).
+    async fn granting(script: Value, dirs: &[&Path]) -> World {
         let model = ScriptedModel::start(script).await.unwrap();
         let home = DroidHome::new(&[("Mock", &model.base_url())]).unwrap();
         let scratch = TempDir::new("e2e-scratch").unwrap();
-        let engine = engine(real_droid(), home.env(), scratch.path());
+        let mut cfg = engine(real_droid(), home.env(), scratch.path())
+            .config()
+            .clone();
+        cfg.sandbox_writable
+            .extend(dirs.iter().map(|d| d.to_path_buf()));
+        let engine = droid_exec::Engine::new(cfg);
         World {
             model,
             home,
@@ -281,8 +292,9 @@ fn leak_then_hang(pid_file: &Path) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_model_times_out_and_nothing_survives() {
     let repo = git_repo(&[("a.txt", "x\n")]);
-    let pid_file = repo.path().join("../sleep-timeout.pid");
-    let w = World::new(leak_then_hang(&pid_file)).await;
+    let fixture = TempDir::new("e2e-fixture").unwrap();
+    let pid_file = fixture.path().join("sleep-timeout.pid");
+    let w = World::granting(leak_then_hang(&pid_file), &[fixture.path()]).await;
     let ran = run(
         &w.engine,
         &request(
@@ -319,8 +331,9 @@ async fn a_hanging_model_times_out_and_nothing_survives() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_stops_droid_and_its_children() {
     let repo = git_repo(&[("a.txt", "x\n")]);
-    let pid_file = repo.path().join("../sleep-cancel.pid");
-    let w = World::new(leak_then_hang(&pid_file)).await;
+    let fixture = TempDir::new("e2e-fixture").unwrap();
+    let pid_file = fixture.path().join("sleep-cancel.pid");
+    let w = World::granting(leak_then_hang(&pid_file), &[fixture.path()]).await;
     let cancel = CancellationToken::new();
     let trigger = {
         let cancel = cancel.clone();
@@ -462,11 +475,15 @@ async fn writing_outside_the_repository_is_a_conflict() {
     let repo = git_repo(&[("a.txt", "x\n")]);
     let outside = TempDir::new("e2e-outside").unwrap();
     let stray = outside.path().join("stray.txt");
-    // droid --auto low lets Create write outside its cwd (recorded: autonomy-low-create-outside-cwd)
-    let w = World::new(json!([
-        {"tool": [{"name": "Create", "args": {"file_path": stray.display().to_string(), "content": "oops\n"}}]},
-        {"text": "Wrote it."}
-    ]))
+    // droid --auto low lets Create write outside its cwd (recorded: autonomy-low-create-outside-cwd),
+    // here where the sandbox lets it (a `sandbox_writable` directory)
+    let w = World::granting(
+        json!([
+            {"tool": [{"name": "Create", "args": {"file_path": stray.display().to_string(), "content": "oops\n"}}]},
+            {"text": "Wrote it."}
+        ]),
+        &[outside.path()],
+    )
     .await;
     let ran = run(
         &w.engine,

@@ -56,8 +56,8 @@ async fn verification_gets_no_provider_key_and_no_token_of_ours() {
         "escape-env",
         &["DROID_EXECUTOR_TOKEN", "OPENROUTER_API_KEY"],
     );
-    let agent_dump = fake.file("agent-env.txt");
-    let verify_dump = fake.file("verify-env.txt");
+    let agent_dump = fake.fixture("agent-env.txt");
+    let verify_dump = fake.fixture("verify-env.txt");
     fake.play(&json!([
         {"sh": format!(
             "env > '{}'; printf '%s\\n' \"env > '{}'\" > test_all.sh",

@@ -47,7 +47,7 @@ async fn refused(s: &mut Server, id: i64, tool: &str, args: Value, expected: &st
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_sessions_pend_and_cancel_without_an_id_never_touch_this_sessions_task() {
     let home = Home::new(&json!([]));
-    let pid_file = home.file("sh.pid");
+    let pid_file = home.fixture("sh.pid");
     home.play(&leak_then_hang(&pid_file));
     let mut a = home.server();
     let mut b = home.server();

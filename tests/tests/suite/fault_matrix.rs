@@ -159,7 +159,7 @@ impl FaultHome {
         ));
         env.push((
             tests::fake_droid::RECORD_ENV.into(),
-            self.home.file(RECORD_FILE).into(),
+            self.home.fixture(RECORD_FILE).into(),
         ));
         env.push((SESSION_VAR.into(), self.session.clone().into()));
         if let Some(droid) = &self.droid {
@@ -175,7 +175,7 @@ impl FaultHome {
 
     /// The fake droid's invocation record, if it ran.
     pub(super) fn record(&self) -> Option<Value> {
-        let text = std::fs::read_to_string(self.home.file(RECORD_FILE)).ok()?;
+        let text = std::fs::read_to_string(self.home.fixture(RECORD_FILE)).ok()?;
         serde_json::from_str(&text).ok()
     }
 

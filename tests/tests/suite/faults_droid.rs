@@ -322,7 +322,7 @@ async fn a_grandchild_in_its_own_session_is_killed_with_the_run() {
     let case = Case {
         extra: json!({"max_runtime_seconds": 2}),
         ..plain(json!([
-            {"spawn_grandchild": {"command": "sleep 600; exit 0", "pid_file": "../sleeper.pid"}},
+            {"spawn_grandchild": {"command": "sleep 600; exit 0", "pid_file": "../fixture/sleeper.pid"}},
             {"hang": true},
         ]))
     };
@@ -330,7 +330,7 @@ async fn a_grandchild_in_its_own_session_is_killed_with_the_run() {
         .every_front_end(
             |fh, d| {
                 assert_outcome(d, Status::Timeout, Some("timeout"));
-                let pid: i32 = std::fs::read_to_string(fh.home.file("sleeper.pid"))
+                let pid: i32 = std::fs::read_to_string(fh.home.fixture("sleeper.pid"))
                     .unwrap()
                     .trim()
                     .parse()
@@ -424,7 +424,7 @@ async fn a_front_end_killed_mid_run_leaves_no_process() {
     let mut rows = Vec::new();
     for front in Front::ALL {
         let fh = FaultHome::new("fault", &json!([]), "");
-        let pid_file = fh.home.file("sleeper.pid");
+        let pid_file = fh.home.fixture("sleeper.pid");
         fh.home.play(&super::mcp_stdio::leak_then_hang(&pid_file));
         let request = fh.request(json!({}));
         let started = Started::request(front, &fh, &request).await;
@@ -466,7 +466,7 @@ async fn a_front_end_killed_mid_run_leaves_no_process() {
 async fn verification_commands_leave_no_background_process() {
     let case = Case {
         extra: json!({"suggested_commands": [
-            "(sleep 5; echo late > ../late.txt) & echo ok",
+            "(sleep 5; echo late > ../fixture/late.txt) & echo ok",
             "setsid sleep 300 & echo ok2",
             "setsid sh -c 'sleep 300' >/dev/null 2>&1 & echo ok3",
         ]}),
@@ -496,7 +496,7 @@ async fn verification_commands_leave_no_background_process() {
                     d.front
                 );
                 assert!(
-                    !fh.home.file("late.txt").exists(),
+                    !fh.home.fixture("late.txt").exists(),
                     "{:?}: the background child outlived its command",
                     d.front
                 );
@@ -510,10 +510,11 @@ async fn verification_commands_leave_no_background_process() {
 /// The three ways a process of droid's tree escapes a search by environment: started with
 /// `env -i` (under a marked parent that then dies), a marked process that rewrites its own
 /// environment (`exec env -i …`), and a double fork into a new session with a clean environment.
-/// Each writes its own pid to `<name>.pid` beside the repository and sleeps for ten minutes.
+/// Each writes its own pid to `<name>.pid` in the fixture directory beside the repository (which
+/// runs may write) and sleeps for ten minutes.
 fn escapes() -> Vec<Value> {
     let pid_then_sleep = |name: &str| {
-        format!("echo $$ > ../{name}.tmp && mv ../{name}.tmp ../{name}.pid; exec sleep 600")
+        format!("echo $$ > ../fixture/{name}.tmp && mv ../fixture/{name}.tmp ../fixture/{name}.pid; exec sleep 600")
     };
     let mut steps: Vec<Value> = [
         format!("env -i sh -c '{}' & wait", pid_then_sleep("env_i")),
@@ -526,13 +527,13 @@ fn escapes() -> Vec<Value> {
     .into_iter()
     .enumerate()
     .map(|(i, command)| {
-        json!({"spawn_grandchild": {"command": command, "pid_file": format!("../escape-sh-{i}.pid")}})
+        json!({"spawn_grandchild": {"command": command, "pid_file": format!("../fixture/escape-sh-{i}.pid")}})
     })
     .collect();
     steps.extend(
         ESCAPES
             .iter()
-            .map(|name| json!({"wait_file": format!("../{name}.pid")})),
+            .map(|name| json!({"wait_file": format!("../fixture/{name}.pid")})),
     );
     steps
 }
@@ -547,7 +548,7 @@ fn escapes_left(fh: &FaultHome, front: Front) -> Vec<String> {
     let pids: Vec<(&str, i32)> = ESCAPES
         .iter()
         .map(|name| {
-            let text = std::fs::read_to_string(fh.home.file(&format!("{name}.pid")))
+            let text = std::fs::read_to_string(fh.home.fixture(&format!("{name}.pid")))
                 .unwrap_or_else(|e| panic!("{front:?}: {name}.pid: {e}"));
             (*name, text.trim().parse().unwrap())
         })
@@ -633,7 +634,7 @@ async fn unmarked_escapes_end_with_a_cancelled_run() {
     let mut started = Started::request(Front::Mcp, &fh, &request).await;
     for name in ESCAPES {
         super::common::read_pid_file(
-            &fh.home.file(&format!("{name}.pid")),
+            &fh.home.fixture(&format!("{name}.pid")),
             super::common::RUN_LIMIT,
         )
         .await;
@@ -689,7 +690,7 @@ async fn escapes_end_with_a_killed_front_end(config: &str, how: &str) -> Vec<Obs
         let started = Started::request(front, &fh, &request).await;
         for name in ESCAPES {
             super::common::read_pid_file(
-                &fh.home.file(&format!("{name}.pid")),
+                &fh.home.fixture(&format!("{name}.pid")),
                 super::common::RUN_LIMIT,
             )
             .await;

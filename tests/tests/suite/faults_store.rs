@@ -1885,7 +1885,7 @@ async fn a_wall_clock_jump_mid_run_does_not_move_a_sync_run_s_deadline() {
     for jump in ["+10y", "-10y"] {
         for front in Front::ALL {
             let mut fh = FaultHome::new("clock-deadline", &json!([{"hang": true}]), "");
-            let started = fh.home.file("droid-started");
+            let started = fh.home.fixture("droid-started");
             fh.droid = Some(marking_droid(&fh, &started));
             let offset = fh.home.file("clock-offset");
             set_offset(&offset, "+0");
@@ -1934,7 +1934,7 @@ async fn a_wall_clock_jump_mid_task_does_not_move_the_task_s_deadline() {
     let mut rows = Vec::new();
     for jump in ["+10y", "-10y"] {
         let mut fh = FaultHome::new("clock-task", &json!([{"hang": true}]), "");
-        let started = fh.home.file("droid-started");
+        let started = fh.home.fixture("droid-started");
         fh.droid = Some(marking_droid(&fh, &started));
         pass_through(
             &fh,

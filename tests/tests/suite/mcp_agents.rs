@@ -290,7 +290,9 @@ async fn claude_print_runs_a_task_once_the_tools_are_allowed() {
     assert!(
         said.contains(
             "--allowedTools mcp__droid-executor__execute_droid_task,mcp__droid-executor__droid_submit,\
-             mcp__droid-executor__droid_pend,mcp__droid-executor__droid_cancel,mcp__droid-executor__droid_ping"
+             mcp__droid-executor__droid_pend,mcp__droid-executor__droid_cancel,\
+             mcp__droid-executor__droid_apply,mcp__droid-executor__droid_discard,\
+             mcp__droid-executor__droid_ping"
         ),
         "{said}"
     );

@@ -347,7 +347,7 @@ async fn the_providers_setting_chooses_the_families() {
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    let mut want = TOOLS[..5].to_vec();
+    let mut want = TOOLS[..7].to_vec();
     want.extend(["ask_codex", "pend_codex", "ping_codex", "cancel_codex"]);
     assert_eq!(names, want);
     let other = server
@@ -370,7 +370,7 @@ async fn the_providers_setting_chooses_the_families() {
     server.initialize().await;
     let list = server.request(json!(1), "tools/list", json!({})).await;
     let count = list["result"]["tools"].as_array().map(Vec::len);
-    assert_eq!(count, Some(13), "{list:#}");
+    assert_eq!(count, Some(15), "{list:#}");
     drop(server);
     env.push(("DROID_EXECUTOR_PROVIDERS".into(), "codex,gpt".into()));
     let out = super::binary::droid_executor(&["mcp"], &env, &repo(&home)).await;
@@ -395,7 +395,7 @@ async fn bad_arguments_are_errors_naming_the_argument() {
         (
             "ask_codex",
             json!({"message": "hi", "verbose": true}),
-            "unknown argument \"verbose\"; this tool takes message, repo_root, autonomy, timeout_s, session, wait_seconds".to_owned(),
+            "unknown argument \"verbose\"; this tool takes message, repo_root, autonomy, timeout_s, session, isolation, wait_seconds".to_owned(),
         ),
         (
             "ask_codex",

@@ -286,7 +286,7 @@ async fn sdk_flows(sdk: Sdk) {
 /// answers a ping but never the cancelled request.
 async fn cancel_flow(sdk: Sdk) {
     let home = FakeHome::new("mcp-node", &[SESSION_VAR]);
-    let pid_file = home.file("sleep.pid");
+    let pid_file = home.fixture("sleep.pid");
     // `; exit 0` keeps sh alive as the parent of sleep, so both can be checked
     home.play(&json!([
         {"spawn_grandchild": {"command": "sleep 600; exit 0", "pid_file": pid_file}},

@@ -162,7 +162,7 @@ async fn flows(sdk: Sdk) {
             "path": "b.txt",
             "change_type": "added",
             "old_path": null,
-            "highlights": ["created by droid (1 lines)"],
+            "highlights": ["created by droid (1 line)"],
             "lines_added": 1,
             "lines_removed": 0,
         }]),
@@ -178,7 +178,7 @@ async fn flows(sdk: Sdk) {
 async fn cancel_flow(sdk: Sdk) {
     let w = RealWorld::new().await;
     let repo = w.repo("cancel");
-    let pid_file = w.home.path().join("sleep.pid");
+    let pid_file = w.home.path().join("fixture/sleep.pid");
     w.model.set_script(json!([
         {"tool": [{"name": "Execute", "args": {
             "summary": "start a sleeper",

@@ -87,6 +87,10 @@ impl RealWorld {
         let mut env = self.home.env();
         env.push(("DROID_CLI_CMD".into(), real_droid().into()));
         env.push((SESSION_VAR.into(), marker.clone().into()));
+        // `fixture/` holds what the tests' commands leave for them (pid files): granted
+        let fixture = self.home.path().join("fixture");
+        std::fs::create_dir_all(&fixture).unwrap();
+        env.push(("DROID_EXECUTOR_SANDBOX_WRITABLE".into(), fixture.into()));
         (env, marker)
     }
 }
@@ -162,7 +166,7 @@ pub(super) fn assert_created_b_txt(result: &Value) {
             "path": "b.txt",
             "change_type": "added",
             "old_path": null,
-            "highlights": ["created by droid (1 lines)"],
+            "highlights": ["created by droid (1 line)"],
             "lines_added": 1,
             "lines_removed": 0,
         }]),

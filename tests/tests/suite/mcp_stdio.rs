@@ -38,13 +38,15 @@ pub(super) const GONE: Duration = Duration::from_secs(5);
 const PROMPT: Duration = Duration::from_secs(2);
 /// The protocol versions the server speaks, newest first.
 pub(super) const VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-/// The tools, in the order `tools/list` gives them: the five droid tools, then the delegation
+/// The tools, in the order `tools/list` gives them: the seven droid tools, then the delegation
 /// family of each provider (setting `providers`, default all five).
-pub(super) const TOOLS: [&str; 25] = [
+pub(super) const TOOLS: [&str; 27] = [
     "execute_droid_task",
     "droid_submit",
     "droid_pend",
     "droid_cancel",
+    "droid_apply",
+    "droid_discard",
     "droid_ping",
     "ask_droid",
     "pend_droid",
@@ -811,7 +813,7 @@ async fn a_sync_call_succeeds_and_reports_progress_with_the_clients_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_call_kills_its_processes_and_sends_no_response() {
     let home = Home::new(&json!([]));
-    let pid_file = home.file("sh.pid");
+    let pid_file = home.fixture("sh.pid");
     home.play(&leak_then_hang(&pid_file));
     let mut s = home.server();
     s.initialize().await;
@@ -899,7 +901,7 @@ enum Ending {
 /// With a call hanging, `ending` makes the server exit within 2 s, leaving no process of the run.
 async fn ending_the_session_kills_running_calls(ending: Ending) {
     let home = Home::new(&json!([]));
-    let pid_file = home.file("sh.pid");
+    let pid_file = home.fixture("sh.pid");
     home.play(&leak_then_hang(&pid_file));
     let mut s = home.server();
     s.initialize().await;
@@ -994,7 +996,7 @@ async fn submit_then_pend_a_task_the_latest_by_default() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn droid_cancel_stops_a_background_task() {
     let home = Home::new(&json!([]));
-    let pid_file = home.file("sh.pid");
+    let pid_file = home.fixture("sh.pid");
     home.play(&leak_then_hang(&pid_file));
     let mut s = home.server();
     s.initialize().await;

@@ -612,7 +612,7 @@ async fn a_task_augmented_call_runs_in_the_task_store_and_tasks_result_waits_for
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_cancel_stops_a_running_task_and_its_droid() {
     let home = Home::new(&json!([]));
-    let pid_file = home.file("sh.pid");
+    let pid_file = home.fixture("sh.pid");
     home.play(&leak_then_hang(&pid_file));
     let mut s = home.server();
     initialize_at(&mut s, "2025-11-25").await;

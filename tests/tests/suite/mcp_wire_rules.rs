@@ -91,7 +91,7 @@ fn references(m: &Value, id: &Value, token: &Value) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_of_a_cancelled_call_is_sent_after_the_cancel() {
     let home = Home::new(&json!([]));
-    let pid_file = home.file("sh.pid");
+    let pid_file = home.fixture("sh.pid");
     home.play(&leak_then_hang(&pid_file));
     let mut s = home.server();
     s.initialize().await;
@@ -177,7 +177,7 @@ async fn agent_failures_and_time_limits_are_error_results_that_say_what_to_do() 
     }
 
     // a run that reaches its time limit
-    let pid_file = home.file("sh.pid");
+    let pid_file = home.fixture("sh.pid");
     home.play(&leak_then_hang(&pid_file));
     let mut args = home.task("Hang until the limit");
     args["max_runtime_seconds"] = json!(3);
@@ -395,7 +395,7 @@ async fn a_2025_03_26_session_gets_every_answer_of_a_batch_in_one_array() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_call_in_a_batch_leaves_only_the_other_answers() {
     let home = Home::new(&json!([]));
-    let pid_file = home.file("sh.pid");
+    let pid_file = home.fixture("sh.pid");
     home.play(&leak_then_hang(&pid_file));
     let mut s = home.server();
     initialize_at(&mut s, BATCH_REVISION).await;
@@ -563,7 +563,7 @@ impl RawServer {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_stdout_ends_the_server_quietly_and_kills_its_running_droid() {
     let home = Home::new(&json!([]));
-    let pid_file = home.file("sh.pid");
+    let pid_file = home.fixture("sh.pid");
     home.play(&leak_then_hang(&pid_file));
     let mut s = RawServer::start(&home.env(), &home.repo());
     s.initialize().await;
@@ -755,7 +755,7 @@ enum Ending {
 /// `ending` still makes the server exit within 2 s, droid and its grandchild gone.
 async fn exit_in_time_with_a_stubborn_droid(ending: Ending) {
     let home = Home::new(&json!([]));
-    let pid_file = home.file("sh.pid");
+    let pid_file = home.fixture("sh.pid");
     home.play(&json!([
         {"ignore_sigterm": true},
         {"spawn_grandchild": {"command": "sleep 600; exit 0", "pid_file": pid_file}},

@@ -68,10 +68,22 @@ fn config(env: Vec<(OsString, OsString)>, scratch: &Path, max_autonomy: Autonomy
         cgroups: true,
         limits: Default::default(),
         redact: Vec::new(),
+        worktrees: Default::default(),
     }
 }
 
 impl World {
+    /// With `dirs` writable to its runs besides the repository (`sandbox_writable`): where a
+    /// test's commands leave what the test reads (pid files).
+    async fn granting(script: Value, dirs: &[&Path]) -> World {
+        let mut w = World::new(script).await;
+        let mut cfg = w.engine.config().clone();
+        cfg.sandbox_writable
+            .extend(dirs.iter().map(|d| d.to_path_buf()));
+        w.engine = Engine::new(cfg);
+        w
+    }
+
     async fn new(script: Value) -> World {
         World::capped(script, Autonomy::High).await
     }
@@ -288,8 +300,9 @@ fn leak_then_hang(pid_file: &Path) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_model_times_out_and_nothing_survives() {
     let repo = git_repo(&[("a.txt", "x\n")]);
-    let pid_file = repo.path().join("../claude-sleep-timeout.pid");
-    let w = World::new(leak_then_hang(&pid_file)).await;
+    let fixture = TempDir::new("claude-fixture").unwrap();
+    let pid_file = fixture.path().join("claude-sleep-timeout.pid");
+    let w = World::granting(leak_then_hang(&pid_file), &[fixture.path()]).await;
     let ran = run(
         &w.engine,
         &claude_request(
@@ -317,8 +330,9 @@ async fn a_hanging_model_times_out_and_nothing_survives() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_stops_claude_and_its_children() {
     let repo = git_repo(&[("a.txt", "x\n")]);
-    let pid_file = repo.path().join("../claude-sleep-cancel.pid");
-    let w = World::new(leak_then_hang(&pid_file)).await;
+    let fixture = TempDir::new("claude-fixture").unwrap();
+    let pid_file = fixture.path().join("claude-sleep-cancel.pid");
+    let w = World::granting(leak_then_hang(&pid_file), &[fixture.path()]).await;
     let cancel = CancellationToken::new();
     let trigger = {
         let cancel = cancel.clone();
@@ -592,7 +606,7 @@ async fn run_through_the_binary_and_its_supervisor() {
             path: "b.txt".into(),
             change_type: ChangeType::Added,
             old_path: None,
-            highlights: vec!["created by claude (1 lines)".into()],
+            highlights: vec!["created by claude (1 line)".into()],
             lines_added: Some(1),
             lines_removed: Some(0),
         }]

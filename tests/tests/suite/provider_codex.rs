@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use droid_contract::{Autonomy, ChangeType, FileChange, ProviderId, Status};
-use droid_exec::config::AgentProgram;
+use droid_exec::config::{AgentProgram, SandboxMode};
 use droid_exec::{Engine, EngineConfig};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -40,6 +40,26 @@ impl World {
     }
 
     async fn capped(script: Value, max_autonomy: Autonomy) -> World {
+        World::configured(script, max_autonomy, SandboxMode::Auto).await
+    }
+
+    /// Without our confinement (`sandbox = "off"`): Codex keeps its own bubblewrap sandbox.
+    async fn unconfined(script: Value, max_autonomy: Autonomy) -> World {
+        World::configured(script, max_autonomy, SandboxMode::Off).await
+    }
+
+    /// With `dirs` writable to its runs besides the repository (`sandbox_writable`): where a
+    /// test's commands leave what the test reads (pid files).
+    async fn granting(script: Value, dirs: &[&Path]) -> World {
+        let mut w = World::new(script).await;
+        let mut cfg = w.engine.config().clone();
+        cfg.sandbox_writable
+            .extend(dirs.iter().map(|d| d.to_path_buf()));
+        w.engine = Engine::new(cfg);
+        w
+    }
+
+    async fn configured(script: Value, max_autonomy: Autonomy, sandbox: SandboxMode) -> World {
         let model = ScriptedModel::start(script).await.unwrap();
         let home = CodexHome::new(&model.base_url()).unwrap();
         let scratch = TempDir::new("codex-scratch").unwrap();
@@ -58,7 +78,7 @@ impl World {
             default_timeout: Duration::from_secs(60),
             default_model: None,
             verify: true,
-            sandbox: Default::default(),
+            sandbox,
             sandbox_writable: Vec::new(),
             excerpt_bytes: 4096,
             kill_grace: Duration::from_secs(5),
@@ -70,6 +90,7 @@ impl World {
             cgroups: true,
             limits: Default::default(),
             redact: Vec::new(),
+            worktrees: Default::default(),
         });
         World {
             model,
@@ -187,8 +208,14 @@ async fn edits_commands_and_verification_come_from_ground_truth() {
     assert_eq!(agent.version.as_deref(), Some("0.169.0"));
     assert!(agent.usage.as_ref().is_some_and(|u| u.input_tokens > 0));
     assert!(res.session_id.is_some());
-    // execution_mode code → autonomy low → Codex's workspace-write sandbox
-    assert!(w.inputs()[0].contains("`sandbox_mode` is `workspace-write`"));
+    // execution_mode code → autonomy low, kept by the run's Landlock confinement (Codex's own
+    // sandbox cannot start inside it), and Codex is told so
+    let input = &w.inputs()[0];
+    assert!(
+        input.contains("The operating system confines this run"),
+        "{input}"
+    );
+    assert!(res.sandbox.as_ref().is_some_and(|s| s.kind == droid_contract::SandboxKind::Landlock), "{res:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -277,8 +304,9 @@ fn leak_then_hang(pid_file: &Path) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_model_times_out_and_nothing_survives() {
     let repo = git_repo(&[("a.txt", "x\n")]);
-    let pid_file = repo.path().join("../codex-sleep-timeout.pid");
-    let w = World::new(leak_then_hang(&pid_file)).await;
+    let fixture = TempDir::new("codex-fixture").unwrap();
+    let pid_file = fixture.path().join("codex-sleep-timeout.pid");
+    let w = World::granting(leak_then_hang(&pid_file), &[fixture.path()]).await;
     let ran = run(
         &w.engine,
         &codex_request(
@@ -313,12 +341,17 @@ const MARKER_VAR: &str = "DROID_EXECUTOR_RUN_ID";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_inside_codex_sandbox_leaves_nothing() {
-    // autonomy medium: the command runs inside Codex's workspace-write sandbox (bwrap), where a
-    // pid from `$!` is not ours to check; the run's marker variable finds its processes instead
+    // autonomy medium without our confinement: the command runs inside Codex's workspace-write
+    // sandbox (bwrap), where a pid from `$!` is not ours to check; the run's marker variable
+    // finds its processes instead
     let repo = git_repo(&[("a.txt", "x\n")]);
     let cmd =
         format!("echo \"${MARKER_VAR}\" > run-id; setsid sleep 600 > /dev/null 2>&1 < /dev/null &");
-    let w = World::new(json!([{"output": [exec("c0", &cmd)]}, {"hang": true}])).await;
+    let w = World::unconfined(
+        json!([{"output": [exec("c0", &cmd)]}, {"hang": true}]),
+        Autonomy::High,
+    )
+    .await;
     let ran = run(
         &w.engine,
         &codex_request(
@@ -350,8 +383,9 @@ async fn a_timeout_inside_codex_sandbox_leaves_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_stops_codex_and_its_children() {
     let repo = git_repo(&[("a.txt", "x\n")]);
-    let pid_file = repo.path().join("../codex-sleep-cancel.pid");
-    let w = World::new(leak_then_hang(&pid_file)).await;
+    let fixture = TempDir::new("codex-fixture").unwrap();
+    let pid_file = fixture.path().join("codex-sleep-cancel.pid");
+    let w = World::granting(leak_then_hang(&pid_file), &[fixture.path()]).await;
     let cancel = CancellationToken::new();
     let trigger = {
         let cancel = cancel.clone();
@@ -500,7 +534,10 @@ async fn read_only_prevents_writes() {
     for (_, command, code) in ran.commands() {
         assert_eq!((command.as_str(), code), ("touch made.txt", Some(1)));
     }
-    assert!(w.inputs()[0].contains("`sandbox_mode` is `read-only`"));
+    // the kernel refuses the writes (Codex's own sandbox is off inside ours), and Codex was
+    // told the run is read-only
+    let input = &w.inputs()[0];
+    assert!(input.contains("This run is read-only"), "{input}");
     // the refusal is on Codex's stderr only (no item event): still reported
     assert!(issue_kinds(res).contains(&"permission_denied"), "{res:#?}");
     assert_eq!(res.status, Status::Partial, "{res:#?}");
@@ -509,7 +546,8 @@ async fn read_only_prevents_writes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_autonomy_caps_the_sandbox() {
     let repo = git_repo(&[("a.txt", "x\n")]);
-    let w = World::capped(json!([{"output": [say("Done.")]}]), Autonomy::Low).await;
+    // without our confinement, where Codex's own sandbox keeps the level
+    let w = World::unconfined(json!([{"output": [say("Done.")]}]), Autonomy::Low).await;
     let ran = run(
         &w.engine,
         &codex_request(repo.path(), "Anything", json!({"autonomy": "high"})),
@@ -603,4 +641,56 @@ async fn run_through_the_binary_with_codex() {
     let agent = res.agent.as_ref().unwrap();
     assert_eq!(agent.provider, ProviderId::Codex);
     assert_eq!(agent.model.as_deref(), Some(MODEL));
+}
+
+/// Issue 29, item 3, replayed with the real Codex: a read-only run used to be held by Codex's
+/// own sandbox only (it cannot start inside ours, so ours was lifted). A command plants an MCP
+/// server in Codex's `config.toml` (which a later run would start), appends to `~/.bashrc`, and
+/// writes beside and inside the repository. The kernel refuses all but the write to Codex's own
+/// state directory, and that one is put back after the run, and named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_codex_plants_nothing_now_or_for_later() {
+    let repo = git_repo(&[("a.txt", "x\n")]);
+    let beside = TempDir::new("codex-beside").unwrap();
+    let cmd = format!(
+        "printf '\\n[mcp_servers.evil]\\ncommand = \"sh\"\\n' >> \"$HOME/.codex/config.toml\"; \
+         echo pwned >> \"$HOME/.bashrc\"; echo x > {}/escaped; echo y > made.txt; echo tried",
+        beside.path().display()
+    );
+    let w = World::new(json!([
+        {"output": [exec("c0", &cmd)]},
+        {"output": [say("Looked around.")]}
+    ]))
+    .await;
+    let config = w._home.codex_home().join("config.toml");
+    let before = std::fs::read_to_string(&config).unwrap();
+    let ran = run(
+        &w.engine,
+        &codex_request(
+            repo.path(),
+            "Look around",
+            json!({"autonomy": "read_only"}),
+        ),
+    )
+    .await;
+    let res = &ran.result;
+    assert_eq!(ran.commands().len(), 1, "Codex ran the command: {res:#?}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), before, "{res:#?}");
+    assert!(!w._home.path().join(".bashrc").exists(), "{res:#?}");
+    assert!(!beside.path().join("escaped").exists(), "{res:#?}");
+    assert!(!repo.path().join("made.txt").exists(), "{res:#?}");
+    assert_eq!(res.files_changed, vec![], "{res:#?}");
+    let said: String = res
+        .issues
+        .iter()
+        .map(|i| i.description.clone())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(said.contains("~/.codex/config.toml"), "{said}");
+    let sandbox = res.sandbox.as_ref().unwrap();
+    assert_eq!(sandbox.kind, droid_contract::SandboxKind::Landlock, "{res:#?}");
+    assert!(
+        !sandbox.writable.iter().any(|p| Path::new(p) == repo.path()),
+        "the repository is read-only to a read_only run: {sandbox:#?}"
+    );
 }

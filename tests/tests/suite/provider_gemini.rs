@@ -42,6 +42,17 @@ struct World {
 }
 
 impl World {
+    /// With `dirs` writable to its runs besides the repository (`sandbox_writable`): where a
+    /// test's commands leave what the test reads (pid files).
+    async fn granting(script: Value, dirs: &[&Path]) -> World {
+        let mut w = World::new(script).await;
+        let mut cfg = w.engine.config().clone();
+        cfg.sandbox_writable
+            .extend(dirs.iter().map(|d| d.to_path_buf()));
+        w.engine = Engine::new(cfg);
+        w
+    }
+
     async fn new(script: Value) -> World {
         World::capped(script, Autonomy::High).await
     }
@@ -77,6 +88,7 @@ impl World {
             cgroups: true,
             limits: Default::default(),
             redact: Vec::new(),
+            worktrees: Default::default(),
         });
         World {
             model,
@@ -282,8 +294,9 @@ async fn assert_nothing_left(ran: &Ran, sleeper: i32, marker: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_model_times_out_and_nothing_survives() {
     let repo = git_repo(&[("a.txt", "x\n")]);
-    let pid_file = repo.path().join("../gemini-sleep-timeout.pid");
-    let w = World::new(leak_then_hang(&pid_file)).await;
+    let fixture = TempDir::new("gemini-fixture").unwrap();
+    let pid_file = fixture.path().join("gemini-sleep-timeout.pid");
+    let w = World::granting(leak_then_hang(&pid_file), &[fixture.path()]).await;
     let watcher = watch_sleeper(&pid_file, None);
     let ran = run(
         &w.engine,
@@ -305,8 +318,9 @@ async fn a_hanging_model_times_out_and_nothing_survives() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_stops_gemini_and_its_children() {
     let repo = git_repo(&[("a.txt", "x\n")]);
-    let pid_file = repo.path().join("../gemini-sleep-cancel.pid");
-    let w = World::new(leak_then_hang(&pid_file)).await;
+    let fixture = TempDir::new("gemini-fixture").unwrap();
+    let pid_file = fixture.path().join("gemini-sleep-cancel.pid");
+    let w = World::granting(leak_then_hang(&pid_file), &[fixture.path()]).await;
     let cancel = CancellationToken::new();
     let watcher = watch_sleeper(&pid_file, Some(cancel.clone()));
     let ran = run_with(
@@ -546,7 +560,7 @@ async fn run_through_the_binary_with_gemini() {
             path: "b.txt".into(),
             change_type: ChangeType::Added,
             old_path: None,
-            highlights: vec!["created by gemini (1 lines)".into()],
+            highlights: vec!["created by gemini (1 line)".into()],
             lines_added: Some(1),
             lines_removed: Some(0),
         }]

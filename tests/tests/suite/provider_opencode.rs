@@ -43,6 +43,17 @@ struct World {
 }
 
 impl World {
+    /// With `dirs` writable to its runs besides the repository (`sandbox_writable`): where a
+    /// test's commands leave what the test reads (pid files).
+    async fn granting(script: Value, dirs: &[&Path]) -> World {
+        let mut w = World::new(script).await;
+        let mut cfg = w.engine.config().clone();
+        cfg.sandbox_writable
+            .extend(dirs.iter().map(|d| d.to_path_buf()));
+        w.engine = Engine::new(cfg);
+        w
+    }
+
     async fn new(script: Value) -> World {
         Self::with_cap(script, Autonomy::High).await
     }
@@ -87,6 +98,7 @@ impl World {
             cgroups: true,
             limits: Default::default(),
             redact: Vec::new(),
+            worktrees: Default::default(),
         });
         World {
             model,
@@ -273,8 +285,9 @@ fn leak_then_hang(pid_file: &Path) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_model_times_out_and_nothing_survives() {
     let repo = git_repo(&[("a.txt", "x\n")]);
-    let pid_file = repo.path().join("../opencode-sleep-timeout.pid");
-    let w = World::new(leak_then_hang(&pid_file)).await;
+    let fixture = TempDir::new("opencode-fixture").unwrap();
+    let pid_file = fixture.path().join("opencode-sleep-timeout.pid");
+    let w = World::granting(leak_then_hang(&pid_file), &[fixture.path()]).await;
     let ran = run(
         &w.engine,
         &w.request(
@@ -300,8 +313,9 @@ async fn a_hanging_model_times_out_and_nothing_survives() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_stops_opencode_and_its_children() {
     let repo = git_repo(&[("a.txt", "x\n")]);
-    let pid_file = repo.path().join("../opencode-sleep-cancel.pid");
-    let w = World::new(leak_then_hang(&pid_file)).await;
+    let fixture = TempDir::new("opencode-fixture").unwrap();
+    let pid_file = fixture.path().join("opencode-sleep-cancel.pid");
+    let w = World::granting(leak_then_hang(&pid_file), &[fixture.path()]).await;
     let cancel = CancellationToken::new();
     // cancel once the model hangs in turn 1: OpenCode reports a tool only when it has finished,
     // so by then the bash call of turn 0 is in its output

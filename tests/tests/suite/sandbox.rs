@@ -26,20 +26,22 @@ use tests::temp_dir::TempDir;
 use super::binary::droid_executor;
 use super::common::{git, git_repo, request, run};
 
-/// A directory outside the system temp dir, removed on drop: `home/` (droid's settings),
-/// `repo/` (a git repository) and `other/` (a sibling repository).
+/// A directory outside the system temp dir, removed on drop (a failing test's too, from the
+/// moment it exists; a dead test binary's by the next one): `home/` (droid's settings), `repo/`
+/// (a git repository) and `other/` (a sibling repository).
 struct Outside {
-    dir: PathBuf,
+    dir: TempDir,
 }
 
 impl Outside {
     fn new(model: &ScriptedModel) -> Outside {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let dir = tests::non_root::outside_temp_base()
-            .join("sandbox-tests")
-            .join(format!("{}-{nanos:x}", std::process::id()));
+        let dir = TempDir::new_in(
+            &tests::non_root::outside_temp_base().join("sandbox-tests"),
+            "sandbox",
+        )
+        .unwrap();
+        let outside = Outside { dir };
+        let dir = outside.dir.path();
         let factory = dir.join("home/.factory");
         std::fs::create_dir_all(&factory).unwrap();
         std::fs::write(
@@ -56,19 +58,19 @@ impl Outside {
                 &["clone", "-q", &tmp.path().display().to_string(), "."],
             );
         }
-        Outside { dir }
+        outside
     }
 
     fn home(&self) -> PathBuf {
-        self.dir.join("home")
+        self.dir.path().join("home")
     }
 
     fn repo(&self) -> PathBuf {
-        self.dir.join("repo")
+        self.dir.path().join("repo")
     }
 
     fn other(&self) -> PathBuf {
-        self.dir.join("other")
+        self.dir.path().join("other")
     }
 
     fn env(&self) -> Vec<(OsString, OsString)> {
@@ -81,12 +83,6 @@ impl Outside {
             ),
             ("LANG".into(), "C.UTF-8".into()),
         ]
-    }
-}
-
-impl Drop for Outside {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -129,6 +125,7 @@ fn engine(o: &Outside, scratch: &Path, mode: SandboxMode, tree: Tree) -> Engine 
         cgroups: tree == Tree::Cgroup,
         limits: Default::default(),
         redact: Vec::new(),
+        worktrees: Default::default(),
     })
 }
 
@@ -314,7 +311,10 @@ async fn run_without_landlock(o: &Outside, mode: &str) -> super::binary::Out {
     env.push(("DROID_CLI_CMD".into(), real_droid().into()));
     env.push(("DROID_EXECUTOR_SANDBOX".into(), mode.into()));
     env.push(("DROID_EXECUTOR_TEST_NO_LANDLOCK".into(), "1".into()));
-    env.push(("DROID_EXECUTOR_ALLOWED_ROOTS".into(), o.dir.clone().into()));
+    env.push((
+        "DROID_EXECUTOR_ALLOWED_ROOTS".into(),
+        o.dir.path().to_path_buf().into(),
+    ));
     let args = [
         "run".to_owned(),
         "--repo".to_owned(),
@@ -414,7 +414,7 @@ async fn a_request_may_open_a_directory_under_the_allowed_roots_and_no_other() {
 
     // with allowed roots, a directory outside them is refused before anything runs
     let mut cfg = engine.config().clone();
-    cfg.allowed_roots = vec![o.dir.clone()];
+    cfg.allowed_roots = vec![o.dir.path().to_path_buf()];
     let strict = Engine::new(cfg);
     let refused = strict
         .admit(

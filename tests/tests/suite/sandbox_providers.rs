@@ -201,6 +201,7 @@ impl World {
             cgroups: true,
             limits: Default::default(),
             redact: Vec::new(),
+            worktrees: Default::default(),
             sandbox: SandboxMode::Landlock,
             sandbox_writable: Vec::new(),
         });

@@ -1783,7 +1783,7 @@ async fn store_files_are_private() {
     }
     assert!(!after.contains(&format!("bridge-{port}.pid")), "{after:#?}");
     // the control: umask 0 did reach the runs (the fake droid writes its record without a mode)
-    let record = std::fs::metadata(home.file("record.json")).unwrap();
+    let record = std::fs::metadata(home.fixture("record.json")).unwrap();
     assert_eq!(record.permissions().mode() & 0o777, 0o666);
 }
 

@@ -51,6 +51,7 @@ const DOCTOR_CHECKS: &[&str] = &[
     "reach",
     "limits",
     "bridge",
+    "worktrees",
     "skill",
 ];
 /// The task id SKILL.md shows in its examples; replaced by one `run --background` created.
@@ -716,6 +717,14 @@ fn check(shown: &mut Shown, args: &[String], out: &Out, at: &str) {
             assert_eq!(out.code, Some(0), "{at}: {out:#?}");
             if json {
                 json_of(out, at);
+            }
+        }
+        ["tasks", "apply", ..] => {
+            // the fake droid changes nothing: the change applies cleanly (to nothing)
+            assert_eq!(out.code, Some(0), "{at}: {out:#?}");
+            if json {
+                let outcome = json_of(out, at)["outcome"].clone();
+                assert!(outcome == "applied" || outcome == "clean", "{at}: {out:#?}");
             }
         }
         ["tasks", "cancel", ..] => {

@@ -84,6 +84,8 @@ impl Store {
         cfg.max_concurrent = 4;
         cfg.task_ttl = Duration::from_secs(3600);
         cfg.supervisor = Some(droid_executor_bin());
+        // the scenarios' directory is the test's channel (records): granted to the runs
+        cfg.sandbox_writable.push(self.files.path().to_path_buf());
         tune(&mut cfg);
         cfg
     }

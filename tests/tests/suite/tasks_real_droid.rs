@@ -134,6 +134,10 @@ impl World {
     fn env(&self) -> Vec<(OsString, OsString)> {
         let mut env = self.home.env();
         env.push(("DROID_CLI_CMD".into(), real_droid().into()));
+        // `fixture/` holds what the tests' commands leave for them (pid files): granted
+        let fixture = self.path().join("fixture");
+        std::fs::create_dir_all(&fixture).unwrap();
+        env.push(("DROID_EXECUTOR_SANDBOX_WRITABLE".into(), fixture.into()));
         env
     }
 
@@ -335,7 +339,7 @@ async fn a_background_result_outlives_the_submitting_process() {
             path: "b.txt".into(),
             change_type: ChangeType::Added,
             old_path: None,
-            highlights: vec!["created by droid (1 lines)".into()],
+            highlights: vec!["created by droid (1 line)".into()],
             lines_added: Some(1),
             lines_removed: Some(0),
         }]
@@ -363,7 +367,7 @@ async fn a_background_result_outlives_the_submitting_process() {
 async fn cancel_from_a_second_process_leaves_nothing_behind() {
     let w = World::new().await;
     let repo = w.repo("repo");
-    let pid_file = w.path().join("sleep.pid");
+    let pid_file = w.path().join("fixture/sleep.pid");
     w.model.set_script(leak_then_hang(&pid_file));
     let id = w.submit(&repo, &[], "Start a sleeper").await;
     let sleeper = w.running_with(&id, &pid_file).await;
@@ -397,7 +401,7 @@ async fn cancel_from_a_second_process_leaves_nothing_behind() {
 async fn a_killed_supervisor_is_reported_as_bridge_failure() {
     let w = World::new().await;
     let repo = w.repo("repo");
-    let pid_file = w.path().join("sleep.pid");
+    let pid_file = w.path().join("fixture/sleep.pid");
     w.model.set_script(leak_then_hang(&pid_file));
     let id = w.submit(&repo, &[], "Start a sleeper").await;
     let sleeper = w.running_with(&id, &pid_file).await;

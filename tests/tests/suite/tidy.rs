@@ -4,7 +4,7 @@
 //! held is in `docs/architecture.md`, and every section of it that a file cites (the file name,
 //! `#`, the heading's anchor) must be a heading there.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tests::droid_bin::workspace_root;
 
@@ -198,5 +198,102 @@ fn reliability_names_only_real_tests() {
     assert!(
         missing.is_empty(),
         "docs/reliability.md names tests that do not exist: {missing:?}"
+    );
+}
+
+/// The pages a user reads: the README, `docs/` but for the contributors' design document (whose
+/// "Origin" section names the design drafts the code cites), and the skills.
+fn user_pages(root: &Path) -> Vec<PathBuf> {
+    let mut pages = vec![root.join("README.md")];
+    let mut dirs = vec![root.join("docs"), root.join("skill")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") && path != root.join(ARCHITECTURE)
+            {
+                pages.push(path);
+            }
+        }
+    }
+    pages.sort();
+    pages
+}
+
+/// Words of the project's own history in `text`: a design draft or a tracker item by number
+/// (`seed 002`, `issue 17`), the drafts' possessive (`the seed's bridge`), the drafts' fallback
+/// keyword.
+fn history_words(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase();
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    let mut found = Vec::new();
+    for pair in words.windows(2) {
+        let head = pair[0].trim_start_matches(['(', '[', '*', '_']);
+        let numbered = pair[1].starts_with(|c: char| c.is_ascii_digit());
+        if matches!(head, "seed" | "seeds" | "issue" | "issues") && numbered {
+            found.push(format!("{} {}", pair[0], pair[1]));
+        }
+    }
+    for word in ["seed's", "droid_fallback"] {
+        if lower.contains(word) {
+            found.push(word.to_owned());
+        }
+    }
+    found
+}
+
+#[test]
+fn history_words_are_found() {
+    assert_eq!(
+        history_words("From seed 002, (issue 17's goal), the Seed's bridge, DROID_FALLBACK."),
+        ["seed 002,", "(issue 17's", "seed's", "droid_fallback"]
+    );
+    assert!(history_words("the seed corpus in fuzz/seeds/; issue types; 2 issues").is_empty());
+}
+
+/// A user who never saw the project's tracker or its design drafts reads every page without
+/// meeting them: no "seed 000", "issue 17", "the seed's bridge" or the drafts' `DROID_FALLBACK`.
+#[test]
+fn user_pages_speak_no_word_of_the_projects_history() {
+    let root = workspace_root();
+    let mut found = Vec::new();
+    for page in user_pages(&root) {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            for word in history_words(line) {
+                found.push(format!(
+                    "{}:{}: {word:?}",
+                    page.strip_prefix(&root).unwrap().display(),
+                    n + 1
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "say what the thing is, not where it came from:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The licence the manifest declares is the one the repository ships: `LICENSE` at the root,
+/// the same text the skill bundles.
+#[test]
+fn the_license_file_is_the_one_the_manifest_names() {
+    let root = workspace_root();
+    let manifest: toml::Table = std::fs::read_to_string(root.join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let license = manifest["workspace"]["package"]["license"].as_str();
+    assert_eq!(license, Some("Apache-2.0"));
+    let text = std::fs::read_to_string(root.join("LICENSE"))
+        .unwrap_or_else(|e| panic!("LICENSE is missing at the workspace root: {e}"));
+    let opening: Vec<&str> = text.split_whitespace().take(4).collect();
+    assert_eq!(opening, ["Apache", "License", "Version", "2.0,"]);
+    assert!(
+        text == std::fs::read_to_string(root.join("skill/droid-executor/LICENSE.txt")).unwrap(),
+        "LICENSE and skill/droid-executor/LICENSE.txt differ"
     );
 }

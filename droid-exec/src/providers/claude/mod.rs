@@ -255,6 +255,7 @@ mod tests {
             reasoning_effort: None,
             session_id: None,
             as_root: false,
+            confined: false,
             env: &[],
         }
     }

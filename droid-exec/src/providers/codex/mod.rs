@@ -18,7 +18,18 @@
 //! - **`-C <repo_root>`** for a new session; `codex exec resume` has no `-C` (nor `-s`), so a
 //!   resumed run relies on the process working directory, which the engine sets to repo_root,
 //!   and gets its sandbox through `-c sandbox_mode="…"`.
-//! - **Autonomy** onto Codex's sandbox: `read_only` → `-s read-only`, `low` and `medium` →
+//! - **Autonomy under the run's confinement** (Landlock, every level): Codex's own sandbox is
+//!   off (`--dangerously-bypass-approvals-and-sandbox`) and the kernel keeps the level: at
+//!   `read_only` the repository is read-only to the run ([`crate::run::sandbox`]), above it the
+//!   repository and the run's temporary directory are writable. Measured with Codex 0.169.0: its
+//!   bubblewrap sandbox cannot start inside a Landlock domain (`bwrap: setting up uid map:
+//!   Permission denied`; mounts are denied to a Landlock-confined process), and its legacy
+//!   Landlock pipeline (`features.use_legacy_landlock`) refuses a restricted file system
+//!   ("filesystem-restricted execution requires bubblewrap to isolate app-server sockets"). So
+//!   Codex is told in a developer instruction ([`confined_note`]) what its sandbox would have
+//!   told it.
+//! - **Autonomy without our confinement** (`sandbox = "off"`, a kernel without Landlock) onto
+//!   Codex's sandbox: `read_only` → `-s read-only`, `low` and `medium` →
 //!   `-s workspace-write` (writes inside the workspace; bwrap sandbox, which works in this
 //!   container), `high` → `--dangerously-bypass-approvals-and-sandbox`. `exec` never asks for
 //!   approval: a refused action goes back to the model. Codex has no level between `low` and
@@ -106,7 +117,10 @@ impl Provider for Codex {
             "unbounded_connection_retries".into(),
             "--skip-git-repo-check".into(),
         ]);
+        // under the run's confinement Codex's own sandbox is off (its bubblewrap cannot work
+        // inside a Landlock domain) and the kernel keeps the level; Codex is told so
         let sandbox = match inv.autonomy {
+            _ if inv.confined => None,
             Autonomy::ReadOnly => Some("read-only"),
             Autonomy::Low | Autonomy::Medium => Some("workspace-write"),
             Autonomy::High => None,
@@ -120,6 +134,12 @@ impl Provider for Codex {
             (Some(mode), Some(_)) => {
                 a.extend(["-c".into(), format!("sandbox_mode=\"{mode}\"").into()]);
             }
+        }
+        if inv.confined {
+            a.extend([
+                "-c".into(),
+                format!("developer_instructions=\"{}\"", confined_note(inv.autonomy)).into(),
+            ]);
         }
         if let Some(m) = inv.model {
             a.extend(["-m".into(), m.into()]);
@@ -147,16 +167,6 @@ impl Provider for Codex {
 
     fn env_names(&self) -> EnvNames {
         ENV
-    }
-
-    /// Below `high`, Codex runs its commands and edits in its own bubblewrap sandbox
-    /// (`-s read-only` / `workspace-write`), which mounts: Landlock denies every mount to a
-    /// process it confines, so Codex's sandbox would fail on every tool call.
-    fn own_sandbox(&self, autonomy: Autonomy) -> Option<&'static str> {
-        (autonomy != Autonomy::High).then_some(
-            "codex confines itself (its bubblewrap sandbox, -s read-only or workspace-write), \
-             which cannot mount inside a Landlock domain; the verification commands were confined",
-        )
     }
 
     /// `$CODEX_HOME`, else `~/.codex` (sessions, logs, its sqlite state).
@@ -216,6 +226,22 @@ impl Provider for Codex {
     }
 }
 
+/// What Codex is told when the run's confinement, not its own sandbox, keeps the autonomy
+/// level (a TOML basic string's content: no quote, no backslash).
+fn confined_note(autonomy: Autonomy) -> &'static str {
+    match autonomy {
+        Autonomy::ReadOnly => {
+            "This run is read-only: the operating system refuses every write to the repository \
+             and outside this run's temporary directory. Do not try to change files; answer \
+             from what you read."
+        }
+        _ => {
+            "The operating system confines this run: writes are refused outside the repository \
+             and this run's temporary directory ($TMPDIR)."
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -234,6 +260,7 @@ mod tests {
             reasoning_effort: Some("high"),
             session_id: session,
             as_root: false,
+            confined: false,
             env: &[],
         }
     }
@@ -284,6 +311,39 @@ mod tests {
                 &["-"]
             )
         );
+    }
+
+    #[test]
+    fn under_the_runs_confinement_codex_runs_without_its_own_sandbox_and_is_told_the_level() {
+        for level in [
+            Autonomy::ReadOnly,
+            Autonomy::Low,
+            Autonomy::Medium,
+            Autonomy::High,
+        ] {
+            let mut i = inv(level, None);
+            i.confined = true;
+            let note = format!("developer_instructions=\"{}\"", confined_note(level));
+            assert_eq!(
+                argv(&i),
+                want(
+                    &["exec"],
+                    &[
+                        "-C",
+                        "/repo",
+                        "--dangerously-bypass-approvals-and-sandbox",
+                        "-c",
+                        &note
+                    ],
+                    &["-"]
+                )
+            );
+        }
+        assert!(confined_note(Autonomy::ReadOnly).contains("read-only"));
+        for level in [Autonomy::ReadOnly, Autonomy::High] {
+            let note = confined_note(level);
+            assert!(!note.contains(['"', '\\']), "a TOML basic string: {note}");
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use droid_contract::{Issue, IssueType};
 
-use crate::providers::AgentEvent;
+use crate::providers::{AgentEvent, Provider as _};
 use crate::run::classify::Findings;
 use crate::run::excerpt::head_str;
 
@@ -21,6 +21,16 @@ fn model_error_text(m: &str) -> bool {
         || m.contains("Invalid model")
         || m.contains("routes through Factory's LLM proxy")
 }
+
+/// What to do when the droid found is the `@factory/cli` launcher without the package that holds
+/// the binary.
+static LAUNCHER_WITHOUT_BINARY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "install the binary itself, pinned: {} (reinstalling @factory/cli does not bring it); \
+         droid-executor finds it under npm's global prefix (droid-executor doctor checks it)",
+        super::install::install_line(super::Droid.package().1)
+    )
+});
 
 /// Classify what droid said went wrong. `completed`: a completion event arrived.
 pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> Findings {
@@ -85,7 +95,10 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
         return f;
     }
     let first = stderr.lines().next().unwrap_or(stderr);
-    let known = if stderr.contains("Authentication failed") {
+    let known = if stderr.contains("Could not find the droid binary") {
+        // the @factory/cli launcher without its platform package (measured with 0.225.1)
+        Some((IssueType::DroidNotFound, LAUNCHER_WITHOUT_BINARY.as_str()))
+    } else if stderr.contains("Authentication failed") {
         Some((
             IssueType::AuthFailure,
             "set FACTORY_API_KEY, or pass a custom model",

@@ -15,12 +15,16 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::providers::{
-    AgentEvent, ConfigPath, EnvNames, EventParser, Invocation, PromptInput, Provider, ToolKind,
-    Unsupported, WriteChange,
+    AgentEvent, ConfigPath, EnvNames, EventParser, Invocation, ModelUsed, PromptInput, Provider,
+    RunFacts, ToolKind, Unsupported, WriteChange,
 };
 use crate::run::classify::Findings;
 
+mod advice;
+pub(crate) mod custom_models;
 mod findings;
+pub(crate) mod install;
+pub(crate) mod session_settings;
 
 /// The exit code in droid's Execute output (`[Process exited with code N]` or
 /// `Command failed (exit code: N)`), `None` for a timeout, a signal or no code at all.
@@ -222,6 +226,12 @@ impl Provider for Droid {
         ("@factory/cli", "0.225.2")
     }
 
+    /// The platform package, pinned: the launcher `@factory/cli` alone may come without the
+    /// binary (see [`install`]).
+    fn install_hint(&self) -> String {
+        install::install_line(self.package().1)
+    }
+
     fn prompt_input(&self) -> PromptInput {
         PromptInput::File
     }
@@ -263,6 +273,14 @@ impl Provider for Droid {
 
     fn findings(&self, events: &[AgentEvent], stderr: &str, completed: bool) -> Findings {
         findings::findings(events, stderr, completed)
+    }
+
+    fn model_used(&self, run: &RunFacts<'_>) -> ModelUsed {
+        session_settings::model_used(run)
+    }
+
+    fn advise(&self, run: &RunFacts<'_>, issues: &mut [droid_contract::Issue]) {
+        advice::advise(run, issues);
     }
 
     fn exit_note(&self, exit_code: Option<i32>) -> Option<String> {
@@ -399,6 +417,7 @@ mod tests {
             reasoning_effort: Some("high"),
             session_id: None,
             as_root: false,
+            confined: false,
             env: &[],
         };
         let args: Vec<String> = Droid

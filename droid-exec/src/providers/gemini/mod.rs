@@ -219,6 +219,7 @@ mod tests {
             reasoning_effort: None,
             session_id: session,
             as_root: false,
+            confined: false,
             env: &[],
         };
         Gemini
@@ -279,6 +280,7 @@ mod tests {
             reasoning_effort: Some("high"),
             session_id: None,
             as_root: false,
+            confined: false,
             env: &[],
         };
         let err = Gemini.args(&inv).unwrap_err();

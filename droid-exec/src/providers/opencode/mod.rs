@@ -281,6 +281,7 @@ mod tests {
             reasoning_effort: None,
             session_id: None,
             as_root: false,
+            confined: false,
             env: &[],
         }
     }

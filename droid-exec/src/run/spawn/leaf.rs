@@ -15,7 +15,7 @@
 //! parent-death signal (SIGKILL), SIGPIPE back to its default and no signal blocked.
 //!
 //! [`LeafChild`] is waited for through its pidfd (never `waitpid(-1)`), and SIGKILLed when
-//! dropped unwaited, then reaped by a task of its own.
+//! dropped unwaited, then reaped with no task and no runtime ([`crate::run::spawn::orphans`]).
 
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd, RawFd};
@@ -130,21 +130,11 @@ impl Drop for LeafChild {
             nix::unistd::Pid::from_raw(i32::try_from(self.pid).unwrap_or(i32::MAX)),
             Signal::SIGKILL,
         );
-        // reaped by a task of its own, as a dropped tokio child is
-        let (Some(pidfd), Ok(rt)) = (self.pidfd.take(), tokio::runtime::Handle::try_current())
-        else {
-            return;
-        };
-        let mut orphan = Self {
-            pid: self.pid,
-            pidfd: Some(pidfd),
-            status: None,
-            stdout: None,
-            stderr: None,
-        };
-        rt.spawn(async move {
-            let _ = orphan.wait().await;
-        });
+        // reaped without a task: a runtime shutting down drops a task spawned now at once
+        // (see `orphans`)
+        if let Some(pidfd) = self.pidfd.take() {
+            crate::run::spawn::orphans::reap(pidfd.into_inner());
+        }
     }
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The baseline of `cargo xtask bench bridge`: a minimal HTTP bridge in the design of seed 000
-(docs/architecture.md#origin).
+"""The baseline of `cargo xtask bench bridge`: a minimal Python HTTP bridge in front of droid, as
+Python droid bridges are built (docs/architecture.md#origin).
 
-Seed 000 (the original droid-executor skill) put a Python HTTP bridge, `droid_bridge.py`, between
+The Python droid-executor skill (czdtech/skills_dev) put a Python HTTP bridge, `droid_bridge.py`, between
 the skill wrapper and the droid CLI: `POST /execute` on 127.0.0.1:53002 (env `PORT`), the request
 `{objective, instructions, context: {repo_root, files_of_interest}, constraints,
 acceptance_criteria}`, droid run with `subprocess.run` under a 600 s timeout (`DROID_TIMEOUT`),

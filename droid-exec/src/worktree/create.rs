@@ -1,0 +1,157 @@
+//! Making a task's worktree: the base commit from the user's working tree
+//! ([`crate::worktree::base`]), then `git worktree add -b droid-executor/<id> <checkout>
+//! <base>` under the store, our copy of the checkout's fresh index (what the commit of the
+//! agent's change starts from), and the `worktree_copy` paths.
+//!
+//! What the user has is only read: their index is copied, their working tree staged into a
+//! temporary index, and the one ref made is the task's own branch. git's `post-checkout` hook
+//! does not run (`core.hooksPath=/dev/null`), nor any filter driver.
+
+use std::ffi::OsString;
+use std::os::unix::fs::DirBuilderExt as _;
+use std::path::{Path, PathBuf};
+
+use droid_contract::ProviderId;
+
+use crate::error::EngineError;
+use crate::run::no_follow as nf;
+use crate::tasks::store::TaskKey;
+use crate::worktree::base::{base_commit, state_tree};
+use crate::worktree::copy_in::{Copied, copy_in};
+use crate::worktree::git::Git;
+use crate::worktree::layout::{Layout, checkout_name};
+use crate::worktree::record::{Record, branch_of};
+use crate::worktree::repository::Repository;
+
+/// The longest gitfile read (`gitdir: <path>`).
+const GITFILE_LIMIT: u64 = 64 * 1024;
+
+/// A worktree just made, and what its copy-in did.
+#[derive(Debug)]
+pub(crate) struct Created {
+    pub(crate) record: Record,
+    pub(crate) copied: Copied,
+}
+
+/// Make worktree `id` for a task whose `repo_root` is `root`, its directory already made (and
+/// locked) by the caller; `copies` are the `worktree_copy` paths.
+///
+/// # Errors
+/// [`EngineError::Worktree`] or [`EngineError::Git`] naming what failed. What was made by
+/// then is described by the record written so far (the caller removes it).
+pub(crate) async fn create(
+    layout: &Layout,
+    id: &TaskKey,
+    root: &Path,
+    env: &[(OsString, OsString)],
+    provider: ProviderId,
+    copies: &[&Path],
+) -> Result<Created, EngineError> {
+    let git = Git::new(root, env).await?;
+    let repo = Repository::locate(root, &git).await?;
+    let tmp = layout.tmp(id);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&tmp)
+        .map_err(EngineError::io("create directory", &tmp))?;
+    let tree = state_tree(&repo, &git, &tmp.join("base.index")).await?;
+    let base = base_commit(&repo, &git, &tree, id.as_str()).await?;
+    let checkout = layout.dir(id).join(checkout_name(&repo.top));
+    let branch = branch_of(id);
+    let mut record = Record {
+        id: id.to_string(),
+        repo: repo.top.clone(),
+        prefix: repo.prefix.clone(),
+        git_dir: repo.git_dir.clone(),
+        common_dir: repo.common_dir.clone(),
+        admin_dir: PathBuf::new(),
+        checkout: checkout.clone(),
+        branch: branch.clone(),
+        base: base.clone(),
+        head: base.clone(),
+        state: None,
+        provider,
+        session_id: None,
+        tasks: vec![id.to_string()],
+        created_at: crate::timestamp::now(),
+    };
+    // written before the worktree exists: whoever finds it half-made knows what to remove
+    record.write(&layout.record(id))?;
+    let checkout_arg = checkout.to_string_lossy().into_owned();
+    let add = git
+        .with(&[("GIT_DIR", &repo.git_dir)])
+        .run(
+            &repo.top,
+            &[
+                "worktree",
+                "add",
+                "--quiet",
+                "-b",
+                &branch,
+                &checkout_arg,
+                &base,
+            ],
+            None,
+        )
+        .await?;
+    if !add.success {
+        return Err(EngineError::Worktree(format!(
+            "git worktree add failed for {}: {}",
+            repo.top.display(),
+            add.message
+        )));
+    }
+    record.admin_dir = admin_dir(&checkout, &repo.common_dir)?;
+    record.write(&layout.record(id))?;
+    let index = record.admin_dir.join("index");
+    std::fs::copy(&index, layout.index(id)).map_err(|e| {
+        EngineError::Worktree(format!(
+            "cannot copy the new worktree's index {}: {e}",
+            index.display()
+        ))
+    })?;
+    let copied = copy_in(
+        &repo.top.join(&repo.prefix),
+        &record.run_root(),
+        copies,
+    );
+    Ok(Created { record, copied })
+}
+
+/// The worktree's own git directory, from the gitfile `git worktree add` just wrote in
+/// `checkout` (before any agent ran there); it must be `<common>/worktrees/<name>`.
+fn admin_dir(checkout: &Path, common: &Path) -> Result<PathBuf, EngineError> {
+    let dir = nix::fcntl::open(
+        checkout,
+        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| {
+        EngineError::Worktree(format!("cannot open {}: {e}", checkout.display()))
+    })?;
+    let text = nf::read_at(&dir, std::ffi::OsStr::new(".git"), GITFILE_LIMIT)
+        .ok()
+        .flatten()
+        .map(|(bytes, _)| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default();
+    let named = text
+        .lines()
+        .find_map(|l| l.strip_prefix("gitdir:"))
+        .map(|p| PathBuf::from(p.trim()))
+        .ok_or_else(|| {
+            EngineError::Worktree(format!(
+                "{}/.git is not the gitfile git worktree add writes",
+                checkout.display()
+            ))
+        })?;
+    let real = crate::real_path::canonical(&named).unwrap_or(named);
+    if real.parent() != Some(common.join("worktrees").as_path()) {
+        return Err(EngineError::Worktree(format!(
+            "the new worktree's git directory {} is not under {}/worktrees",
+            real.display(),
+            common.display()
+        )));
+    }
+    Ok(real)
+}
