@@ -514,7 +514,9 @@ async fn verification_commands_leave_no_background_process() {
 /// runs may write) and sleeps for ten minutes.
 fn escapes() -> Vec<Value> {
     let pid_then_sleep = |name: &str| {
-        format!("echo $$ > ../fixture/{name}.tmp && mv ../fixture/{name}.tmp ../fixture/{name}.pid; exec sleep 600")
+        format!(
+            "echo $$ > ../fixture/{name}.tmp && mv ../fixture/{name}.tmp ../fixture/{name}.pid; exec sleep 600"
+        )
     };
     let mut steps: Vec<Value> = [
         format!("env -i sh -c '{}' & wait", pid_then_sleep("env_i")),

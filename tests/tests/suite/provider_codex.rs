@@ -215,7 +215,12 @@ async fn edits_commands_and_verification_come_from_ground_truth() {
         input.contains("The operating system confines this run"),
         "{input}"
     );
-    assert!(res.sandbox.as_ref().is_some_and(|s| s.kind == droid_contract::SandboxKind::Landlock), "{res:#?}");
+    assert!(
+        res.sandbox
+            .as_ref()
+            .is_some_and(|s| s.kind == droid_contract::SandboxKind::Landlock),
+        "{res:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -666,16 +671,16 @@ async fn a_read_only_codex_plants_nothing_now_or_for_later() {
     let before = std::fs::read_to_string(&config).unwrap();
     let ran = run(
         &w.engine,
-        &codex_request(
-            repo.path(),
-            "Look around",
-            json!({"autonomy": "read_only"}),
-        ),
+        &codex_request(repo.path(), "Look around", json!({"autonomy": "read_only"})),
     )
     .await;
     let res = &ran.result;
     assert_eq!(ran.commands().len(), 1, "Codex ran the command: {res:#?}");
-    assert_eq!(std::fs::read_to_string(&config).unwrap(), before, "{res:#?}");
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        before,
+        "{res:#?}"
+    );
     assert!(!w._home.path().join(".bashrc").exists(), "{res:#?}");
     assert!(!beside.path().join("escaped").exists(), "{res:#?}");
     assert!(!repo.path().join("made.txt").exists(), "{res:#?}");
@@ -688,7 +693,11 @@ async fn a_read_only_codex_plants_nothing_now_or_for_later() {
         .join("\n");
     assert!(said.contains("~/.codex/config.toml"), "{said}");
     let sandbox = res.sandbox.as_ref().unwrap();
-    assert_eq!(sandbox.kind, droid_contract::SandboxKind::Landlock, "{res:#?}");
+    assert_eq!(
+        sandbox.kind,
+        droid_contract::SandboxKind::Landlock,
+        "{res:#?}"
+    );
     assert!(
         !sandbox.writable.iter().any(|p| Path::new(p) == repo.path()),
         "the repository is read-only to a read_only run: {sandbox:#?}"
