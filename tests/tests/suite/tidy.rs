@@ -297,3 +297,49 @@ fn the_license_file_is_the_one_the_manifest_names() {
         "LICENSE and skill/droid-executor/LICENSE.txt differ"
     );
 }
+
+/// The text of `docs/architecture.md`'s "Code map" section.
+fn code_map(root: &Path) -> String {
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let start = doc
+        .find("\n## Code map\n")
+        .expect("docs/architecture.md has no \"## Code map\" section");
+    let rest = &doc[start + 1..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+    rest[..end].to_owned()
+}
+
+/// Every folder of the engine, and every crate's source folder, has its line in the code map
+/// (what it owns, what it must not know): a new folder is written down when it is made.
+#[test]
+fn every_engine_folder_and_crate_is_in_the_code_map() {
+    let root = workspace_root();
+    let map = code_map(&root);
+    let mut missing = Vec::new();
+    let engine = root.join("droid-exec/src");
+    for entry in std::fs::read_dir(&engine).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().unwrap().is_dir() && !map.contains(&format!("`{name}/`")) {
+            missing.push(format!("droid-exec/src/{name}/"));
+        }
+    }
+    for krate in [
+        "droid-contract",
+        "bridge-http",
+        "mcp-stdio",
+        "acp-stdio",
+        "client-setup",
+        "wrapper-cli",
+        "xtask",
+    ] {
+        if !map.contains(&format!("`{krate}/src/`")) {
+            missing.push(format!("{krate}/src/"));
+        }
+    }
+    missing.sort();
+    assert_eq!(
+        missing,
+        Vec::<String>::new(),
+        "not in docs/architecture.md's code map"
+    );
+}
