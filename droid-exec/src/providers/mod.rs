@@ -16,11 +16,12 @@ use std::path::{Path, PathBuf};
 use droid_contract::{Autonomy, ProviderId, Usage};
 use serde_json::Value;
 
-use crate::run::classify::Findings;
+use crate::providers::findings::Findings;
 
 pub mod claude;
 pub mod codex;
 pub mod droid;
+pub mod findings;
 pub mod gemini;
 pub mod npm;
 pub mod opencode;

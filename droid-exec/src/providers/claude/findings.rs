@@ -11,7 +11,7 @@
 use droid_contract::{Issue, IssueType};
 
 use crate::providers::AgentEvent;
-use crate::run::classify::Findings;
+use crate::providers::findings::Findings;
 use crate::run::excerpt::head_str;
 
 use super::events::{API_RETRY, PERMISSION_DENIED};

@@ -26,7 +26,7 @@
 use droid_contract::{Issue, IssueType};
 
 use crate::providers::AgentEvent;
-use crate::run::classify::Findings;
+use crate::providers::findings::Findings;
 use crate::run::excerpt::head_str;
 
 /// stderr lines Codex prints on healthy runs.

@@ -18,7 +18,7 @@ use crate::providers::{
     AgentEvent, ConfigPath, EnvNames, EventParser, Invocation, ModelUsed, PromptInput, Provider,
     RunFacts, ToolKind, Unsupported, WriteChange,
 };
-use crate::run::classify::Findings;
+use crate::providers::findings::Findings;
 
 mod advice;
 pub(crate) mod custom_models;

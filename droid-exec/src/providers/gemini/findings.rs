@@ -17,7 +17,7 @@
 use droid_contract::{Issue, IssueType};
 
 use crate::providers::AgentEvent;
-use crate::run::classify::Findings;
+use crate::providers::findings::Findings;
 use crate::run::excerpt::head_str;
 
 /// Tools Gemini's headless mode withholds below `yolo` (`write_file`, `replace` in `default`;

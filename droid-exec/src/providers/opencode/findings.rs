@@ -6,7 +6,7 @@ use droid_contract::{Issue, IssueType};
 
 use super::events::{DENIED_BY_RULE, GOVERNED_TOOLS, REJECTED, UNAVAILABLE_TOOL};
 use crate::providers::AgentEvent;
-use crate::run::classify::Findings;
+use crate::providers::findings::Findings;
 use crate::run::excerpt::head_str;
 
 /// OpenCode's stderr line when `run` auto-rejects a permission `ask`.

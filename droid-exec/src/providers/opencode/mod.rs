@@ -61,7 +61,7 @@ use droid_contract::{Autonomy, ProviderId};
 use crate::providers::{
     AgentEvent, ConfigPath, EnvNames, EventParser, Invocation, PromptInput, Provider, Unsupported,
 };
-use crate::run::classify::Findings;
+use crate::providers::findings::Findings;
 
 mod events;
 mod findings;
