@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
@@ -718,31 +718,5 @@ pub fn marked_processes(marker: &str, program: &str) -> Vec<i32> {
 /// # Panics
 /// When a process of the run outlived it.
 pub async fn no_survivors(marker: &str) {
-    let until = Instant::now() + EXIT_LIMIT;
-    loop {
-        let pids = pids_with_env(MARKER_VAR, marker);
-        if pids.is_empty() {
-            return;
-        }
-        if Instant::now() >= until {
-            let commands: Vec<String> = pids
-                .iter()
-                .map(|pid| {
-                    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                    format!(
-                        "{pid}: {}",
-                        String::from_utf8_lossy(&cmdline).replace('\0', " ")
-                    )
-                })
-                .collect();
-            for pid in &pids {
-                let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
-            }
-            panic!(
-                "processes of the run outlived the client by {EXIT_LIMIT:?}:\n{}",
-                commands.join("\n")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::procs::no_survivors_of(MARKER_VAR, marker, EXIT_LIMIT, "the run").await;
 }

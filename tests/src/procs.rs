@@ -110,3 +110,42 @@ mod tests {
         assert!(!is_alive(i32::MAX));
     }
 }
+
+/// Waits until no process carries `var=value` (a run's or a session's marker), failing after
+/// `limit` with each survivor's command line; the survivors are SIGKILLed first, so a failed
+/// test leaves nothing behind. `what` names whose processes they are, for the message.
+///
+/// # Panics
+/// When a process carrying the marker outlived `limit`.
+pub async fn no_survivors_of(var: &str, value: &str, limit: Duration, what: &str) {
+    let until = tokio::time::Instant::now() + limit;
+    loop {
+        let pids = pids_with_env(var, value);
+        if pids.is_empty() {
+            return;
+        }
+        if tokio::time::Instant::now() >= until {
+            let commands: Vec<String> = pids
+                .iter()
+                .map(|pid| {
+                    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                    format!(
+                        "{pid}: {}",
+                        String::from_utf8_lossy(&cmdline).replace('\0', " ")
+                    )
+                })
+                .collect();
+            for pid in &pids {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(*pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            panic!(
+                "processes of {what} outlived the client by {limit:?}:\n{}",
+                commands.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -15,13 +15,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tests::droid_bin::real_droid;
 use tests::droid_home::DroidHome;
-use tests::procs::pids_with_env;
 use tests::scripted_model::ScriptedModel;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
@@ -305,33 +304,7 @@ pub(super) fn assert_pended(result: &Value, task_id: &str) {
 
 /// Waits until no process carries `SESSION_VAR=marker`, failing after [`EXIT_LIMIT`].
 pub(super) async fn no_survivors(marker: &str) {
-    let until = Instant::now() + EXIT_LIMIT;
-    loop {
-        let pids = pids_with_env(SESSION_VAR, marker);
-        if pids.is_empty() {
-            return;
-        }
-        if Instant::now() >= until {
-            let commands: Vec<String> = pids
-                .iter()
-                .map(|pid| {
-                    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                    format!(
-                        "{pid}: {}",
-                        String::from_utf8_lossy(&cmdline).replace('\0', " ")
-                    )
-                })
-                .collect();
-            for pid in &pids {
-                let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
-            }
-            panic!(
-                "processes of the session outlived the client by {EXIT_LIMIT:?}:\n{}",
-                commands.join("\n")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    tests::procs::no_survivors_of(SESSION_VAR, marker, EXIT_LIMIT, "the session").await;
 }
 
 /// What a client process gave.
