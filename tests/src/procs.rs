@@ -92,25 +92,6 @@ pub async fn wait_env_value(pid: i32, var: &str, timeout: Duration) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn state_is_read_after_the_last_parenthesis() {
-        assert_eq!(state_from_stat("42 (a) b) c) S 1 42"), Some('S'));
-        assert_eq!(state_from_stat("7 (sleep) Z 1 7 7"), Some('Z'));
-        assert_eq!(state_from_stat("garbage"), None);
-    }
-
-    #[test]
-    fn no_such_pid_is_dead() {
-        assert!(!is_alive(0));
-        assert!(!is_alive(-1));
-        assert!(!is_alive(i32::MAX));
-    }
-}
-
 /// Waits until no process carries `var=value` (a run's or a session's marker), failing after
 /// `limit` with each survivor's command line; the survivors are SIGKILLed first, so a failed
 /// test leaves nothing behind. `what` names whose processes they are, for the message.
@@ -147,5 +128,24 @@ pub async fn no_survivors_of(var: &str, value: &str, limit: Duration, what: &str
             );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_is_read_after_the_last_parenthesis() {
+        assert_eq!(state_from_stat("42 (a) b) c) S 1 42"), Some('S'));
+        assert_eq!(state_from_stat("7 (sleep) Z 1 7 7"), Some('Z'));
+        assert_eq!(state_from_stat("garbage"), None);
+    }
+
+    #[test]
+    fn no_such_pid_is_dead() {
+        assert!(!is_alive(0));
+        assert!(!is_alive(-1));
+        assert!(!is_alive(i32::MAX));
     }
 }
