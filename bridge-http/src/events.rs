@@ -124,7 +124,8 @@ struct Life {
 }
 
 /// A body fed by a channel: each message is one frame; the body ends when the sender is gone.
-struct ChannelBody(mpsc::Receiver<Bytes>);
+/// (`/mcp`'s event streams are made of it too.)
+pub(crate) struct ChannelBody(pub(crate) mpsc::Receiver<Bytes>);
 
 impl http_body::Body for ChannelBody {
     type Data = Bytes;

@@ -3,7 +3,9 @@
 //! `droid-executor run --via bridge` and `bridge status` use. It decodes HTTP, calls the engine or
 //! the task store, and encodes the answer; it spawns no process itself.
 //!
-//! It must not depend on clap, on an MCP or ACP crate, or on another front-end.
+//! It must not depend on clap, on an MCP or ACP crate, or on another front-end. It serves MCP
+//! over Streamable HTTP on `/mcp` all the same: the MCP server is given to it behind a trait
+//! ([`mcp`]) by the binary, which composes the front-ends.
 //!
 //! Key choices:
 //! - safe by default (docs/architecture.md#security): loopback bind unless a token is configured,
@@ -42,6 +44,9 @@ mod events;
 mod execute;
 mod guard;
 mod health;
+pub mod mcp;
+mod mcp_routes;
+mod mcp_sessions;
 mod metrics;
 pub mod openapi;
 mod reply;
@@ -55,6 +60,7 @@ mod worktree_routes;
 
 pub use config::{BridgeConfig, DRAIN_GRACE, check_bind};
 pub use error::BridgeError;
+pub use mcp::{McpFuture, McpMessages, McpPosted, McpServer, McpSession};
 pub use metrics::Metrics;
 pub use server::{CANCEL_BUDGET, FLUSH_BUDGET, STOP_MARGIN, STOP_TIMEOUT, serve, worst_case_drain};
 pub use state::Bridge;

@@ -51,6 +51,24 @@ fn refusal(description: &str) -> Value {
     answer(description, "Error")
 }
 
+/// An answer of `/mcp`'s transport: a JSON-RPC error with a `null` id.
+fn rpc_refusal(description: &str) -> Value {
+    answer(description, "JsonRpcError")
+}
+
+/// The headers of MCP's Streamable HTTP a request may carry.
+fn mcp_headers(with_mirrored: bool) -> Value {
+    let mut all = vec![
+        json!({"name": "Mcp-Session-Id", "in": "header", "schema": {"type": "string"}, "description": "the session, as initialize's answer named it (legacy revisions; every request but initialize)"}),
+        json!({"name": "MCP-Protocol-Version", "in": "header", "schema": {"type": "string"}, "description": "a revision the server speaks (400 with -32022 otherwise); on a 2026-07-28 request, the revision its _meta names"}),
+    ];
+    if with_mirrored {
+        all.push(json!({"name": "Mcp-Method", "in": "header", "schema": {"type": "string"}, "description": "2026-07-28: the body's method (400 with -32020 when missing or different)"}));
+        all.push(json!({"name": "Mcp-Name", "in": "header", "schema": {"type": "string"}, "description": "2026-07-28, on tools/call: the body's params.name, plain or =?base64?…?= (400 with -32020 when missing or different)"}));
+    }
+    Value::Array(all)
+}
+
 /// The document.
 pub fn document() -> Value {
     let mut schemas = Map::new();
@@ -119,6 +137,36 @@ pub fn document() -> Value {
                     "message": {"type": "string", "description": "what went wrong and what to do"},
                 },
             }},
+        }),
+    );
+    schemas.insert(
+        "JsonRpcMessage".into(),
+        json!({
+            "description": "A JSON-RPC 2.0 message of MCP (a request, a notification or a response), or, in a session that negotiated revision 2025-03-26, a batch of them",
+            "oneOf": [
+                {"type": "object", "required": ["jsonrpc"], "properties": {"jsonrpc": {"const": "2.0"}}},
+                {"type": "array", "items": {"type": "object"}},
+            ],
+        }),
+    );
+    schemas.insert(
+        "JsonRpcError".into(),
+        json!({
+            "type": "object",
+            "required": ["jsonrpc", "id", "error"],
+            "properties": {
+                "jsonrpc": {"const": "2.0"},
+                "id": {"type": "null"},
+                "error": {
+                    "type": "object",
+                    "required": ["code", "message"],
+                    "properties": {
+                        "code": {"type": "integer", "description": "-32700 parse error, -32600 invalid request, -32601 method not found (2026-07-28), -32001 session not found, -32020 header mismatch, -32022 unsupported protocol version (data: {supported, requested})"},
+                        "message": {"type": "string", "description": "what went wrong and what to do"},
+                        "data": {},
+                    },
+                },
+            },
         }),
     );
     schemas.insert(
@@ -263,6 +311,53 @@ pub fn document() -> Value {
                 "summary": "This document",
                 "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}},
             }},
+            "/mcp": {
+                "post": {
+                    "summary": "MCP over Streamable HTTP (the tools of `droid-executor mcp`): one JSON-RPC message. Revisions 2024-11-05 … 2025-11-25: initialize opens a session, named by Mcp-Session-Id in its answer and in every later request. Revision 2026-07-28 (the request's params._meta names it): stateless, with the mirrored headers",
+                    "parameters": mcp_headers(true),
+                    "requestBody": body("JsonRpcMessage"),
+                    "responses": {
+                        "200": {
+                            "description": "The answer: one JSON-RPC response (application/json) when it is known at once, else an event stream of the request's notifications ending with its response (events carry no id: streams are not resumable). The answer to initialize carries Mcp-Session-Id",
+                            "headers": {"Mcp-Session-Id": {"schema": {"type": "string"}, "description": "on the answer to initialize: the new session"}},
+                            "content": {
+                                "application/json": {"schema": reference("JsonRpcMessage")},
+                                "text/event-stream": {"schema": {"type": "string"}},
+                            },
+                        },
+                        "202": {"description": "A notification (or a response) accepted; no body"},
+                        "400": rpc_refusal("Not JSON (-32700); no Mcp-Session-Id on a request other than initialize, or a message refused as a whole (-32600); MCP-Protocol-Version not served, or a 2026-07-28 request for a revision not served (-32022); 2026-07-28 headers missing or unlike the body (-32020)"),
+                        "404": rpc_refusal("Mcp-Session-Id names no open session: start a new one with initialize (-32001); or a 2026-07-28 request for a method the server does not have (-32601)"),
+                        "406": rpc_refusal("The Accept header takes neither application/json nor text/event-stream"),
+                        "408": refusal("The body did not arrive in time"),
+                        "413": refusal("The body is larger than body_limit"),
+                        "415": refusal("The body is not declared application/json"),
+                        "500": refusal("No session id could be made (the kernel's random source is unreadable)"),
+                        "503": refusal("Shutting down; `mcp_sessions_full`: 256 sessions are open and all busy; or `connections_reserved`: the answer is an event stream and as many long requests go as the connections outside the reserve of short requests allow, so the request is cancelled (see Retry-After)"),
+                    },
+                },
+                "get": {
+                    "summary": "The session's own event stream: what relates to no open request (a 2025-11-25 task's status and progress once its CreateTaskResult was sent); one per session; a `: keep-alive` comment after stream_keep_alive of quiet; it ends at stream_max_life, when the session ends, or at shutdown",
+                    "parameters": mcp_headers(false),
+                    "responses": {
+                        "200": {"description": "An event stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                        "400": rpc_refusal("No Mcp-Session-Id, or an MCP-Protocol-Version not served (-32022)"),
+                        "404": rpc_refusal("Mcp-Session-Id names no open session (-32001)"),
+                        "406": rpc_refusal("The Accept header does not take text/event-stream"),
+                        "409": rpc_refusal("The session's stream is open already"),
+                        "503": refusal("Shutting down, or `connections_reserved`: as many long requests go as the connections outside the reserve of short requests allow (see Retry-After)"),
+                    },
+                },
+                "delete": {
+                    "summary": "End the session: what it runs is cancelled",
+                    "parameters": mcp_headers(false),
+                    "responses": {
+                        "204": {"description": "Ended"},
+                        "400": rpc_refusal("No Mcp-Session-Id, or an MCP-Protocol-Version not served (-32022)"),
+                        "404": rpc_refusal("Mcp-Session-Id names no open session (-32001)"),
+                    },
+                },
+            },
         },
         "components": {
             "schemas": Value::Object(schemas),
@@ -401,7 +496,9 @@ mod tests {
                     .unwrap();
                 let mut codes: Vec<&str> = responses.keys().map(String::as_str).collect();
                 codes.retain(|c| ["400", "401", "403", "431", "500", "503"].contains(c));
-                let want: &[&str] = if path.starts_with("/tasks") {
+                // the task routes read the store; POST /mcp makes session ids from the kernel
+                let own_500 = path.starts_with("/tasks") || (*path == "/mcp" && *m == "POST");
+                let want: &[&str] = if own_500 {
                     &["400", "401", "403", "431", "500", "503"]
                 } else {
                     &["400", "401", "403", "431", "503"]

@@ -31,6 +31,12 @@ pub(crate) enum Route {
     Metrics,
     /// `GET /openapi.json`
     OpenApi,
+    /// `POST /mcp`: an MCP message (Streamable HTTP)
+    McpPost,
+    /// `GET /mcp`: an MCP session's own event stream
+    McpListen,
+    /// `DELETE /mcp`: end an MCP session
+    McpDelete,
 }
 
 /// Every path with the methods it takes, for 405's `Allow` (and the OpenAPI document's tests).
@@ -44,6 +50,7 @@ pub(crate) const PATHS: &[(&str, &[&str])] = &[
     ("/health", &["GET"]),
     ("/metrics", &["GET"]),
     ("/openapi.json", &["GET"]),
+    ("/mcp", &["GET", "POST", "DELETE"]),
 ];
 
 impl Route {
@@ -98,6 +105,15 @@ impl Route {
                 "/openapi.json",
                 (method == Method::GET).then_some(Route::OpenApi),
             ),
+            ["mcp"] => (
+                "/mcp",
+                match *method {
+                    Method::POST => Some(Route::McpPost),
+                    Method::GET => Some(Route::McpListen),
+                    Method::DELETE => Some(Route::McpDelete),
+                    _ => None,
+                },
+            ),
             _ => {
                 return Err(error(
                     StatusCode::NOT_FOUND,
@@ -106,7 +122,7 @@ impl Route {
                         "no route {path}; the routes are POST /execute, POST|GET /tasks, \
                          GET|DELETE /tasks/{{id}}, GET /tasks/{{id}}/events, \
                          POST /tasks/{{id}}/apply, POST /tasks/{{id}}/discard, GET /health, \
-                         GET /metrics, GET /openapi.json"
+                         GET /metrics, GET /openapi.json, POST|GET|DELETE /mcp"
                     ),
                 ));
             }
@@ -181,5 +197,11 @@ mod tests {
         let r = Route::find(&Method::PATCH, "/tasks").unwrap_err();
         assert_eq!(r.headers()["allow"], "GET, HEAD, POST");
         assert_eq!(ok(Method::HEAD, "/health"), Route::Health);
+        assert_eq!(ok(Method::POST, "/mcp"), Route::McpPost);
+        assert_eq!(ok(Method::GET, "/mcp"), Route::McpListen);
+        assert_eq!(ok(Method::DELETE, "/mcp"), Route::McpDelete);
+        let r = Route::find(&Method::PUT, "/mcp").unwrap_err();
+        assert_eq!(r.headers()["allow"], "GET, HEAD, POST, DELETE");
+        assert_eq!(st(Method::POST, "/mcp/"), 404);
     }
 }

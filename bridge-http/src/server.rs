@@ -37,7 +37,7 @@ use crate::execute::execute;
 use crate::reply::{Body, full, shutting_down};
 use crate::routes::Route;
 use crate::state::Bridge;
-use crate::{events, guard, health, openapi, task_routes, worktree_routes};
+use crate::{events, guard, health, mcp_routes, openapi, task_routes, worktree_routes};
 
 /// Largest request head, request line included: hyper answers 431 beyond it. (Its read buffer
 /// limit alone is not exact: a head that arrives in one large read can exceed it, up to about
@@ -215,31 +215,45 @@ impl http_body::Body for BusyBody {
     }
 }
 
-/// Stop taking work, give sync runs their grace, then cancel what is left.
+/// Stop taking work, give sync runs (and MCP requests being answered) their grace, then cancel
+/// what is left and close the MCP sessions.
 async fn drain(bridge: &Bridge) {
     bridge.begin_drain();
-    let n = bridge.sync_in_flight();
-    if n > 0 {
+    let going = || bridge.sync_in_flight() + bridge.mcp().in_flight();
+    // "1 run(s)", or "1 run(s) and 2 MCP request(s)" while MCP requests are being answered
+    let what = || match bridge.mcp().in_flight() {
+        0 => format!("{} run(s)", bridge.sync_in_flight()),
+        mcp => format!(
+            "{} run(s) and {mcp} MCP request(s)",
+            bridge.sync_in_flight()
+        ),
+    };
+    if going() > 0 {
         eprintln!(
-            "droid-executor serve: shutting down; waiting up to {} s for {n} run(s)",
-            bridge.config().drain_grace.as_secs()
+            "droid-executor serve: shutting down; waiting up to {} s for {}",
+            bridge.config().drain_grace.as_secs(),
+            what()
         );
     }
     let grace_end = Instant::now() + bridge.config().drain_grace;
-    while bridge.sync_in_flight() > 0 && Instant::now() < grace_end {
+    while going() > 0 && Instant::now() < grace_end {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // cancelled runs stopping and droids being reaped share one budget
     let end = Instant::now() + CANCEL_BUDGET;
-    if bridge.sync_in_flight() > 0 {
-        eprintln!(
-            "droid-executor serve: cancelling {} run(s) still going",
-            bridge.sync_in_flight()
-        );
+    if going() > 0 {
+        eprintln!("droid-executor serve: cancelling {} still going", what());
         bridge.cancel_runs();
-        while bridge.sync_in_flight() > 0 && Instant::now() < end {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    }
+    // every MCP session ends here, whether or not a request of it is being answered (a call
+    // whose stream dropped still runs until its session ends)
+    let _ = tokio::time::timeout(
+        end.saturating_duration_since(Instant::now()),
+        bridge.mcp().close_all(),
+    )
+    .await;
+    while going() > 0 && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // droids stopped after their completion events, still being reaped (droid's kill grace at
     // most)
@@ -299,6 +313,9 @@ where
         Route::Discard(id) => worktree_routes::discard(bridge, &id).await,
         Route::Health => health::health(bridge).await,
         Route::Metrics => health::metrics(bridge).await,
+        Route::McpPost => mcp_routes::post(bridge, req).await,
+        Route::McpListen => mcp_routes::listen(bridge, req.headers()).await,
+        Route::McpDelete => mcp_routes::delete(bridge, req.headers()).await,
         Route::OpenApi => {
             let mut res = Response::new(full(openapi_text()));
             res.headers_mut().insert(

@@ -1,5 +1,5 @@
-//! What the bridge holds: the engine, the task store, its settings and counters, and the state
-//! of a shutdown.
+//! What the bridge holds: the engine, the task store, its settings and counters, the MCP
+//! sessions of `/mcp`, and the state of a shutdown.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -10,12 +10,15 @@ use tokio_util::sync::CancellationToken;
 use crate::config::BridgeConfig;
 use crate::conns::Conns;
 use crate::events::Streams;
+use crate::mcp::McpServer;
+use crate::mcp_sessions::McpSessions;
 use crate::metrics::Metrics;
 
 /// The bridge's state, shared by every connection.
 #[derive(Debug)]
 pub struct Bridge {
-    engine: Engine,
+    /// Shared with the MCP server of `/mcp`, when there is one.
+    engine: Arc<Engine>,
     /// The task store, or why background tasks are unavailable (said in every 503 of the task
     /// routes).
     tasks: Result<Tasks, String>,
@@ -35,6 +38,8 @@ pub struct Bridge {
     conns: Arc<Conns>,
     /// The event streams open, by task.
     streams: Arc<Streams>,
+    /// The MCP server of `/mcp` and its sessions.
+    mcp: McpSessions,
 }
 
 impl Bridge {
@@ -42,6 +47,16 @@ impl Bridge {
     /// store that cannot be used is found at start-up: the task routes then answer 503 saying
     /// why ([`Bridge::tasks_unavailable`]).
     pub fn new(engine: Engine, cfg: BridgeConfig) -> Arc<Self> {
+        Self::build(Arc::new(engine), cfg, None)
+    }
+
+    /// [`Bridge::new`], serving `mcp` on `/mcp` (MCP over Streamable HTTP) with `engine`, the
+    /// engine that server runs its tasks on too.
+    pub fn with_mcp(engine: Arc<Engine>, cfg: BridgeConfig, mcp: Arc<dyn McpServer>) -> Arc<Self> {
+        Self::build(engine, cfg, Some(mcp))
+    }
+
+    fn build(engine: Arc<Engine>, cfg: BridgeConfig, mcp: Option<Arc<dyn McpServer>>) -> Arc<Self> {
         let tasks = Tasks::open(engine.config())
             .and_then(|t| t.prepare().map(|()| t))
             .map_err(|e| match e {
@@ -68,6 +83,7 @@ impl Bridge {
             closing: CancellationToken::new(),
             in_flight: Arc::new(AtomicUsize::new(0)),
             waiting: Arc::new(AtomicUsize::new(0)),
+            mcp: McpSessions::new(mcp),
         })
     }
 
@@ -135,6 +151,10 @@ impl Bridge {
 
     pub(crate) fn closing(&self) -> &CancellationToken {
         &self.closing
+    }
+
+    pub(crate) fn mcp(&self) -> &McpSessions {
+        &self.mcp
     }
 
     /// Admit one more sync request. Refused when `max_concurrent + max_queue` are already in

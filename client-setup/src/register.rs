@@ -1,7 +1,14 @@
 //! Registering `droid-executor mcp` with an MCP client (`droid-executor setup mcp --client …`).
+//! Every entry names its client in the server's environment (`DROID_EXECUTOR_CLIENT`, see
+//! `droid_exec::client_env`), so that a hint about a variable the client dropped names the
+//! client's filter, and passes by name (never by value) the variables the server and each
+//! enabled provider read, where the client filters its environment.
 //!
-//! - droid: `droid mcp add droid-executor -- <program> mcp` (droid writes `~/.factory/mcp.json`;
-//!   the `--` keeps droid from reading our arguments as its options);
+//! - droid: `droid mcp add droid-executor --env DROID_EXECUTOR_CLIENT=droid -- <program> mcp`
+//!   (droid writes `~/.factory/mcp.json`; the `--` keeps droid from reading our arguments as its
+//!   options), then `blockOnMcpLoad` and a level per tool in `~/.factory/settings.json`, without
+//!   which droid's model is never told of the tools and every call but a read-only one needs
+//!   `--auto high` ([`crate::droid_settings`]);
 //! - Claude Code: the user-scope `mcpServers` entry in `~/.claude.json` (what
 //!   `claude mcp add --scope user` writes), other keys of that file kept as they are. Headless
 //!   `claude -p` denies an MCP tool that no permission rule allows, so with
@@ -10,12 +17,19 @@
 //! - Codex: a `[mcp_servers.droid-executor]` table in `$CODEX_HOME/config.toml` (default
 //!   `~/.codex/config.toml`), the rest of the file left as it is. `codex exec` runs with approval
 //!   policy `never` and refuses a tool call that needs approval, starts an MCP server with only
-//!   `HOME`, `PATH` and `LC_CTYPE`, and abandons a tool call after 300 s; so the entry approves
-//!   each of our tools (`[mcp_servers.droid-executor.tools.<tool>] approval_mode = "approve"`),
-//!   names the variables to pass (`env_vars`, only those that are set are passed) and sets
-//!   `tool_timeout_sec` above the run budget. An older entry of ours is replaced in place; one
-//!   the user added settings to is left alone when it already says what we write, and refused
-//!   otherwise (replacing it would lose them).
+//!   `HOME`, `LANG`, `LC_ALL`, `LOGNAME`, `PATH`, `SHELL`, `TERM`, `TMPDIR`, `TZ` and `USER`, and
+//!   abandons a tool call after 300 s; so the entry approves each of our tools
+//!   (`[mcp_servers.droid-executor.tools.<tool>] approval_mode = "approve"`), names the variables
+//!   to pass (`env_vars`, only those that are set are passed) and sets `tool_timeout_sec` above
+//!   the run budget. An older entry of ours is replaced in place; one the user added settings to
+//!   is left alone when it already says what we write, and refused otherwise (replacing it would
+//!   lose them);
+//! - Gemini CLI: `mcpServers.droid-executor` in `~/.gemini/settings.json`, trusted, with an
+//!   `env` map passing back what it would drop ([`crate::gemini`]);
+//! - OpenCode: `mcp.droid-executor` in `~/.config/opencode/opencode.json` ([`crate::opencode`]).
+//!
+//! The JSON-with-comments files (droid's, Gemini's and OpenCode's settings) are edited in place,
+//! every other byte kept; an existing entry of ours keeps what the user added to it.
 //!
 //! A [`Plan`] says what would be done (`--dry-run` prints it); [`apply`] does it. Registering
 //! twice is not an error when the existing entry already says the same.
@@ -23,37 +37,32 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use droid_contract::ProviderId;
 use serde_json::{Value, json};
 
 use droid_exec::EngineError;
+use droid_exec::client_env::CLIENT_VAR;
 use droid_exec::config::{EngineConfig, EnvMap};
 use droid_exec::run::spawn::{SpawnSpec, capture};
 use droid_exec::tasks::store::write_atomic;
 
+use crate::jsonc;
+
 /// The name the server is registered under.
 pub const SERVER_NAME: &str = "droid-executor";
-
-/// An MCP client we can register with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum McpClient {
-    /// Factory's droid.
-    Droid,
-    /// Anthropic's Claude Code.
-    Claude,
-    /// OpenAI's Codex CLI.
-    Codex,
-}
 
 /// What the registered entry says: the front-end knows its tools and budget.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Registration<'a> {
     /// The program started as `<program> mcp`.
     pub program: &'a Path,
-    /// The server's tool names (Codex approvals, Claude Code permission rules).
+    /// The server's tool names (Codex approvals, Claude Code permission rules, droid's levels).
     pub tools: &'a [&'a str],
-    /// Variables the server reads or passes to droid (Codex `env_vars`).
+    /// Variables the server or an enabled provider reads, passed by name where the client
+    /// filters its environment (Codex `env_vars`, Gemini `env`): `client_env::pass_names`.
     pub env_vars: Vec<String>,
-    /// How long the client may wait for one tool call (Codex `tool_timeout_sec`).
+    /// How long the client may wait for one tool call (Codex `tool_timeout_sec`, Gemini's and
+    /// OpenCode's `timeout`).
     pub tool_timeout_secs: u64,
     /// Claude Code: add the permission rules to `~/.claude/settings.json` (else only say them).
     pub allow_tools: bool,
@@ -75,6 +84,17 @@ pub enum Plan {
         path: PathBuf,
         /// Its new content.
         content: Value,
+        /// What changes, in a line.
+        what: String,
+        /// It already says exactly this: nothing to write.
+        unchanged: bool,
+    },
+    /// Write this JSON-with-comments file, edited in place (its other bytes kept).
+    Jsonc {
+        /// The file.
+        path: PathBuf,
+        /// Its new text.
+        content: String,
         /// What changes, in a line.
         what: String,
         /// It already says exactly this: nothing to write.
@@ -106,8 +126,16 @@ impl std::fmt::Display for Plan {
                 what,
                 unchanged,
                 ..
+            }
+            | Plan::Jsonc {
+                path,
+                what,
+                unchanged,
+                ..
             } if *unchanged => write!(f, "{} already has {what}", path.display()),
-            Plan::Json { path, what, .. } => write!(f, "write {}: {what}", path.display()),
+            Plan::Json { path, what, .. } | Plan::Jsonc { path, what, .. } => {
+                write!(f, "write {}: {what}", path.display())
+            }
             Plan::Toml {
                 path, unchanged, ..
             } if *unchanged => write!(
@@ -192,12 +220,12 @@ fn object_at<'m>(
         })
 }
 
-/// The tools a client is told about: the front-end's (`reg.tools`), then the delegation tools of
-/// every provider (`ask_codex`, `pend_codex`, …). All five families, whatever the setting
-/// `providers` says today: an approval of a tool the server does not list is inert, and enabling
-/// a provider later needs no new registration.
-fn every_tool(reg: &Registration<'_>) -> Vec<String> {
-    let mut all: Vec<String> = reg.tools.iter().map(|t| (*t).to_owned()).collect();
+/// The tools a client is told about: `tools` (the front-end's), then every delegation tool of
+/// every provider and toolset (`ask`, `ask_codex`, …). All of them, whatever the settings
+/// `providers` and `toolsets` say today: an approval of a tool the server does not list is
+/// inert, and enabling a provider or a toolset later needs no new registration.
+pub fn every_tool(tools: &[&str]) -> Vec<String> {
+    let mut all: Vec<String> = tools.iter().map(|t| (*t).to_owned()).collect();
     let every_provider = droid_exec::Settings::default().providers;
     for t in droid_exec::config::delegation_tools(&every_provider) {
         if !all.contains(&t) {
@@ -215,6 +243,45 @@ pub fn claude_allow_rules<T: AsRef<str>>(tools: &[T]) -> Vec<String> {
         .collect()
 }
 
+/// The entry's environment for `client`: its name, so the server words its hints for it.
+fn client_env(client: ProviderId) -> Value {
+    json!({ CLIENT_VAR: client.as_str() })
+}
+
+/// A JSON-with-comments file with our entry at `at` made to say `wanted` (what the user added
+/// to it, and to its maps named in `merged`, kept).
+fn jsonc_entry(
+    path: PathBuf,
+    at: &[&str],
+    wanted: &Value,
+    merged: &[&str],
+) -> Result<Plan, EngineError> {
+    let existing = read_optional(&path)?;
+    let config_error = |e: jsonc::JsoncError| EngineError::Config {
+        path: path.clone(),
+        message: format!(
+            "{e}; it must be JSON (comments allowed): fix the file, or add the entry by hand (`--dry-run` shows it)"
+        ),
+    };
+    let current = match &existing {
+        Some(t) => jsonc::value(t).map_err(config_error)?,
+        None => None,
+    };
+    let mut here = current.as_ref();
+    for key in at {
+        here = here.and_then(|v| v.get(*key));
+    }
+    let changes = jsonc::entry_changes(at, here, wanted, merged);
+    let content = jsonc::set(existing.as_deref(), &changes).map_err(config_error)?;
+    let unchanged = existing.as_deref() == Some(content.as_str());
+    Ok(Plan::Jsonc {
+        what: format!("{} = {wanted}", at.join(".")),
+        path,
+        content,
+        unchanged,
+    })
+}
+
 /// What registering with `client` takes, step by step; `droid` is droid's program (`None`: not
 /// found, and the plan runs `droid` by name, which only a dry run should print).
 ///
@@ -222,34 +289,72 @@ pub fn claude_allow_rules<T: AsRef<str>>(tools: &[T]) -> Vec<String> {
 /// [`EngineError::Setting`] without a HOME, [`EngineError::Config`] for a
 /// client configuration file that cannot be parsed or whose entry for us cannot be replaced.
 pub fn plan(
-    client: McpClient,
+    client: ProviderId,
     reg: &Registration<'_>,
     droid: Option<&Path>,
     env: &EnvMap,
 ) -> Result<Vec<Plan>, EngineError> {
     let exe = reg.program.display().to_string();
     match client {
-        McpClient::Droid => {
+        ProviderId::Droid => {
             // not found: the plan names it as a user would type it (`--dry-run` shows it; the
             // front-end says what to install and does not apply it)
             let droid = droid.unwrap_or(Path::new("droid"));
-            Ok(vec![Plan::Command {
-                program: droid.to_path_buf(),
-                args: vec![
-                    "mcp".into(),
-                    "add".into(),
-                    SERVER_NAME.into(),
-                    "--".into(),
-                    exe,
-                    "mcp".into(),
-                ],
-            }])
+            let tools = every_tool(reg.tools);
+            let settings = crate::droid_settings::settings_path(env)?;
+            let existing = read_optional(&settings)?;
+            let content = jsonc::set(
+                existing.as_deref(),
+                &crate::droid_settings::changes(&tools),
+            )
+            .map_err(|e| EngineError::Config {
+                path: settings.clone(),
+                message: format!(
+                    "{e}; droid's settings must be JSON (comments allowed): fix the file, or add \
+                     blockOnMcpLoad and mcpAutonomyOverrides by hand (`--dry-run` shows them)"
+                ),
+            })?;
+            let count = |l: &str| {
+                tools
+                    .iter()
+                    .filter(|t| crate::droid_settings::level(t) == l)
+                    .count()
+            };
+            Ok(vec![
+                Plan::Command {
+                    program: droid.to_path_buf(),
+                    args: vec![
+                        "mcp".into(),
+                        "add".into(),
+                        SERVER_NAME.into(),
+                        "--env".into(),
+                        format!("{CLIENT_VAR}={}", ProviderId::Droid.as_str()),
+                        "--".into(),
+                        exe,
+                        "mcp".into(),
+                    ],
+                },
+                Plan::Jsonc {
+                    unchanged: existing.as_deref() == Some(content.as_str()),
+                    path: settings,
+                    content,
+                    what: format!(
+                        "blockOnMcpLoad = true, mcpAutonomyOverrides.{SERVER_NAME}.tools = a \
+                         level for each tool ({} low, {} medium, {} high)",
+                        count("low"),
+                        count("medium"),
+                        count("high")
+                    ),
+                },
+                Plan::Note(crate::droid_settings::note(&tools)),
+            ])
         }
-        McpClient::Claude => {
+        ProviderId::Claude => {
             let home = home(env)?;
             let path = home.join(".claude.json");
             let mut content = read_json_object(&path)?;
-            let entry = json!({"type": "stdio", "command": exe, "args": ["mcp"], "env": {}});
+            let entry = json!({"type": "stdio", "command": exe, "args": ["mcp"],
+                               "env": client_env(ProviderId::Claude)});
             let servers = object_at(&mut content, "mcpServers", &path)?;
             let unchanged = servers.get(SERVER_NAME) == Some(&entry);
             servers.insert(SERVER_NAME.into(), entry.clone());
@@ -259,7 +364,7 @@ pub fn plan(
                 what: format!("mcpServers.{SERVER_NAME} = {entry}"),
                 unchanged,
             }];
-            let rules = claude_allow_rules(&every_tool(reg));
+            let rules = claude_allow_rules(&every_tool(reg.tools));
             let settings = home.join(".claude/settings.json");
             if reg.allow_tools {
                 steps.push(claude_allow(&settings, &rules)?);
@@ -274,7 +379,7 @@ pub fn plan(
             }
             Ok(steps)
         }
-        McpClient::Codex => {
+        ProviderId::Codex => {
             let dir = env
                 .get("CODEX_HOME")
                 .filter(|h| !h.is_empty())
@@ -286,6 +391,21 @@ pub fn plan(
             let existing = read_optional(&path)?.unwrap_or_default();
             Ok(vec![codex_plan(path, &existing, &codex_entry(reg))?])
         }
+        ProviderId::Gemini => Ok(vec![
+            jsonc_entry(
+                crate::gemini::settings_path(env)?,
+                &crate::gemini::AT,
+                &crate::gemini::entry(reg),
+                &["env"],
+            )?,
+            Plan::Note(crate::gemini::NOTE.to_owned()),
+        ]),
+        ProviderId::Opencode => Ok(vec![jsonc_entry(
+            crate::opencode::config_path(env)?,
+            &crate::opencode::AT,
+            &crate::opencode::entry(reg),
+            &["environment"],
+        )?]),
     }
 }
 
@@ -329,15 +449,20 @@ fn codex_entry(reg: &Registration<'_>) -> String {
          # written by `droid-executor setup mcp --client codex`; run it again to update\n\
          command = {}\n\
          args = [\"mcp\"]\n\
-         # Codex starts an MCP server with only HOME, PATH and LC_CTYPE: these are passed when set\n\
+         # Codex gives an MCP server only HOME, PATH, LANG and a few more: these are passed, by\n\
+         # name, when set (what the server and the enabled providers read)\n\
          env_vars = [{}]\n\
          # one call may run a whole task: above the run budget (Codex's default is 300 s)\n\
-         tool_timeout_sec = {}\n",
+         tool_timeout_sec = {}\n\
+         \n\
+         [mcp_servers.{SERVER_NAME}.env]\n\
+         # who started the server: its hints name Codex's env_vars for a variable that is missing\n\
+         {CLIENT_VAR} = \"codex\"\n",
         toml_string(&reg.program.display().to_string()),
         names.join(", "),
         reg.tool_timeout_secs,
     );
-    for tool in every_tool(reg) {
+    for tool in every_tool(reg.tools) {
         // `codex exec` never asks: a tool that needs approval is refused
         text.push_str(&format!(
             "\n[mcp_servers.{SERVER_NAME}.tools.{tool}]\napproval_mode = \"approve\"\n"
@@ -530,9 +655,21 @@ pub async fn apply(plan: &Plan, cfg: &EngineConfig) -> Result<String, EngineErro
         Plan::Json {
             unchanged: true, ..
         }
+        | Plan::Jsonc {
+            unchanged: true, ..
+        }
         | Plan::Toml {
             unchanged: true, ..
         } => Ok(format!("{plan}; nothing to do")),
+        Plan::Jsonc {
+            path,
+            content,
+            what,
+            ..
+        } => {
+            crate::replace_file::replace_file(path, content.as_bytes())?;
+            Ok(format!("wrote {}: {what}", path.display()))
+        }
         Plan::Json {
             path,
             content,
@@ -587,10 +724,15 @@ mod tests {
         # written by `droid-executor setup mcp --client codex`; run it again to update\n\
         command = \"/opt/bin/droid-executor\"\n\
         args = [\"mcp\"]\n\
-        # Codex starts an MCP server with only HOME, PATH and LC_CTYPE: these are passed when set\n\
+        # Codex gives an MCP server only HOME, PATH, LANG and a few more: these are passed, by\n\
+        # name, when set (what the server and the enabled providers read)\n\
         env_vars = [\"DROID_CLI_CMD\", \"FACTORY_API_KEY\"]\n\
         # one call may run a whole task: above the run budget (Codex's default is 300 s)\n\
         tool_timeout_sec = 660\n\
+        \n\
+        [mcp_servers.droid-executor.env]\n\
+        # who started the server: its hints name Codex's env_vars for a variable that is missing\n\
+        DROID_EXECUTOR_CLIENT = \"codex\"\n\
         \n\
         [mcp_servers.droid-executor.tools.execute_droid_task]\n\
         approval_mode = \"approve\"\n\
@@ -598,15 +740,21 @@ mod tests {
         [mcp_servers.droid-executor.tools.droid_ping]\n\
         approval_mode = \"approve\"\n";
 
-    /// [`ENTRY`] and the approvals of the twenty delegation tools after it.
+    /// [`ENTRY`] and the approvals of the delegation tools after it: the twenty per-provider
+    /// ones, then the four taking a provider argument.
     fn entry_with_families() -> String {
         let mut text = ENTRY.to_owned();
+        let mut tools: Vec<String> = Vec::new();
         for p in ["droid", "codex", "claude", "gemini", "opencode"] {
             for v in ["ask", "pend", "ping", "cancel"] {
-                text.push_str(&format!(
-                    "\n[mcp_servers.droid-executor.tools.{v}_{p}]\napproval_mode = \"approve\"\n"
-                ));
+                tools.push(format!("{v}_{p}"));
             }
+        }
+        tools.extend(["ask", "pend", "ping", "cancel"].map(str::to_owned));
+        for t in tools {
+            text.push_str(&format!(
+                "\n[mcp_servers.droid-executor.tools.{t}]\napproval_mode = \"approve\"\n"
+            ));
         }
         text
     }
@@ -623,7 +771,7 @@ mod tests {
         .unwrap();
         std::fs::write(home.join(".codex/config.toml"), "model = \"o3\"\n").unwrap();
         let env: EnvMap = [("HOME".to_owned(), home.display().to_string())].into();
-        let steps = plan(McpClient::Claude, &reg(false), None, &env).unwrap();
+        let steps = plan(ProviderId::Claude, &reg(false), None, &env).unwrap();
         let [
             Plan::Json {
                 content, unchanged, ..
@@ -638,7 +786,8 @@ mod tests {
         assert_eq!(content["mcpServers"]["other"]["command"], "x");
         assert_eq!(
             content["mcpServers"][SERVER_NAME],
-            json!({"type": "stdio", "command": "/opt/bin/droid-executor", "args": ["mcp"], "env": {}})
+            json!({"type": "stdio", "command": "/opt/bin/droid-executor", "args": ["mcp"],
+                   "env": {"DROID_EXECUTOR_CLIENT": "claude"}})
         );
         assert!(
             note.contains("--allowedTools mcp__droid-executor__execute_droid_task,mcp__droid-executor__droid_ping,mcp__droid-executor__ask_droid,"),
@@ -650,7 +799,7 @@ mod tests {
         );
         let Plan::Toml {
             content, unchanged, ..
-        } = one(plan(McpClient::Codex, &reg(false), None, &env).unwrap())
+        } = one(plan(ProviderId::Codex, &reg(false), None, &env).unwrap())
         else {
             panic!("codex is a TOML file")
         };
@@ -661,24 +810,115 @@ mod tests {
         );
         std::fs::write(home.join(".codex/config.toml"), &content).unwrap();
         let Plan::Toml { unchanged, .. } =
-            one(plan(McpClient::Codex, &reg(false), None, &env).unwrap())
+            one(plan(ProviderId::Codex, &reg(false), None, &env).unwrap())
         else {
             panic!("codex is a TOML file")
         };
         assert!(unchanged);
         // droid not found: the plan names it as a user would type it (the front-end says what
-        // to install and applies nothing)
-        let Plan::Command { program, .. } =
-            one(plan(McpClient::Droid, &reg(false), None, &env).unwrap())
+        // to install and applies nothing); then droid's settings and what it cannot be told
+        let steps = plan(ProviderId::Droid, &reg(false), None, &env).unwrap();
+        let [
+            Plan::Command { program, args },
+            Plan::Jsonc {
+                content, unchanged, ..
+            },
+            Plan::Note(note),
+        ] = &steps[..]
         else {
-            panic!("droid is a command")
+            panic!("droid is a command, its settings and a note: {steps:#?}")
         };
-        assert_eq!(program, PathBuf::from("droid"));
+        assert_eq!(program, &PathBuf::from("droid"));
+        assert_eq!(
+            args.join(" "),
+            "mcp add droid-executor --env DROID_EXECUTOR_CLIENT=droid -- /opt/bin/droid-executor mcp"
+        );
+        assert!(!unchanged);
+        let settings = jsonc::value(content).unwrap().unwrap();
+        assert_eq!(settings["blockOnMcpLoad"], true);
+        let levels = &settings["mcpAutonomyOverrides"][SERVER_NAME]["tools"];
+        assert_eq!(
+            (
+                &levels["ask"],
+                &levels["pend_codex"],
+                &levels["execute_droid_task"]
+            ),
+            (&json!("low"), &json!("low"), &json!("medium"))
+        );
+        assert!(note.contains("need `droid exec --auto medium`"), "{note}");
         std::fs::write(home.join(".claude.json"), "{oops").unwrap();
         assert!(matches!(
-            plan(McpClient::Claude, &reg(false), None, &env),
+            plan(ProviderId::Claude, &reg(false), None, &env),
             Err(EngineError::Config { .. })
         ));
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+
+    /// Gemini CLI and OpenCode: an entry in a JSON-with-comments file, the user's comments and
+    /// what they added to the entry kept, and nothing to do the second time.
+    #[test]
+    fn gemini_and_opencode_entries_keep_the_file() {
+        let home = std::env::temp_dir().join(format!("dx-setup-jsonc-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(home.join(".gemini")).unwrap();
+        let gemini = home.join(".gemini/settings.json");
+        std::fs::write(
+            &gemini,
+            "{\n  // auth\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}},\n  \"mcpServers\": {\"droid-executor\": {\"command\": \"/old\", \"env\": {\"MINE\": \"1\"}, \"includeTools\": [\"ask\"]}}\n}\n",
+        )
+        .unwrap();
+        let env: EnvMap = [("HOME".to_owned(), home.display().to_string())].into();
+        let steps = plan(ProviderId::Gemini, &reg(false), None, &env).unwrap();
+        let [Plan::Jsonc { content, .. }, Plan::Note(_)] = &steps[..] else {
+            panic!("gemini is a JSONC file and a note: {steps:#?}")
+        };
+        assert!(content.starts_with("{\n  // auth\n"), "{content}");
+        assert_eq!(
+            jsonc::value(content).unwrap().unwrap()["mcpServers"][SERVER_NAME],
+            json!({
+                "command": "/opt/bin/droid-executor",
+                "args": ["mcp"],
+                "env": {"MINE": "1", "DROID_EXECUTOR_CLIENT": "gemini",
+                        "FACTORY_API_KEY": "$FACTORY_API_KEY"},
+                "includeTools": ["ask"],
+                "timeout": 660_000,
+                "trust": true,
+            })
+        );
+        std::fs::write(&gemini, content).unwrap();
+        let again = plan(ProviderId::Gemini, &reg(false), None, &env).unwrap();
+        assert!(
+            matches!(
+                again[0],
+                Plan::Jsonc {
+                    unchanged: true,
+                    ..
+                }
+            ),
+            "{again:#?}"
+        );
+        let Plan::Jsonc { path, content, .. } =
+            one(plan(ProviderId::Opencode, &reg(false), None, &env).unwrap())
+        else {
+            panic!("opencode is a JSONC file")
+        };
+        assert_eq!(path, home.join(".config/opencode/opencode.json"));
+        assert_eq!(
+            jsonc::value(&content).unwrap().unwrap(),
+            json!({"mcp": {SERVER_NAME: {
+                "type": "local",
+                "command": ["/opt/bin/droid-executor", "mcp"],
+                "enabled": true,
+                "environment": {"DROID_EXECUTOR_CLIENT": "opencode"},
+                "timeout": 660_000,
+            }}})
+        );
+        std::fs::write(&gemini, "{\"mcpServers\": []}").unwrap();
+        let err = plan(ProviderId::Gemini, &reg(false), None, &env).unwrap_err();
+        assert!(
+            err.to_string().contains("mcpServers is not an object"),
+            "{err}"
+        );
         std::fs::remove_dir_all(&home).unwrap();
     }
 
@@ -712,7 +952,7 @@ mod tests {
         let err = codex_plan(PathBuf::from("config.toml"), custom, ENTRY).unwrap_err();
         assert!(
             err.to_string()
-                .contains("has settings setup does not write (env, startup_timeout_sec)"),
+                .contains("has settings setup does not write (env.A, startup_timeout_sec)"),
             "{err}"
         );
         // an inline table cannot be cut out line by line: refused, nothing written

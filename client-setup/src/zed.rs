@@ -4,29 +4,32 @@
 //!
 //! ```json
 //! "agent_servers": {
-//!   "Droid (droid-executor)": {"type": "custom", "command": "/abs/droid-executor", "args": ["acp"], "env": {}}
+//!   "Droid (droid-executor)": {"type": "custom", "command": "/abs/droid-executor", "args": ["acp"],
+//!                              "env": {"DROID_CLI_CMD": "/abs/droid"}}
 //! }
 //! ```
 //!
-//! Zed's settings file is JSON with comments (`//`, `/* */`) and trailing commas, written by hand.
-//! Reading it into a JSON value and writing that back would drop every comment and reformat the
-//! file, so this module edits the text: a small JSONC parser records where each member of the
-//! top-level object and of `agent_servers` lies, and the edit replaces or inserts only the bytes
-//! of our entry; every other byte stays as it was. An existing entry of ours keeps what the user
-//! added to it (`env` with a key, `default_mode`, …): only `type`, `command` and `args` are set.
-//! The edited text is parsed again and must say exactly what the old one said plus our entry, or
-//! nothing is written. A file that is not JSONC we can parse is refused with its line and column,
-//! and left untouched. The file is replaced through a temporary file and a rename, with its mode;
-//! a symbolic link (a dotfiles checkout) is followed and its target replaced.
+//! `env.DROID_CLI_CMD` is droid as `setup` found it: Zed started from the desktop has the
+//! desktop session's `PATH`, not the shell's, and an agent that looks for droid on it fails at
+//! the first session (issue 32). Only the program is written, never a credential: a key exported
+//! in a shell profile does not reach a Zed started from the desktop either, and `setup` says so.
+//!
+//! Zed's settings file is JSON with comments, edited in place by [`crate::jsonc`] (every other
+//! byte kept). An existing entry of ours keeps what the user added to it (other `env` keys,
+//! `default_mode`, …): only `type`, `command`, `args` and `env.DROID_CLI_CMD` are set. A file
+//! that is not JSONC we can parse is refused with its line and column, and left untouched. The
+//! file is replaced through a temporary file and a rename, with its mode; a symbolic link (a
+//! dotfiles checkout) is followed and its target replaced.
 
-use std::io::Write as _;
-use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use droid_exec::EngineError;
 use droid_exec::config::EnvMap;
+
+pub use crate::jsonc::JsoncError;
+use crate::jsonc::{self, Change};
 
 /// The name of the entry in Zed's agent panel, unless `--name` says otherwise.
 pub const DEFAULT_NAME: &str = "Droid (droid-executor)";
@@ -34,33 +37,53 @@ pub const DEFAULT_NAME: &str = "Droid (droid-executor)";
 /// The key under which Zed lists external agents.
 const AGENT_SERVERS: &str = "agent_servers";
 
-/// Nesting deeper than this is refused rather than recursed into.
-const MAX_DEPTH: usize = 128;
+/// The variable naming droid's program to the agent (the engine reads it first).
+const DROID_VAR: &str = "DROID_CLI_CMD";
 
-/// What we register: the entry's name and the program started as `<program> acp`.
+/// What we register: the entry's name, the program started as `<program> acp`, and droid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ZedEntry<'a> {
     /// The entry's key under `agent_servers` (the name Zed shows).
     pub name: &'a str,
     /// The absolute path of `droid-executor`.
     pub program: &'a Path,
+    /// droid's program as `setup` found it (`None`: not found; the agent looks on Zed's `PATH`).
+    pub droid: Option<&'a Path>,
 }
 
 impl ZedEntry<'_> {
+    /// The entry's `env`: droid's program, when known.
+    fn env(&self) -> Value {
+        match self.droid {
+            Some(d) => json!({ DROID_VAR: d.display().to_string() }),
+            None => json!({}),
+        }
+    }
+
     /// The entry's value as Zed reads it.
     pub fn value(&self) -> Value {
         json!({
             "type": "custom",
             "command": self.program.display().to_string(),
             "args": ["acp"],
-            "env": {},
+            "env": self.env(),
         })
     }
 
     /// The `agent_servers` block to paste into Zed's settings (`setup acp --print`).
     pub fn snippet(&self) -> String {
-        let member = render_member(self.name, &self.value(), "  ", "  ", "\n");
-        format!("\"{AGENT_SERVERS}\": {{\n  {member}\n}}")
+        let text = jsonc::set(
+            None,
+            &[Change::new(&[AGENT_SERVERS, self.name], self.value())],
+        )
+        .unwrap_or_default();
+        // the document's one member, without the braces around it
+        let inner: Vec<&str> = text.trim_end().lines().collect();
+        inner[1..inner.len().saturating_sub(1)]
+            .iter()
+            .map(|l| l.strip_prefix("  ").unwrap_or(l))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 
@@ -138,12 +161,17 @@ pub fn plan(path: &Path, entry: &ZedEntry<'_>) -> Result<ZedPlan, EngineError> {
                  `setup acp --print` shows)"
         ),
     })?;
+    let written = jsonc::value(&content)
+        .ok()
+        .flatten()
+        .and_then(|v| v.get(AGENT_SERVERS)?.get(entry.name).cloned())
+        .unwrap_or_else(|| entry.value());
     Ok(ZedPlan {
         path: path.to_path_buf(),
         content,
         action,
         name: entry.name.to_owned(),
-        entry: entry.value(),
+        entry: written,
     })
 }
 
@@ -155,7 +183,7 @@ pub fn apply(plan: &ZedPlan) -> Result<String, EngineError> {
     if plan.action == ZedAction::Unchanged {
         return Ok(format!("{plan}; nothing to do"));
     }
-    write_keeping_mode(&plan.path, plan.content.as_bytes())?;
+    crate::replace_file::replace_file(&plan.path, plan.content.as_bytes())?;
     let what = format!("{AGENT_SERVERS}.{} = {}", json!(plan.name), plan.entry);
     Ok(match plan.action {
         ZedAction::Create => format!("created {}: {what}", plan.path.display()),
@@ -163,166 +191,78 @@ pub fn apply(plan: &ZedPlan) -> Result<String, EngineError> {
     })
 }
 
-/// Replace `path` with `bytes` through a temporary file beside it and a rename, keeping the old
-/// file's permission bits (a new file gets 0644 less the umask); a symbolic link is followed.
-fn write_keeping_mode(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
-    let target = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => {
-            std::fs::canonicalize(path).map_err(EngineError::io("resolve", path))?
-        }
-        _ => path.to_path_buf(),
-    };
-    let mode = match std::fs::metadata(&target) {
-        Ok(m) => Some(m.permissions().mode() & 0o7777),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(EngineError::io("stat", &target)(e)),
-    };
-    let dir = target.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(EngineError::io("create directory", dir))?;
-    let name = target
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let tmp = dir.join(format!(".{name}.{}.droid-executor.tmp", std::process::id()));
-    let written = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        if let Some(mode) = mode {
-            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        }
-        f.write_all(bytes)?;
-        f.sync_all()
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(EngineError::io("write", &tmp)(e));
-    }
-    if let Err(e) = std::fs::rename(&tmp, &target) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(EngineError::io("rename", &target)(e));
-    }
-    if let Ok(d) = std::fs::File::open(dir) {
-        // durability of the rename; a directory that cannot be synced loses nothing we can fix
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
-
-/// Where a settings text cannot be parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JsoncError {
-    /// 1-based line.
-    pub line: usize,
-    /// 1-based column (in characters).
-    pub column: usize,
-    /// What was expected or found.
-    pub message: String,
-}
-
-impl std::fmt::Display for JsoncError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "line {}, column {}: {}",
-            self.line, self.column, self.message
-        )
-    }
-}
-
 /// The settings text with `entry` registered, and what that did (`None`: no file).
 ///
 /// # Errors
 /// Where `text` is not JSONC with an object at the top (and an object at `agent_servers`).
 pub fn edit(text: Option<&str>, entry: &ZedEntry<'_>) -> Result<(String, ZedAction), JsoncError> {
-    let wanted = entry.value();
-    let Some(text) = text else {
-        return Ok((new_document("", entry, "\n"), ZedAction::Create));
+    let current = match text {
+        Some(t) => jsonc::value(t)?,
+        None => None,
     };
-    let nl = if text.contains("\r\n") { "\r\n" } else { "\n" };
-    let doc = parse(text)?;
-    let Some(root) = doc else {
-        // nothing but comments and blanks: they stay, the object follows them
-        return Ok((new_document(text, entry, nl), ZedAction::Add));
+    let ours = current
+        .as_ref()
+        .and_then(|v| v.get(AGENT_SERVERS))
+        .and_then(|s| s.get(entry.name));
+    let changes = changes(ours, entry);
+    let out = jsonc::set(text, &changes)?;
+    let action = match (text, ours) {
+        (None, _) => ZedAction::Create,
+        (Some(t), _) if t == out => ZedAction::Unchanged,
+        (Some(_), None) => ZedAction::Add,
+        (Some(_), Some(_)) => ZedAction::Update,
     };
-    let Kind::Object(members) = &root.kind else {
-        return Err(error_at(
-            text,
-            root.start,
-            "the settings are not a JSON object",
-        ));
-    };
-    let unit = indent_unit(text, members);
-    let mut edits: Vec<Edit> = Vec::new();
-    let action;
-    match members.iter().rev().find(|m| m.key == AGENT_SERVERS) {
-        None => {
-            let mut servers = Map::new();
-            servers.insert(entry.name.to_owned(), wanted.clone());
-            edits.extend(insert_members(
-                text,
-                &root,
-                &[(AGENT_SERVERS.to_owned(), Value::Object(servers))],
-                &unit,
-                nl,
-            ));
-            action = ZedAction::Add;
-        }
-        Some(servers) => {
-            let Kind::Object(entries) = &servers.value.kind else {
-                return Err(error_at(
-                    text,
-                    servers.value.start,
-                    "agent_servers is not an object",
-                ));
-            };
-            match entries.iter().rev().find(|m| m.key == entry.name) {
-                None => {
-                    edits.extend(insert_members(
-                        text,
-                        &servers.value,
-                        &[(entry.name.to_owned(), wanted.clone())],
-                        &unit,
-                        nl,
-                    ));
-                    action = ZedAction::Add;
-                }
-                Some(ours) => {
-                    edits.extend(update_entry(text, &ours.value, &wanted, &unit, nl));
-                    action = if edits.is_empty() {
-                        ZedAction::Unchanged
-                    } else {
-                        ZedAction::Update
-                    };
-                }
-            }
-        }
-    }
-    // from the end of the text, so earlier positions stay valid; of two edits at one position
-    // the one made later goes first, so that it ends up after the other (a comma, then members)
-    let mut order: Vec<(usize, &Edit)> = edits.iter().enumerate().collect();
-    order.sort_by_key(|(i, e)| std::cmp::Reverse((e.start, *i)));
-    let mut out = text.to_owned();
-    for (_, e) in order {
-        out.replace_range(e.start..e.end, &e.text);
-    }
-    // the edit must say what the old text said, plus our entry
-    let expected = with_entry(value_of(text, &root), entry.name, &wanted);
-    let now = parse(&out).ok().flatten().map(|root| value_of(&out, &root));
-    if now.as_ref() != Some(&expected) {
-        return Err(error_at(
-            text,
-            root.start,
-            "the entry could not be written without changing other settings",
-        ));
-    }
     Ok((out, action))
 }
 
+/// What makes the entry `ours` (absent: `None`) say what `entry` says: the whole entry when
+/// there is none or it is not an object; else `type`, `command`, `args` and droid's program, with
+/// `env` made an object when it is not one, every other key kept.
+fn changes(ours: Option<&Value>, entry: &ZedEntry<'_>) -> Vec<Change> {
+    let wanted = entry.value();
+    let at = |key: &str| {
+        vec![
+            AGENT_SERVERS.to_owned(),
+            entry.name.to_owned(),
+            key.to_owned(),
+        ]
+    };
+    match ours {
+        Some(Value::Object(old)) => {
+            let mut out: Vec<Change> = ["type", "command", "args"]
+                .into_iter()
+                .map(|k| Change {
+                    path: at(k),
+                    value: wanted[k].clone(),
+                })
+                .collect();
+            match (old.get("env"), entry.droid) {
+                (Some(Value::Object(_)), Some(_)) => {
+                    let mut path = at("env");
+                    path.push(DROID_VAR.to_owned());
+                    out.push(Change {
+                        path,
+                        value: wanted["env"][DROID_VAR].clone(),
+                    });
+                }
+                (Some(Value::Object(_)), None) => {}
+                _ => out.push(Change {
+                    path: at("env"),
+                    value: wanted["env"].clone(),
+                }),
+            }
+            out
+        }
+        _ => vec![Change::new(&[AGENT_SERVERS, entry.name], wanted)],
+    }
+}
+
 /// `settings` with the entry `name` under `agent_servers` set as [`edit`] sets it: `type`,
-/// `command` and `args` ours, `env` an object, every other key of an existing entry kept.
-fn with_entry(mut settings: Value, name: &str, wanted: &Value) -> Value {
+/// `command` and `args` ours, `env` an object holding droid's program when known, every other
+/// key of an existing entry kept.
+#[cfg(test)]
+fn with_entry(mut settings: Value, entry: &ZedEntry<'_>) -> Value {
+    let wanted = entry.value();
     let Some(root) = settings.as_object_mut() else {
         return settings;
     };
@@ -331,457 +271,36 @@ fn with_entry(mut settings: Value, name: &str, wanted: &Value) -> Value {
         .or_insert_with(|| json!({}))
         .as_object_mut();
     if let Some(servers) = servers {
-        let merged = match servers.get(name) {
+        let merged = match servers.get(entry.name) {
             Some(Value::Object(old)) => {
                 let mut merged = old.clone();
                 for key in ["type", "command", "args"] {
                     merged.insert(key.to_owned(), wanted[key].clone());
                 }
-                if !merged.get("env").is_some_and(Value::is_object) {
-                    merged.insert("env".to_owned(), json!({}));
+                match merged.get_mut("env") {
+                    Some(Value::Object(env)) => {
+                        if let Some(d) = wanted["env"].get(DROID_VAR) {
+                            env.insert(DROID_VAR.to_owned(), d.clone());
+                        }
+                    }
+                    _ => {
+                        merged.insert("env".to_owned(), wanted["env"].clone());
+                    }
                 }
                 Value::Object(merged)
             }
             _ => wanted.clone(),
         };
-        servers.insert(name.to_owned(), merged);
+        servers.insert(entry.name.to_owned(), merged);
     }
     settings
-}
-
-/// A whole new settings document after `prefix` (comments, or nothing).
-fn new_document(prefix: &str, entry: &ZedEntry<'_>, nl: &str) -> String {
-    let mut servers = Map::new();
-    servers.insert(entry.name.to_owned(), entry.value());
-    let member = render_member(AGENT_SERVERS, &Value::Object(servers), "  ", "  ", nl);
-    let sep = if prefix.is_empty() || prefix.ends_with('\n') {
-        ""
-    } else {
-        nl
-    };
-    format!("{prefix}{sep}{{{nl}  {member}{nl}}}{nl}")
-}
-
-/// Replace the bytes `start..end` with `text`.
-#[derive(Debug)]
-struct Edit {
-    start: usize,
-    end: usize,
-    text: String,
-}
-
-/// The edits that make the existing entry `node` ours: `type`, `command` and `args` set, `env`
-/// made an object when it is not one; a value that is not an object is replaced whole.
-fn update_entry(text: &str, node: &Node, wanted: &Value, unit: &str, nl: &str) -> Vec<Edit> {
-    let Kind::Object(members) = &node.kind else {
-        let indent = line_indent(text, node.start);
-        return vec![Edit {
-            start: node.start,
-            end: node.end,
-            text: render(wanted, &indent, unit, nl),
-        }];
-    };
-    let mut edits = Vec::new();
-    let mut missing = Vec::new();
-    for key in ["type", "command", "args", "env"] {
-        let present: Vec<&Member> = members.iter().filter(|m| m.key == key).collect();
-        if present.is_empty() {
-            missing.push((key.to_owned(), wanted[key].clone()));
-        }
-        for m in present {
-            let value = value_of(text, &m.value);
-            let right = if key == "env" {
-                value.is_object()
-            } else {
-                value == wanted[key]
-            };
-            if !right {
-                edits.push(Edit {
-                    start: m.value.start,
-                    end: m.value.end,
-                    text: wanted[key].to_string(),
-                });
-            }
-        }
-    }
-    edits.extend(insert_members(text, node, &missing, unit, nl));
-    edits
-}
-
-/// The edits that add `new` members at the end of the object `node` (before its `}`), with a
-/// comma after its last member when it has none.
-fn insert_members(
-    text: &str,
-    node: &Node,
-    new: &[(String, Value)],
-    unit: &str,
-    nl: &str,
-) -> Vec<Edit> {
-    let Kind::Object(members) = &node.kind else {
-        return Vec::new();
-    };
-    if new.is_empty() {
-        return Vec::new();
-    }
-    let close = node.end - 1;
-    let object_indent = line_indent(text, node.start);
-    let indent = members
-        .first()
-        .and_then(|m| own_line_indent(text, m.key_start))
-        .unwrap_or_else(|| format!("{object_indent}{unit}"));
-    let body: Vec<String> = new
-        .iter()
-        .map(|(k, v)| format!("{indent}{}", render_member(k, v, &indent, unit, nl)))
-        .collect();
-    let body = body.join(&format!(",{nl}"));
-    let mut edits = Vec::new();
-    if let Some(last) = members.last()
-        && last.comma.is_none()
-    {
-        edits.push(Edit {
-            start: last.value.end,
-            end: last.value.end,
-            text: ",".into(),
-        });
-    }
-    match own_line_indent(text, close) {
-        // `}` on a line of its own: our members go on lines before it
-        Some(_) if text[node.start..close].contains('\n') => {
-            let line_start = text[..close].rfind('\n').map_or(0, |i| i + 1);
-            edits.push(Edit {
-                start: line_start,
-                end: line_start,
-                text: format!("{body}{nl}"),
-            });
-        }
-        _ => edits.push(Edit {
-            start: close,
-            end: close,
-            text: format!("{nl}{body}{nl}{object_indent}"),
-        }),
-    }
-    edits
-}
-
-/// `"key": value`, the value pretty-printed for a member at `indent`.
-fn render_member(key: &str, value: &Value, indent: &str, unit: &str, nl: &str) -> String {
-    format!("{}: {}", json!(key), render(value, indent, unit, nl))
-}
-
-/// `value` pretty-printed as a value at `indent` (its closing bracket there); short arrays
-/// and empty objects stay on one line.
-fn render(value: &Value, indent: &str, unit: &str, nl: &str) -> String {
-    match value {
-        Value::Object(map) if !map.is_empty() => {
-            let inner = format!("{indent}{unit}");
-            let members: Vec<String> = map
-                .iter()
-                .map(|(k, v)| format!("{inner}{}", render_member(k, v, &inner, unit, nl)))
-                .collect();
-            format!("{{{nl}{}{nl}{indent}}}", members.join(&format!(",{nl}")))
-        }
-        Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(Value::to_string).collect();
-            format!("[{}]", items.join(", "))
-        }
-        other => other.to_string(),
-    }
-}
-
-/// The leading blanks of the line holding `pos`.
-fn line_indent(text: &str, pos: usize) -> String {
-    let start = text[..pos].rfind('\n').map_or(0, |i| i + 1);
-    text[start..]
-        .chars()
-        .take_while(|c| *c == ' ' || *c == '\t')
-        .collect()
-}
-
-/// The leading blanks of the line holding `pos` when nothing else comes before `pos` on it.
-fn own_line_indent(text: &str, pos: usize) -> Option<String> {
-    let start = text[..pos].rfind('\n').map_or(0, |i| i + 1);
-    let before = &text[start..pos];
-    before
-        .chars()
-        .all(|c| c == ' ' || c == '\t')
-        .then(|| before.to_owned())
-}
-
-/// One level of indentation as the file writes it: that of the top-level members (two spaces
-/// when they do not tell).
-fn indent_unit(text: &str, members: &[Member]) -> String {
-    members
-        .first()
-        .and_then(|m| own_line_indent(text, m.key_start))
-        .filter(|i| !i.is_empty())
-        .unwrap_or_else(|| "  ".to_owned())
-}
-
-/// A parsed value: where it lies and, for containers, what is in it.
-#[derive(Debug)]
-struct Node {
-    /// Its first byte.
-    start: usize,
-    /// One past its last byte.
-    end: usize,
-    kind: Kind,
-}
-
-#[derive(Debug)]
-enum Kind {
-    /// An object's members in order (duplicates kept).
-    Object(Vec<Member>),
-    /// An array's items.
-    Array(Vec<Node>),
-    /// A string, number, `true`, `false` or `null` (its bytes are JSON).
-    Scalar,
-}
-
-#[derive(Debug)]
-struct Member {
-    key: String,
-    /// Where the key's opening quote is.
-    key_start: usize,
-    value: Node,
-    /// Where the comma after the value is, if one follows.
-    comma: Option<usize>,
-}
-
-/// The JSON value of a parsed node (a later duplicate key wins, as in Zed).
-fn value_of(text: &str, node: &Node) -> Value {
-    match &node.kind {
-        Kind::Object(members) => {
-            let mut map = Map::new();
-            for m in members {
-                map.insert(m.key.clone(), value_of(text, &m.value));
-            }
-            Value::Object(map)
-        }
-        Kind::Array(items) => Value::Array(items.iter().map(|i| value_of(text, i)).collect()),
-        Kind::Scalar => serde_json::from_str(&text[node.start..node.end]).unwrap_or(Value::Null),
-    }
-}
-
-fn error_at(text: &str, pos: usize, message: &str) -> JsoncError {
-    let pos = pos.min(text.len());
-    let before = &text[..pos];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    JsoncError {
-        line,
-        column: text[line_start..pos].chars().count() + 1,
-        message: message.to_owned(),
-    }
-}
-
-/// Parse a JSONC document: its top-level value, `None` when there is none (only blanks and
-/// comments).
-fn parse(text: &str) -> Result<Option<Node>, JsoncError> {
-    let mut p = Parser {
-        text,
-        bytes: text.as_bytes(),
-        pos: 0,
-    };
-    if text.starts_with('\u{feff}') {
-        p.pos = '\u{feff}'.len_utf8();
-    }
-    p.skip()?;
-    if p.pos == p.bytes.len() {
-        return Ok(None);
-    }
-    let node = p.value(0)?;
-    p.skip()?;
-    if p.pos != p.bytes.len() {
-        return Err(p.error("text after the settings object"));
-    }
-    Ok(Some(node))
-}
-
-struct Parser<'t> {
-    text: &'t str,
-    bytes: &'t [u8],
-    pos: usize,
-}
-
-impl Parser<'_> {
-    fn error(&self, message: &str) -> JsoncError {
-        error_at(self.text, self.pos, message)
-    }
-
-    fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.pos).copied()
-    }
-
-    /// Skip blanks and comments.
-    fn skip(&mut self) -> Result<(), JsoncError> {
-        loop {
-            match self.peek() {
-                Some(b' ' | b'\t' | b'\n' | b'\r') => self.pos += 1,
-                Some(b'/') if self.bytes.get(self.pos + 1) == Some(&b'/') => {
-                    self.pos = self.text[self.pos..]
-                        .find('\n')
-                        .map_or(self.bytes.len(), |i| self.pos + i);
-                }
-                Some(b'/') if self.bytes.get(self.pos + 1) == Some(&b'*') => {
-                    match self.text[self.pos + 2..].find("*/") {
-                        Some(i) => self.pos += 2 + i + 2,
-                        None => return Err(self.error("a /* comment is never closed")),
-                    }
-                }
-                _ => return Ok(()),
-            }
-        }
-    }
-
-    fn value(&mut self, depth: usize) -> Result<Node, JsoncError> {
-        if depth > MAX_DEPTH {
-            return Err(self.error("nested too deeply"));
-        }
-        let start = self.pos;
-        match self.peek() {
-            Some(b'{') => self.object(depth),
-            Some(b'[') => self.array(depth),
-            Some(b'"') => {
-                self.string()?;
-                Ok(self.scalar(start))
-            }
-            Some(b'-' | b'0'..=b'9') => {
-                while matches!(
-                    self.peek(),
-                    Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
-                ) {
-                    self.pos += 1;
-                }
-                if serde_json::from_str::<serde_json::Number>(&self.text[start..self.pos]).is_err()
-                {
-                    self.pos = start;
-                    return Err(self.error("not a valid number"));
-                }
-                Ok(self.scalar(start))
-            }
-            _ => {
-                for word in ["true", "false", "null"] {
-                    if self.text[start..].starts_with(word) {
-                        self.pos += word.len();
-                        return Ok(self.scalar(start));
-                    }
-                }
-                Err(self.error(&match self.text[start..].chars().next() {
-                    Some(c) => format!("expected a value, found {c:?}"),
-                    None => "expected a value, found the end of the file".to_owned(),
-                }))
-            }
-        }
-    }
-
-    fn scalar(&self, start: usize) -> Node {
-        Node {
-            start,
-            end: self.pos,
-            kind: Kind::Scalar,
-        }
-    }
-
-    /// A string starting at `pos`; its decoded text.
-    fn string(&mut self) -> Result<String, JsoncError> {
-        let start = self.pos;
-        self.pos += 1;
-        loop {
-            match self.peek() {
-                None => {
-                    self.pos = start;
-                    return Err(self.error("a string is never closed"));
-                }
-                Some(b'"') => {
-                    self.pos += 1;
-                    break;
-                }
-                Some(b'\\') => self.pos += 2,
-                Some(c) if c < 0x20 => {
-                    return Err(self.error("a control character (a line break?) in a string"));
-                }
-                Some(_) => self.pos += 1,
-            }
-        }
-        let end = self.pos.min(self.bytes.len());
-        serde_json::from_str(&self.text[start..end]).map_err(|_| {
-            self.pos = start;
-            self.error("a string with an invalid escape")
-        })
-    }
-
-    fn object(&mut self, depth: usize) -> Result<Node, JsoncError> {
-        let start = self.pos;
-        self.pos += 1;
-        let mut members = Vec::new();
-        loop {
-            self.skip()?;
-            match self.peek() {
-                Some(b'}') => break,
-                Some(b'"') => {}
-                _ => return Err(self.error("expected a key in quotes or '}'")),
-            }
-            let key_start = self.pos;
-            let key = self.string()?;
-            self.skip()?;
-            if self.peek() != Some(b':') {
-                return Err(self.error("expected ':' after the key"));
-            }
-            self.pos += 1;
-            self.skip()?;
-            let value = self.value(depth + 1)?;
-            self.skip()?;
-            let comma = (self.peek() == Some(b',')).then_some(self.pos);
-            members.push(Member {
-                key,
-                key_start,
-                value,
-                comma,
-            });
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => break,
-                _ => return Err(self.error("expected ',' or '}'")),
-            }
-        }
-        self.pos += 1;
-        Ok(Node {
-            start,
-            end: self.pos,
-            kind: Kind::Object(members),
-        })
-    }
-
-    fn array(&mut self, depth: usize) -> Result<Node, JsoncError> {
-        let start = self.pos;
-        self.pos += 1;
-        let mut items = Vec::new();
-        loop {
-            self.skip()?;
-            if self.peek() == Some(b']') {
-                break;
-            }
-            items.push(self.value(depth + 1)?);
-            self.skip()?;
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => break,
-                _ => return Err(self.error("expected ',' or ']'")),
-            }
-        }
-        self.pos += 1;
-        Ok(Node {
-            start,
-            end: self.pos,
-            kind: Kind::Array(items),
-        })
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+    use std::os::unix::fs::PermissionsExt as _;
 
     const PROGRAM: &str = "/opt/bin/droid-executor";
 
@@ -789,6 +308,7 @@ mod tests {
         ZedEntry {
             name: DEFAULT_NAME,
             program: Path::new(PROGRAM),
+            droid: None,
         }
     }
 
@@ -925,11 +445,50 @@ mod tests {
         );
     }
 
+    /// droid's program goes into `env.DROID_CLI_CMD`: added to an entry of ours whose `env`
+    /// holds the user's keys (kept), updated when droid moved, and unchanged the second time.
+    #[test]
+    fn droid_is_named_in_env() {
+        let with_droid = ZedEntry {
+            droid: Some(Path::new("/opt/droid/bin/droid")),
+            ..entry()
+        };
+        let (fresh, _) = edit(Some("{}"), &with_droid).unwrap();
+        assert_eq!(
+            jsonc::value(&fresh).unwrap().unwrap()["agent_servers"][DEFAULT_NAME]["env"],
+            json!({"DROID_CLI_CMD": "/opt/droid/bin/droid"})
+        );
+        let text = "{\"agent_servers\": {\"Droid (droid-executor)\": {\"type\": \"custom\", \"command\": \"/opt/bin/droid-executor\", \"args\": [\"acp\"], \"env\": {\"RUST_LOG\": \"info\"}}}}";
+        let (out, action) = edit(Some(text), &with_droid).unwrap();
+        assert_eq!(action, ZedAction::Update);
+        assert_eq!(
+            jsonc::value(&out).unwrap().unwrap()["agent_servers"][DEFAULT_NAME]["env"],
+            json!({"RUST_LOG": "info", "DROID_CLI_CMD": "/opt/droid/bin/droid"})
+        );
+        assert_eq!(
+            edit(Some(&out), &with_droid).unwrap().1,
+            ZedAction::Unchanged
+        );
+        let moved = ZedEntry {
+            droid: Some(Path::new("/new/droid")),
+            ..entry()
+        };
+        let (out, action) = edit(Some(&out), &moved).unwrap();
+        assert_eq!(action, ZedAction::Update);
+        assert_eq!(
+            jsonc::value(&out).unwrap().unwrap()["agent_servers"][DEFAULT_NAME]["env"],
+            json!({"RUST_LOG": "info", "DROID_CLI_CMD": "/new/droid"})
+        );
+        // droid not found: the user's env stays as it is
+        assert_eq!(edit(Some(&out), &entry()).unwrap().1, ZedAction::Unchanged);
+    }
+
     #[test]
     fn a_custom_name_and_the_snippet() {
         let named = ZedEntry {
             name: "Droid \"work\"",
             program: Path::new(PROGRAM),
+            droid: None,
         };
         let (out, _) = edit(Some("{}"), &named).unwrap();
         let v: Value = serde_json::from_str(&out).unwrap();
@@ -1045,13 +604,12 @@ mod tests {
                 let mut cycle = gaps.into_iter().cycle();
                 let mut g = || cycle.next().unwrap_or_default();
                 let text = format!("{lead}{}\n", write(&settings, &mut g, trailing));
-                let root = parse(&text).unwrap().unwrap();
-                prop_assert_eq!(value_of(&text, &root), settings.clone());
+                prop_assert_eq!(jsonc::value(&text).unwrap().unwrap(), settings.clone());
                 match edit(Some(&text), &entry()) {
                     Ok((out, action)) => {
                         prop_assert!(settings.get("agent_servers").is_none_or(Value::is_object));
-                        let now = value_of(&out, &parse(&out).unwrap().unwrap());
-                        prop_assert_eq!(now, with_entry(settings, DEFAULT_NAME, &entry().value()));
+                        let now = jsonc::value(&out).unwrap().unwrap();
+                        prop_assert_eq!(now, with_entry(settings, &entry()));
                         // only added: every byte of the old text is there, in order
                         prop_assert_eq!(action, ZedAction::Add);
                         prop_assert!(subsequence(&text, &out), "{}\n=>\n{}", text, out);

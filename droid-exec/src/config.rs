@@ -88,9 +88,13 @@ pub struct Settings {
     /// The task store (default `$XDG_STATE_HOME/droid-executor`, else
     /// `$HOME/.local/state/droid-executor`).
     pub store_dir: Option<PathBuf>,
-    /// The providers whose MCP tools (`ask_<p>`, `pend_<p>`, `ping_<p>`, `cancel_<p>`) the MCP
-    /// server lists and answers (default all five; `[]` leaves only the five droid tools).
+    /// The providers the MCP server delegates to: the `provider` values its `ask` family takes,
+    /// and the per-provider families (`ask_<p>`, …) of the toolset `per_provider` (default all
+    /// five; `[]` leaves only the droid tools).
     pub providers: Vec<ProviderId>,
+    /// The MCP server's toolsets (`droid`, `delegate`, `per_provider`, or the keywords
+    /// `default` and `all`; [`crate::toolset`]); `mcp --toolsets` overrides it.
+    pub toolsets: crate::toolset::Toolsets,
     /// Where a request that names none runs: `none` (in place) or `worktree` (a git worktree
     /// of its own under the store; docs/worktrees.md).
     pub isolation: Isolation,
@@ -136,6 +140,7 @@ impl Default for Settings {
             env_passthrough: Vec::new(),
             store_dir: None,
             providers: ProviderId::ALL.to_vec(),
+            toolsets: crate::toolset::Toolsets::default(),
             isolation: Isolation::None,
             setup_commands: Vec::new(),
             worktree_copy: Vec::new(),
@@ -224,15 +229,21 @@ fn split_list(v: &str) -> Vec<String> {
 /// The verbs of a delegation tool family, in `tools/list` order: `<verb>_<provider>`.
 pub const DELEGATION_VERBS: [&str; 4] = ["ask", "pend", "ping", "cancel"];
 
-/// The MCP delegation tools of `providers` (setting `providers`): `ask_codex`, `pend_codex`, …,
-/// by provider in [`ProviderId::ALL`] order, then verb. The MCP server lists these; `setup mcp`
-/// approves them in the clients.
+/// Every MCP delegation tool the server may list for `providers` (setting `providers`): the
+/// per-provider families `ask_codex`, `pend_codex`, … (toolset `per_provider`), by provider in
+/// [`ProviderId::ALL`] order, then verb; then the one family taking a `provider` argument,
+/// `ask`, `pend`, `ping`, `cancel` (toolset `delegate`), when `providers` is not empty. `setup
+/// mcp` approves all of them in the clients, whichever toolsets the server offers today.
 pub fn delegation_tools(providers: &[ProviderId]) -> Vec<String> {
-    ProviderId::ALL
+    let mut all: Vec<String> = ProviderId::ALL
         .into_iter()
         .filter(|p| providers.contains(p))
         .flat_map(|p| DELEGATION_VERBS.map(|v| format!("{v}_{}", p.as_str())))
-        .collect()
+        .collect();
+    if !providers.is_empty() {
+        all.extend(DELEGATION_VERBS.map(str::to_owned));
+    }
+    all
 }
 
 /// The providers a comma-separated `DROID_EXECUTOR_PROVIDERS` names, each once; an unknown
@@ -405,6 +416,13 @@ impl Settings {
         if let Some(v) = var(env, "DROID_EXECUTOR_PROVIDERS") {
             self.providers = provider_list(v)?;
         }
+        if let Some(v) = var(env, "DROID_EXECUTOR_TOOLSETS") {
+            self.toolsets =
+                crate::toolset::Toolsets::parse(v).map_err(|message| EngineError::Setting {
+                    name: "DROID_EXECUTOR_TOOLSETS".into(),
+                    message,
+                })?;
+        }
         if let Some(v) = var(env, "DROID_EXECUTOR_ISOLATION") {
             self.isolation = Isolation::parse(v).map_err(|message| EngineError::Setting {
                 name: "DROID_EXECUTOR_ISOLATION".into(),
@@ -421,9 +439,11 @@ impl Settings {
                 .map(str::to_owned)
                 .collect();
         }
-        if let Some(p) = self.worktree_copy.iter().find(|p| {
-            droid_contract::RelPath::parse(p, None).is_err() || p.is_empty()
-        }) {
+        if let Some(p) = self
+            .worktree_copy
+            .iter()
+            .find(|p| droid_contract::RelPath::parse(p, None).is_err() || p.is_empty())
+        {
             return Err(EngineError::Setting {
                 name: "worktree_copy".into(),
                 message: format!(
@@ -534,6 +554,7 @@ impl Settings {
                 worktree_copy: self.worktree_copy.clone(),
                 max_worktrees: self.max_worktrees,
             },
+            client_env: crate::client_env::ClientEnv::of(env, self),
         }
     }
 }
@@ -582,6 +603,10 @@ const PASS_PREFIX: &[&str] = &["FACTORY_", "LC_"];
 pub fn child_env(env: &EnvMap, extra: &[String]) -> Vec<(OsString, OsString)> {
     let agents = crate::providers::all_env_names();
     env.iter()
+        // a variable set to "" counts as unset, as it does for our settings: a client that
+        // expands `$NAME` of an unset variable passes `NAME=` (Gemini CLI), and an empty
+        // `SSL_CERT_FILE` or API key means nothing to the child but trouble
+        .filter(|(_, v)| !v.is_empty())
         .filter(|(k, _)| {
             PASS_EXACT.contains(&k.as_str())
                 || PASS_PREFIX.iter().any(|p| k.starts_with(p))
@@ -697,6 +722,10 @@ pub struct EngineConfig {
     /// Worktree tasks: the default isolation, a new worktree's set-up, `max_worktrees`.
     #[serde(default)]
     pub worktrees: WorktreeConfig,
+    /// Who started this process and what it did to its environment: the MCP client whose
+    /// filter a hint names instead of "set X" ([`crate::client_env`]).
+    #[serde(default)]
+    pub client_env: crate::client_env::ClientEnv,
 }
 
 /// Where a provider's program was found, or why not.

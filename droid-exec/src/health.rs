@@ -121,7 +121,18 @@ async fn readiness(config: Option<&Path>, env: &EnvMap, mode: Mode) -> (Vec<Chec
         },
     });
     checks.push(store_check(cfg.store_dir.as_deref()));
-    (checks, settings)
+    (amended(checks, &cfg.client_env), settings)
+}
+
+/// `checks` with each fix that asks for a variable the MCP client that started this process
+/// dropped naming the client's filter first ([`crate::client_env::ClientEnv::amend`]).
+fn amended(mut checks: Vec<Check>, client: &crate::client_env::ClientEnv) -> Vec<Check> {
+    for c in &mut checks {
+        if let Some(fix) = client.amend(&c.fix, |n| client.missing(n)) {
+            c.fix = fix;
+        }
+    }
+    checks
 }
 
 /// The `config` line(s): the file valid, absent (defaults), or invalid; and the settings the
@@ -310,14 +321,15 @@ async fn droid_check(cfg: &EngineConfig, mode: Mode) -> Check {
 /// (found, version, endpoint or credentials configured, or what to do). Fast: the version comes
 /// from the npm package when there is one.
 pub async fn provider_checks(cfg: &EngineConfig, env: &EnvMap, id: ProviderId) -> Vec<Check> {
-    if id == ProviderId::Droid {
+    let checks = if id == ProviderId::Droid {
         vec![
             droid_check(cfg, Mode::Ping).await,
             auth_check(env, cfg.default_model.as_deref()),
         ]
     } else {
         vec![agent_check(cfg, env, id, Mode::Ping).await]
-    }
+    };
+    amended(checks, &cfg.client_env)
 }
 
 /// The line of a provider other than droid: its program found, its version, and whether its

@@ -26,6 +26,7 @@
 
 pub mod ask;
 pub mod bind_address;
+pub mod client_env;
 pub mod config;
 pub mod error;
 pub mod fnv;
@@ -37,10 +38,12 @@ mod npm_prefix;
 pub mod provenance;
 pub mod providers;
 pub mod real_path;
+pub mod reply;
 pub mod run;
 pub mod session;
 pub mod tasks;
 pub mod timestamp;
+pub mod toolset;
 pub mod worktree;
 
 pub use config::{EngineConfig, EnvMap, Settings};

@@ -45,6 +45,7 @@ pub const ENV_NAMES: &[(&str, &[&str])] = &[
     ("env_passthrough", &[]),
     ("store_dir", &["DROID_EXECUTOR_STORE_DIR"]),
     ("providers", &["DROID_EXECUTOR_PROVIDERS"]),
+    ("toolsets", &["DROID_EXECUTOR_TOOLSETS"]),
     ("isolation", &["DROID_EXECUTOR_ISOLATION"]),
     ("setup_commands", &[]),
     ("worktree_copy", &["DROID_EXECUTOR_WORKTREE_COPY"]),

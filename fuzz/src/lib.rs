@@ -77,5 +77,6 @@ pub fn engine(dir: &WorkDir) -> Engine {
         limits: Default::default(),
         redact: Vec::new(),
         worktrees: Default::default(),
+        client_env: Default::default(),
     })
 }

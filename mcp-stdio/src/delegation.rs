@@ -1,25 +1,29 @@
-//! Seed 002's delegation tools (docs/architecture.md#origin), one family per provider:
-//! `ask_<p>`, `pend_<p>`, `ping_<p>`, `cancel_<p>` for `p` in droid, codex, claude, gemini and
-//! opencode, served next to the five droid tools. The setting `providers` (config file or
-//! `DROID_EXECUTOR_PROVIDERS`) chooses the families listed and answered; a tool of another
-//! family is an unknown tool.
+//! The delegation tools (seed 002's ask / pend / ping / cancel, docs/architecture.md#origin), in
+//! two toolsets ([`droid_exec::toolset`]):
+//! - `delegate` (default): one family, `ask`, `pend`, `ping`, `cancel`, whose `provider` argument
+//!   names the agent CLI (one of the setting `providers`);
+//! - `per_provider` (opt-in, seed 002's naming): `ask_<p>`, `pend_<p>`, `ping_<p>`, `cancel_<p>`
+//!   for each `p` of the setting `providers`.
+//!
+//! Both do the same: a tool of a toolset that is off, or of a provider left out, is an unknown
+//! tool.
 //!
 //! An ask is a background task in the store, submitted the way `droid_submit` submits (so the
 //! reply survives this server), its request built by the engine's one ask builder
 //! ([`droid_exec::ask::ask_request`]: its defaults, read_only and 120 s, are the seed's and live
 //! there only). `wait_seconds` (0 to 600) waits for the reply in the same call, with a progress
-//! heartbeat as `droid_pend` sends.
+//! heartbeat as `droid_pend` sends. The reply is the engine's ([`droid_exec::reply`]).
 //!
-//! `pend_<p>` and `cancel_<p>` without a `task_id` act on this session's latest task of `p`
-//! ([`Server::own_latest`]), never on the store's: the store is shared by every client of the
-//! machine, and a fresh session once cancelled another client's Codex task that way (issue 29,
-//! item 13). A session without one is told so; an explicit `task_id` reaches any task.
+//! `pend` and `cancel` without a `task_id` act on this session's latest task (of `provider` when
+//! given; [`Server::own_latest`]), never on the store's: the store is shared by every client of
+//! the machine, and a fresh session once cancelled another client's Codex task that way (issue
+//! 29, item 13). A session without one is told so; an explicit `task_id` reaches any task.
 //!
-//! The schemas are small on purpose: twenty tools go into the client's context. An ask's input
-//! schema has no prose (the description says what the arguments mean, once), and `pend_<p>` and
-//! `cancel_<p>` share one small output schema ([`record_schema`]): the task record's fields,
-//! with the result an object (its own schema is `execute_droid_task`'s output schema, listed
-//! once).
+//! The schemas are small on purpose: the model-facing part of the default `tools/list` is held
+//! under 8 KB (`tools::tests`). Input schemas carry the limits the server enforces and no prose
+//! (each description says what the arguments mean, once), and `pend` and `cancel` share one
+//! small output schema ([`record_schema`]): the reply and the task record's fields, with the
+//! result an object (its own schema is `execute_droid_task`'s output schema, listed once).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,16 +42,23 @@ use crate::tools::{
     MAX_WAIT_SECONDS, bad_arguments, engine_error, only_keys, record_answer_with, tool_result,
 };
 
+/// Longest `message` of an ask, in characters: the contract's bound on `instructions`, which
+/// holds the whole message (its first line, cut to 500 characters, is the objective).
+pub const MESSAGE_MAX: usize = droid_contract::INSTRUCTIONS_MAX;
+
+/// Longest `session` of an ask, in characters (the contract's bound on `session_id`).
+const SESSION_MAX: usize = 256;
+
 /// What a delegation tool does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {
-    /// `ask_<p>`: start a task (and optionally wait for it).
+    /// `ask`: start a task (and optionally wait for it).
     Ask,
-    /// `pend_<p>`: a task's record with the agent's reply first.
+    /// `pend`: a task's record with the agent's reply first.
     Pend,
-    /// `ping_<p>`: whether the provider can run.
+    /// `ping`: whether the provider can run.
     Ping,
-    /// `cancel_<p>`: stop a task.
+    /// `cancel`: stop a task.
     Cancel,
 }
 
@@ -66,25 +77,58 @@ impl Verb {
     }
 }
 
+/// Which family a delegation tool belongs to, which says where its provider comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// `ask`, `pend`, `ping`, `cancel` (toolset `delegate`): the `provider` argument, or for
+    /// `pend` and `cancel` the task.
+    Shared,
+    /// `ask_<p>`, `pend_<p>`, … (toolset `per_provider`): the name.
+    Of(ProviderId),
+}
+
+impl Family {
+    /// The name of this family's tool `verb` (`pend`, `pend_codex`).
+    pub fn tool(self, verb: Verb) -> String {
+        match self {
+            Self::Shared => verb.as_str().to_owned(),
+            Self::Of(p) => tool_name(verb, p),
+        }
+    }
+}
+
 /// The tool name of `verb` for `p` (`ask_codex`).
 pub fn tool_name(verb: Verb, p: ProviderId) -> String {
     format!("{}_{}", verb.as_str(), p.as_str())
 }
 
-/// The verb and provider a delegation tool's name names.
-pub fn parse(name: &str) -> Option<(Verb, ProviderId)> {
+/// The verb and family a delegation tool's name names.
+pub fn parse(name: &str) -> Option<(Verb, Family)> {
+    if let Some(verb) = Verb::ALL.into_iter().find(|v| v.as_str() == name) {
+        return Some((verb, Family::Shared));
+    }
     let (verb, p) = name.split_once('_')?;
     let verb = Verb::ALL.into_iter().find(|v| v.as_str() == verb)?;
-    Some((verb, ProviderId::parse(p)?))
+    Some((verb, Family::Of(ProviderId::parse(p)?)))
 }
 
-/// The names of the families of `providers`, in `tools/list` order (by provider, then verb).
+/// The names of the per-provider families of `providers`, in `tools/list` order (by provider,
+/// then verb).
 pub fn names(providers: &[ProviderId]) -> Vec<String> {
-    droid_exec::config::delegation_tools(providers)
+    ProviderId::ALL
+        .into_iter()
+        .filter(|p| providers.contains(p))
+        .flat_map(|p| Verb::ALL.map(|v| tool_name(v, p)))
+        .collect()
 }
 
-/// The output schema `pend_<p>` and `cancel_<p>` share: the reply, then the task record's
-/// fields; the result is an object or null (its full schema is `execute_droid_task`'s output).
+/// The names of the shared family, in `tools/list` order.
+pub fn shared_names() -> Vec<String> {
+    Verb::ALL.map(|v| v.as_str().to_owned()).to_vec()
+}
+
+/// The output schema `pend` and `cancel` share: the reply, then the task record's fields; the
+/// result is an object or null (its full schema is `execute_droid_task`'s output).
 pub fn record_schema() -> Value {
     let string = json!({"type": "string"});
     json!({
@@ -101,22 +145,121 @@ pub fn record_schema() -> Value {
     })
 }
 
-/// The four tool definitions of `p`.
+/// The output schema of an ask: `{task_id}` at once, or with `wait_seconds` what `pend` returns.
+fn ask_schema() -> Value {
+    let mut s = record_schema();
+    s["required"] = json!(["task_id"]);
+    s
+}
+
+/// The output schema of a ping.
+fn ping_schema() -> Value {
+    let string = json!({"type": "string"});
+    json!({
+        "type": "object",
+        "properties": {
+            "provider": string,
+            "found": {"type": "boolean"},
+            "version": {"anyOf": [string, {"type": "null"}]},
+            "endpoint": {"type": "boolean"},
+            "checks": {"type": "array"},
+        },
+        "required": ["provider", "found", "version", "endpoint", "checks"],
+    })
+}
+
+/// The arguments of an ask (less `provider`), with the limits the server enforces.
+fn ask_properties() -> Map<String, Value> {
+    let wait = json!({"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS});
+    let Value::Object(m) = json!({
+        "message": {"type": "string", "maxLength": MESSAGE_MAX},
+        "repo_root": {"type": "string"},
+        "autonomy": {"type": "string", "enum": ["read_only", "low", "medium", "high"]},
+        "timeout_s": {"type": "integer", "minimum": 1, "maximum": 86_400},
+        "session": {"type": "string", "maxLength": SESSION_MAX},
+        "isolation": {"type": "string", "enum": ["none", "worktree"]},
+        "wait_seconds": wait,
+    }) else {
+        unreachable!("a JSON object literal")
+    };
+    m
+}
+
+/// `{"type": "object", "properties": …, "required": …, "additionalProperties": false}`.
+fn object(properties: Map<String, Value>, required: &[&str]) -> Value {
+    let mut s = json!({"type": "object", "properties": properties});
+    if !required.is_empty() {
+        s["required"] = json!(required);
+    }
+    s["additionalProperties"] = json!(false);
+    s
+}
+
+/// The four tool definitions of the shared family, whose `provider` takes one of `providers`.
+pub fn shared_definitions(providers: &[ProviderId]) -> Vec<Value> {
+    let provider =
+        json!({"type": "string", "enum": providers.iter().map(|p| p.as_str()).collect::<Vec<_>>()});
+    let task_id = json!({"type": "string"});
+    let wait = json!({"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS});
+    let mut ask = Map::new();
+    ask.insert("provider".into(), provider.clone());
+    ask.extend(ask_properties());
+    let mut pend = Map::new();
+    pend.insert("provider".into(), provider.clone());
+    pend.insert("task_id".into(), task_id.clone());
+    pend.insert("wait_seconds".into(), wait);
+    let mut cancel = Map::new();
+    cancel.insert("provider".into(), provider.clone());
+    cancel.insert("task_id".into(), task_id);
+    let mut ping = Map::new();
+    ping.insert("provider".into(), provider);
+    vec![
+        json!({
+            "name": "ask",
+            "title": "Ask another agent (background)",
+            "description": "Ask an agent CLI (provider); message: the whole request in your words. Returns {task_id} at once: get the reply with pend, stop it with cancel. autonomy: read_only (default: a consultation), low or medium let it edit. repo_root: default the server's directory. timeout_s: default 120. session: continue a result's session_id. wait_seconds: wait for the reply in this call.",
+            "inputSchema": object(ask, &["provider", "message"]),
+            "outputSchema": ask_schema(),
+            "annotations": {"title": "Ask another agent", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
+        }),
+        json!({
+            "name": "pend",
+            "title": "Get an agent's reply",
+            "description": "An ask's reply (the agent's answer), then its verified result. Without task_id: your latest task in this session (of provider, if given). wait_seconds: wait for the end; stay under your tool-call timeout, call again while it runs.",
+            "inputSchema": object(pend, &[]),
+            "outputSchema": record_schema(),
+            "annotations": {"title": "Get an agent's reply", "readOnlyHint": true, "idempotentHint": true, "openWorldHint": false},
+        }),
+        json!({
+            "name": "ping",
+            "title": "Check that an agent can run",
+            "description": "Whether provider's CLI is found (version) and has a key or endpoint, and the fix if not.",
+            "inputSchema": object(ping, &["provider"]),
+            "outputSchema": ping_schema(),
+            "annotations": {"title": "Check that an agent can run", "readOnlyHint": true, "idempotentHint": true, "openWorldHint": false},
+        }),
+        json!({
+            "name": "cancel",
+            "title": "Cancel an agent's task",
+            "description": "Stop an ask's task (the agent and everything it started are killed). Without task_id: your latest task in this session (of provider, if given).",
+            "inputSchema": object(cancel, &[]),
+            "outputSchema": record_schema(),
+            "annotations": {"title": "Cancel an agent's task", "readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false},
+        }),
+    ]
+}
+
+/// The four tool definitions of `p`'s own family (toolset `per_provider`).
 pub fn definitions(p: ProviderId) -> Vec<Value> {
     let who = p.display_name();
     let id = p.as_str();
     let string = json!({"type": "string"});
     let wait = json!({"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS});
-    let task_id_only = json!({
-        "type": "object",
-        "properties": {"task_id": string},
-        "required": ["task_id"],
-    });
-    let pend_input = json!({
-        "type": "object",
-        "properties": {"task_id": string, "wait_seconds": wait},
-        "additionalProperties": false,
-    });
+    let mut pend = Map::new();
+    pend.insert("task_id".into(), string.clone());
+    pend.insert("wait_seconds".into(), wait);
+    let mut cancel = Map::new();
+    cancel.insert("task_id".into(), string);
     vec![
         json!({
             "name": tool_name(Verb::Ask, p),
@@ -124,21 +267,8 @@ pub fn definitions(p: ProviderId) -> Vec<Value> {
             "description": format!(
                 "Delegate to {who}: message is the whole request in your words. Returns {{task_id}} at once; the task runs in the background (it survives this server): get the reply with pend_{id}, stop it with cancel_{id}. repo_root: default the server's directory. autonomy: read_only (default, a consultation), low or medium let it edit (capped by the server). timeout_s: default 120. session: continue that {id} session. wait_seconds (0-600, default 0): wait for the reply in this call instead."
             ),
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "message": string,
-                    "repo_root": string,
-                    "autonomy": {"type": "string", "enum": ["read_only", "low", "medium", "high"]},
-                    "timeout_s": {"type": "integer", "minimum": 1, "maximum": 86_400},
-                    "session": string,
-                    "isolation": {"type": "string", "enum": ["none", "worktree"]},
-                    "wait_seconds": wait,
-                },
-                "required": ["message"],
-                "additionalProperties": false,
-            },
-            "outputSchema": task_id_only,
+            "inputSchema": object(ask_properties(), &["message"]),
+            "outputSchema": ask_schema(),
             "annotations": {"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
         }),
         json!({
@@ -147,7 +277,7 @@ pub fn definitions(p: ProviderId) -> Vec<Value> {
             "description": format!(
                 "The reply of an ask_{id} task, then its verified result (status, files changed, commands, issues). task_id: default your latest {id} task in this session. wait_seconds (0-600, default 0): wait for it to finish; stay under your client's tool-call timeout and call again while it runs."
             ),
-            "inputSchema": pend_input.clone(),
+            "inputSchema": object(pend, &[]),
             "outputSchema": record_schema(),
             "annotations": {"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false},
         }),
@@ -155,18 +285,8 @@ pub fn definitions(p: ProviderId) -> Vec<Value> {
             "name": tool_name(Verb::Ping, p),
             "title": format!("Check that {who} can run"),
             "description": format!("Whether {who} is found, its version, whether an endpoint or key is configured, and what to do if not."),
-            "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false},
-            "outputSchema": {
-                "type": "object",
-                "properties": {
-                    "provider": string,
-                    "found": {"type": "boolean"},
-                    "version": {"anyOf": [string, {"type": "null"}]},
-                    "endpoint": {"type": "boolean"},
-                    "checks": {"type": "array"},
-                },
-                "required": ["provider", "found", "version", "endpoint", "checks"],
-            },
+            "inputSchema": object(Map::new(), &[]),
+            "outputSchema": ping_schema(),
             "annotations": {"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false},
         }),
         json!({
@@ -175,36 +295,107 @@ pub fn definitions(p: ProviderId) -> Vec<Value> {
             "description": format!(
                 "Stop an ask_{id} task ({id} and everything it started are killed). task_id: default your latest {id} task in this session. Returns the record right after the request."
             ),
-            "inputSchema": {
-                "type": "object",
-                "properties": {"task_id": string},
-                "additionalProperties": false,
-            },
+            "inputSchema": object(cancel, &[]),
             "outputSchema": record_schema(),
             "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false},
         }),
     ]
 }
 
-/// Run `verb` of provider `p` with `args`.
+/// Run `verb` of `family` with `args`.
 pub async fn call(
     server: &Arc<Server>,
     verb: Verb,
-    p: ProviderId,
-    args: Map<String, Value>,
+    family: Family,
+    mut args: Map<String, Value>,
     relay: Relay,
     cancel: CancellationToken,
 ) -> Value {
-    let answer = match verb {
-        Verb::Ask => ask(server, p, &args, relay, cancel).await,
-        Verb::Pend => pend(server, p, &args, relay, cancel).await,
-        Verb::Ping => match only_keys(&args, &[]) {
-            Ok(()) => Ok(ping(server, p).await),
-            Err(e) => Err(e),
-        },
-        Verb::Cancel => cancel_task(server, p, &args, &relay).await,
+    let answer = async {
+        // the shared family's provider: required to ask or ping, else a filter
+        let named = match family {
+            Family::Of(p) => Some(p),
+            Family::Shared => {
+                let given = provider_arg(server, &args)?;
+                args.shift_remove("provider");
+                match (verb, given) {
+                    (Verb::Ask | Verb::Ping, None) => {
+                        return Err(bad_arguments(format!(
+                            "provider is required: one of {}",
+                            enabled(server)
+                        )));
+                    }
+                    (_, given) => given,
+                }
+            }
+        };
+        let extra = match family {
+            Family::Shared => "provider, ",
+            Family::Of(_) => "",
+        };
+        match (verb, named) {
+            (Verb::Ask, Some(p)) => ask(server, family, p, &args, extra, relay, cancel).await,
+            (Verb::Ping, Some(p)) => {
+                only_keys_of(&args, extra, &[])?;
+                Ok(ping(server, p).await)
+            }
+            (Verb::Pend, named) => pend(server, family, named, &args, extra, relay, cancel).await,
+            (Verb::Cancel, named) => cancel_task(server, family, named, &args, extra, &relay).await,
+            (Verb::Ask | Verb::Ping, None) => Err(bad_arguments("provider is required")),
+        }
     };
-    answer.unwrap_or_else(|e| e)
+    answer.await.unwrap_or_else(|e| e)
+}
+
+/// The providers this server delegates to, for a message.
+fn enabled(server: &Server) -> String {
+    server
+        .providers()
+        .iter()
+        .map(|p| p.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The shared family's `provider` argument, if given: one of the setting `providers`.
+fn provider_arg(server: &Server, args: &Map<String, Value>) -> Result<Option<ProviderId>, Value> {
+    let Some(name) = opt_str(args, "provider")? else {
+        return Ok(None);
+    };
+    match ProviderId::parse(name) {
+        Some(p) if server.providers().contains(&p) => Ok(Some(p)),
+        Some(p) => Err(bad_arguments(format!(
+            "provider {} is not enabled on this server (setting providers); it delegates to {}",
+            p.as_str(),
+            enabled(server)
+        ))),
+        None => Err(bad_arguments(format!(
+            "provider must be one of {}, got {name:?}",
+            enabled(server)
+        ))),
+    }
+}
+
+/// [`only_keys`], with `extra` (`"provider, "` for the shared family) named in the message
+/// among the arguments the tool takes.
+fn only_keys_of(args: &Map<String, Value>, extra: &str, allowed: &[&str]) -> Result<(), Value> {
+    if extra.is_empty() {
+        return only_keys(args, allowed);
+    }
+    let mut with: Vec<&str> = vec!["provider"];
+    with.extend_from_slice(allowed);
+    // `provider` was taken out of `args` already; it is named in the list all the same
+    only_keys(args, allowed).map_err(|_| {
+        let unknown = args
+            .keys()
+            .find(|k| !allowed.contains(&k.as_str()))
+            .cloned()
+            .unwrap_or_default();
+        bad_arguments(format!(
+            "unknown argument {unknown:?}; this tool takes {}",
+            with.join(", ")
+        ))
+    })
 }
 
 /// `args[name]` as a string, if given.
@@ -271,13 +462,16 @@ fn tasks_of(server: &Server) -> Result<&droid_exec::Tasks, Value> {
 
 async fn ask(
     server: &Arc<Server>,
+    family: Family,
     p: ProviderId,
     args: &Map<String, Value>,
+    extra: &str,
     mut relay: Relay,
     cancel: CancellationToken,
 ) -> Result<Value, Value> {
-    only_keys(
+    only_keys_of(
         args,
+        extra,
         &[
             "message",
             "repo_root",
@@ -312,9 +506,10 @@ async fn ask(
     let session = opt_str(args, "session")?;
     let isolation = match opt_str(args, "isolation")? {
         None => None,
-        Some(i) => Some(droid_contract::Isolation::parse(i).map_err(|e| {
-            bad_arguments(format!("isolation must be none or worktree: {e}"))
-        })?),
+        Some(i) => Some(
+            droid_contract::Isolation::parse(i)
+                .map_err(|e| bad_arguments(format!("isolation must be none or worktree: {e}")))?,
+        ),
     };
     let wait = opt_int(args, "wait_seconds", 0..=MAX_WAIT_SECONDS)?.unwrap_or(0);
     let value = ask_request(&Ask {
@@ -350,83 +545,113 @@ async fn ask(
     if wait == 0 {
         return Ok(tool_result(
             format!(
-                "asked {}: task {key}; get the reply with pend_{} {{\"task_id\": \"{key}\", \"wait_seconds\": 50}}",
+                "asked {}: task {key}; get the reply with {} {{\"task_id\": \"{key}\", \"wait_seconds\": 50}}",
                 p.display_name(),
-                p.as_str()
+                family.tool(Verb::Pend)
             ),
             Some(json!({"task_id": key.as_str()})),
             false,
         ));
     }
-    waited(server, p, key.as_str(), wait, &mut relay, &cancel).await
+    waited(server, family, key.as_str(), wait, &mut relay, &cancel).await
 }
 
 /// The record of task `id` after waiting up to `wait` seconds, with the reply first.
 async fn waited(
     server: &Arc<Server>,
-    p: ProviderId,
+    family: Family,
     id: &str,
     wait: u64,
     relay: &mut Relay,
     cancel: &CancellationToken,
 ) -> Result<Value, Value> {
     let tasks = tasks_of(server)?;
-    let waiting = format!("waiting for {} task {id}", p.as_str());
+    let waiting = match provider_of_id(id) {
+        Some(p) => format!("waiting for {} task {id}", p.as_str()),
+        None => format!("waiting for task {id}"),
+    };
     let rec = tokio::select! {
         r = relay.with_heartbeat(&waiting, tasks.wait(id, Duration::from_secs(wait))) => r,
         () = cancel.cancelled() => tasks.status(id).await,
     };
     let rec = rec.map_err(|e| engine_error(&e))?;
-    Ok(with_reply(server, p, &rec))
+    Ok(with_reply(server, family, &rec))
 }
 
-/// The task id a pend or cancel of `p` is about: `args.task_id` (refused when it names another
-/// provider's task), else this session's latest task of `p` (never another session's).
-fn task_of(server: &Server, p: ProviderId, args: &Map<String, Value>) -> Result<String, Value> {
+/// The provider a task id names (`codex-…`), if it names one.
+fn provider_of_id(id: &str) -> Option<ProviderId> {
+    id.split_once('-').and_then(|(q, _)| ProviderId::parse(q))
+}
+
+/// The task id a pend or cancel is about: `args.task_id` (refused when it names another
+/// provider's task than `named`), else this session's latest task (of `named`, when given;
+/// never another session's).
+fn task_of(
+    server: &Server,
+    family: Family,
+    named: Option<ProviderId>,
+    args: &Map<String, Value>,
+) -> Result<String, Value> {
     tasks_of(server)?;
     match opt_str(args, "task_id")? {
-        Some(id) => {
-            let named = id.split_once('-').and_then(|(q, _)| ProviderId::parse(q));
-            match named {
-                Some(q) if q != p => Err(bad_arguments(format!(
-                    "task_id {id} is a {q} task, not a {p} one; call pend_{q} or cancel_{q} for it",
-                    q = q.as_str(),
-                    p = p.as_str()
-                ))),
-                _ => Ok(id.to_owned()),
-            }
-        }
-        None => server.own_latest(Some(p)).ok_or_else(|| {
-            bad_arguments(format!(
-                "no {p} tasks yet in this session; start one with ask_{p}, or pass the task_id \
-                 of a task another session started",
+        Some(id) => match (provider_of_id(id), named, family) {
+            (Some(q), Some(p), Family::Of(_)) if q != p => Err(bad_arguments(format!(
+                "task_id {id} is a {q} task, not a {p} one; call pend_{q} or cancel_{q} for it",
+                q = q.as_str(),
                 p = p.as_str()
-            ))
+            ))),
+            (Some(q), Some(p), Family::Shared) if q != p => Err(bad_arguments(format!(
+                "task_id {id} is a {q} task, not a {p} one; leave provider out, or make it {q}",
+                q = q.as_str(),
+                p = p.as_str()
+            ))),
+            _ => Ok(id.to_owned()),
+        },
+        None => server.own_latest(named).ok_or_else(|| {
+            bad_arguments(match (named, family) {
+                (Some(p), Family::Of(_)) => format!(
+                    "no {p} tasks yet in this session; start one with ask_{p}, or pass the \
+                     task_id of a task another session started",
+                    p = p.as_str()
+                ),
+                (Some(p), Family::Shared) => format!(
+                    "no {p} tasks yet in this session; start one with ask (provider {p}), or \
+                     pass the task_id of a task another session started",
+                    p = p.as_str()
+                ),
+                (None, _) => "no tasks yet in this session; start one with ask, or pass the \
+                              task_id of a task another session started"
+                    .to_owned(),
+            })
         }),
     }
 }
 
 async fn pend(
     server: &Arc<Server>,
-    p: ProviderId,
+    family: Family,
+    named: Option<ProviderId>,
     args: &Map<String, Value>,
+    extra: &str,
     mut relay: Relay,
     cancel: CancellationToken,
 ) -> Result<Value, Value> {
-    only_keys(args, &["task_id", "wait_seconds"])?;
+    only_keys_of(args, extra, &["task_id", "wait_seconds"])?;
     let wait = opt_int(args, "wait_seconds", 0..=MAX_WAIT_SECONDS)?.unwrap_or(0);
-    let id = task_of(server, p, args)?;
-    waited(server, p, &id, wait, &mut relay, &cancel).await
+    let id = task_of(server, family, named, args)?;
+    waited(server, family, &id, wait, &mut relay, &cancel).await
 }
 
 async fn cancel_task(
     server: &Arc<Server>,
-    p: ProviderId,
+    family: Family,
+    named: Option<ProviderId>,
     args: &Map<String, Value>,
+    extra: &str,
     relay: &Relay,
 ) -> Result<Value, Value> {
-    only_keys(args, &["task_id"])?;
-    let id = task_of(server, p, args)?;
+    only_keys_of(args, extra, &["task_id"])?;
+    let id = task_of(server, family, named, args)?;
     let rec = tasks_of(server)?
         .cancel(&id)
         .await
@@ -438,32 +663,26 @@ async fn cancel_task(
                    "event": "cancel", "task_id": id, "state": rec.state.as_str()}),
         )
         .await;
-    Ok(with_reply(server, p, &rec))
+    Ok(with_reply(server, family, &rec))
 }
 
-/// The agent's final reply in task `id`: its last assistant message, else (a run that said
-/// nothing, or whose events are gone) `None`.
-fn reply_of(server: &Server, id: &str) -> Option<String> {
-    let events = server.tasks()?.events(id, 0).ok()?;
-    events.iter().rev().find_map(|e| {
-        (e["type"] == "message" && e["role"] == "assistant")
-            .then(|| e["text"].as_str().map(str::to_owned))
-            .flatten()
-    })
-}
-
-/// The answer of a pend or cancel: the reply first, then the record.
-fn with_reply(server: &Server, p: ProviderId, rec: &TaskRecord) -> Value {
-    let reply = rec
+/// The answer of a pend or cancel: the reply ([`droid_exec::reply`]) first, then the record.
+fn with_reply(server: &Server, family: Family, rec: &TaskRecord) -> Value {
+    let reply = server
+        .tasks()
+        .and_then(|tasks| droid_exec::reply::of_task(tasks, rec));
+    let who = rec
         .result
         .as_ref()
-        .and_then(|_| reply_of(server, &rec.task_id));
+        .and_then(|r| r.agent.as_ref().map(|a| a.provider))
+        .or_else(|| provider_of_id(&rec.task_id))
+        .map_or("the agent", ProviderId::display_name);
     let head = match &reply {
-        Some(r) => format!("{} replied:\n{r}\n\n", p.display_name()),
+        Some(r) => format!("{who} replied:\n{r}\n\n"),
         None if rec.result.is_none() => String::new(),
-        None => format!("{} gave no reply\n\n", p.display_name()),
+        None => format!("{who} gave no reply\n\n"),
     };
-    let mut answer = record_answer_with(server, rec, &head, &format!("pend_{}", p.as_str()));
+    let mut answer = record_answer_with(server, rec, &head, &family.tool(Verb::Pend));
     if let Some(Value::Object(sc)) = answer.get_mut("structuredContent") {
         // the reply first: what the reader needs before the record
         let mut first = Map::new();
@@ -536,12 +755,17 @@ mod tests {
     fn names_parse_back_and_follow_the_providers_setting() {
         for p in ProviderId::ALL {
             for v in Verb::ALL {
-                assert_eq!(parse(&tool_name(v, p)), Some((v, p)));
+                assert_eq!(parse(&tool_name(v, p)), Some((v, Family::Of(p))));
+                assert_eq!(Family::Of(p).tool(v), tool_name(v, p));
             }
+        }
+        for v in Verb::ALL {
+            assert_eq!(parse(v.as_str()), Some((v, Family::Shared)));
         }
         assert_eq!(parse("ask_gpt"), None);
         assert_eq!(parse("tell_codex"), None);
         assert_eq!(parse("droid_pend"), None);
+        assert_eq!(parse("asks"), None);
         assert_eq!(
             names(&[ProviderId::Gemini, ProviderId::Codex]),
             [
@@ -555,6 +779,11 @@ mod tests {
                 "cancel_gemini"
             ]
         );
+        // the engine's list (what `setup mcp` approves) holds every name this server can list
+        let every = droid_exec::config::delegation_tools(&ProviderId::ALL);
+        let mut ours = names(&ProviderId::ALL);
+        ours.extend(shared_names());
+        assert_eq!(every, ours);
     }
 
     #[tokio::test]
@@ -590,21 +819,71 @@ mod tests {
         let key = theirs.tasks().unwrap().record(&req, &done).await.unwrap();
         theirs.remember(&key);
         let none = Map::new();
+        let droid = Family::Of(ProviderId::Droid);
+        let refusal = |r: Result<String, Value>| {
+            r.unwrap_err()["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        };
         assert_eq!(
-            task_of(&mine, ProviderId::Droid, &none).unwrap_err()["content"][0]["text"],
+            refusal(task_of(&mine, droid, Some(ProviderId::Droid), &none)),
             "no droid tasks yet in this session; start one with ask_droid, or pass the task_id \
              of a task another session started"
         );
+        // the shared family: with a provider, or any of this session's tasks
         assert_eq!(
-            task_of(&theirs, ProviderId::Droid, &none),
+            refusal(task_of(
+                &mine,
+                Family::Shared,
+                Some(ProviderId::Codex),
+                &none
+            )),
+            "no codex tasks yet in this session; start one with ask (provider codex), or pass \
+             the task_id of a task another session started"
+        );
+        assert_eq!(
+            refusal(task_of(&mine, Family::Shared, None, &none)),
+            "no tasks yet in this session; start one with ask, or pass the task_id of a task \
+             another session started"
+        );
+        for (family, named) in [(droid, Some(ProviderId::Droid)), (Family::Shared, None)] {
+            assert_eq!(
+                task_of(&theirs, family, named, &none),
+                Ok(key.as_str().to_owned())
+            );
+        }
+        assert!(
+            task_of(
+                &theirs,
+                Family::Of(ProviderId::Codex),
+                Some(ProviderId::Codex),
+                &none
+            )
+            .is_err()
+        );
+        // naming the task reaches it from any session; a provider that contradicts it is refused
+        let named = json!({"task_id": key.as_str()});
+        let named = named.as_object().unwrap();
+        assert_eq!(
+            task_of(&mine, droid, Some(ProviderId::Droid), named),
             Ok(key.as_str().to_owned())
         );
-        assert!(task_of(&theirs, ProviderId::Codex, &none).is_err());
-        // naming the task reaches it from any session
-        let named = json!({"task_id": key.as_str()});
         assert_eq!(
-            task_of(&mine, ProviderId::Droid, named.as_object().unwrap()),
+            task_of(&mine, Family::Shared, None, named),
             Ok(key.as_str().to_owned())
+        );
+        assert_eq!(
+            refusal(task_of(
+                &mine,
+                Family::Shared,
+                Some(ProviderId::Codex),
+                named
+            )),
+            format!(
+                "task_id {key} is a droid task, not a codex one; leave provider out, or make it \
+                 droid"
+            )
         );
         let _ = std::fs::remove_dir_all(&root);
     }

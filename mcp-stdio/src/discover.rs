@@ -34,9 +34,9 @@ pub fn discover(modern: &Modern, instructions: &str) -> Value {
 
 /// The modern `tools/list` result: the tools in their fixed order (without the 2025-11-25
 /// `execution` field, which left the core protocol) and the caching hints.
-pub fn tools_list(modern: &Modern, providers: &[droid_contract::ProviderId]) -> Value {
+pub fn tools_list(modern: &Modern, catalog: &tools::Catalog) -> Value {
     modern.finish(json!({
-        "tools": tools::listed(false, providers),
+        "tools": tools::listed(false, catalog),
         "ttlMs": TTL_MS,
         "cacheScope": CACHE_SCOPE,
     }))

@@ -18,16 +18,26 @@
 //! - tool failures are results with `isError: true`, protocol problems are JSON-RPC errors;
 //! - bounded: at most 16 running and 64 queued tool calls per session (beyond: `-32000`
 //!   busy), a result's `structuredContent` at most 24 KiB (cut with a note naming the stored
-//!   task that holds all of it), tool schemas without repeated prose (`tools/list` ~41 KB with
-//!   the five delegation families, ~24 KB without);
+//!   task that holds all of it), input schemas without prose (the model-facing part of the
+//!   default `tools/list`, names, descriptions and input schemas, under 8 KB: ~7.9 KB);
+//! - toolsets ([`droid_exec::toolset`], setting `toolsets`, `mcp --toolsets`): the droid tools
+//!   and one `ask`/`pend`/`ping`/`cancel` family taking a `provider` by default, seed 002's
+//!   per-provider names opt-in ([`tools::Catalog`]);
+//! - every answer, errors included, matches its tool's `outputSchema` (clients that validate it
+//!   drop a non-conforming answer's text): a refusal with no structured content of that shape
+//!   carries none;
 //! - long runs: progress notifications with a heartbeat counted from the last one sent (at most
 //!   10 s without one during a call or a waiting `droid_pend`, 10.5 s for a polled task), all of
 //!   them before the response; `notifications/cancelled` kills the run; `droid_submit` /
 //!   `droid_pend` on the durable task store for runs longer than a client waits;
-//! - seed 002's delegation tools `ask_/pend_/ping_/cancel_<provider>` ([`delegation`]) next to
-//!   the five droid tools, one family per provider of the setting `providers`;
+//! - seed 002's delegation tools ([`delegation`]): `ask`/`pend`/`ping`/`cancel` with a
+//!   `provider` (toolset `delegate`), or `ask_<p>`, … per provider of the setting `providers`
+//!   (toolset `per_provider`); the reply of a `pend` is the engine's ([`droid_exec::reply`]);
 //! - stdin EOF, SIGTERM (through the caller's `shutdown` token) or EPIPE: running calls are
 //!   cancelled and `serve` returns within [`SHUTDOWN_DRAIN`] + [`SHUTDOWN_FLUSH`];
+//! - the same dispatcher serves transports with one exchange per message (the bridge's
+//!   Streamable HTTP `/mcp`, composed in by the binary): [`Session`] gives each posted message
+//!   a stream of its own for its notifications and answer;
 //! - start-up does nothing but wait for input (clients spawn throw-away probe instances, and a
 //!   `server/discover` probe is answered without side effects); expired tasks are cleaned after
 //!   `initialize` or the first modern `tools/call`, then hourly.
@@ -42,9 +52,11 @@ pub mod portable;
 pub mod progress;
 pub mod relay;
 pub mod server;
+pub mod session;
 pub mod tasks;
 pub mod tools;
 mod worktree_tools;
 
 pub use message_processor::{DRAIN as SHUTDOWN_DRAIN, FLUSH as SHUTDOWN_FLUSH, serve};
 pub use server::Server;
+pub use session::{Posted, Session};

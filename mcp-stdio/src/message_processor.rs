@@ -95,10 +95,15 @@ pub const MAX_QUEUED_CALLS: usize = 64;
 /// How often expired tasks are cleaned while the server runs.
 const JANITOR_EVERY: Duration = Duration::from_secs(3600);
 
-const INSTRUCTIONS: &str = "droid-executor hands a decided, well-specified coding task to Factory's droid CLI and returns a verified result (files changed measured from the repository, suggested commands re-run, a status and issues with suggested actions). Call execute_droid_task for short tasks; for anything that may take over a minute call droid_submit, then droid_pend with wait_seconds until the state is final. One task per call, with a clear objective and acceptance criteria.";
+const INSTRUCTIONS: &str = "droid-executor hands a decided, well-specified coding task to Factory's droid CLI and returns a verified result (files changed measured from the repository, suggested commands re-run, a status and issues with suggested actions). Call execute_droid_task for short tasks; for anything that may take over a minute call droid_submit, then droid_pend with wait_seconds until the state is final. One task per call, with a clear objective and acceptance criteria. To consult another agent CLI (codex, claude, gemini, opencode, droid), call ask with its provider, then pend for its reply.";
 
-struct State {
-    server: Arc<Server>,
+/// One session's state: what the dispatcher of every transport shares (the stdio read loop below,
+/// and [`crate::session::Session`] for transports that carry one message per request).
+pub(crate) struct State {
+    pub(crate) server: Arc<Server>,
+    /// The session's own output: every message of stdio; on a transport with a stream per
+    /// request, what relates to no request still open (a 2025-11-25 task's status and progress
+    /// once its `CreateTaskResult` was sent).
     out: Outbox,
     /// Running `tools/call`s by the JSON text of their id; removed when answered or cancelled.
     calls: Mutex<HashMap<String, CancellationToken>>,
@@ -149,6 +154,30 @@ impl Drop for Ticket {
 }
 
 impl State {
+    /// The state of a session over `server` writing to `out`. `janitor`: whether this session
+    /// cleans expired tasks (after its first real use, then hourly); off where the front-end
+    /// cleans them itself (the bridge).
+    pub(crate) fn new(
+        server: Arc<Server>,
+        out: Outbox,
+        shutdown: CancellationToken,
+        janitor: bool,
+    ) -> Arc<Self> {
+        Arc::new(State {
+            server,
+            out,
+            calls: Mutex::new(HashMap::new()),
+            // "already started" is how a session without one is made
+            janitor: AtomicBool::new(!janitor),
+            shutdown,
+            closing: CancellationToken::new(),
+            negotiated: Mutex::new(None),
+            log_level: SessionLevel::default(),
+            slots: Arc::new(Semaphore::new(MAX_RUNNING_CALLS)),
+            admitted: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
     /// Admit one more call, or the `SERVER_BUSY` answer to request `id` when the session already
     /// runs [`MAX_RUNNING_CALLS`] and queues [`MAX_QUEUED_CALLS`].
     fn admit(&self, id: &Value) -> Result<Ticket, Value> {
@@ -176,8 +205,28 @@ impl State {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Cancel request `id` as `notifications/cancelled` does: its run is stopped and nothing
+    /// more of it is sent. An id that is not running is ignored.
+    pub(crate) fn cancel(&self, id: &Value) {
+        if let Some(token) = self.calls().remove(&id.to_string()) {
+            tracing::debug!("request {id} cancelled by the client");
+            token.cancel();
+        }
+    }
+
+    /// End the session: task watchers stop and every running request is cancelled (its run
+    /// stopped, its answer withdrawn).
+    pub(crate) fn close(&self) {
+        self.closing.cancel();
+        let pending: Vec<CancellationToken> = self.calls().drain().map(|(_, t)| t).collect();
+        tracing::debug!("cancelling {} running call(s)", pending.len());
+        for t in pending {
+            t.cancel();
+        }
+    }
+
     /// The revision `initialize` negotiated, if it was called.
-    fn negotiated(&self) -> Option<&'static str> {
+    pub(crate) fn negotiated(&self) -> Option<&'static str> {
         *self
             .negotiated
             .lock()
@@ -280,18 +329,7 @@ where
     let (out, inbox) = Outbox::new();
     let closed = CancellationToken::new();
     let writer = tokio::spawn(write_loop(output, inbox, closed.clone()));
-    let state = Arc::new(State {
-        server,
-        out,
-        calls: Mutex::new(HashMap::new()),
-        janitor: AtomicBool::new(false),
-        shutdown: shutdown.clone(),
-        closing: CancellationToken::new(),
-        negotiated: Mutex::new(None),
-        log_level: SessionLevel::default(),
-        slots: Arc::new(Semaphore::new(MAX_RUNNING_CALLS)),
-        admitted: Arc::new(AtomicUsize::new(0)),
-    });
+    let state = State::new(server, out, shutdown.clone(), true);
     let mut lines = Lines::new(BufReader::new(input), MAX_MESSAGE_BYTES);
     let mut running = JoinSet::new();
     let why = loop {
@@ -313,12 +351,8 @@ where
             Some(_) = running.join_next(), if !running.is_empty() => {}
         }
     };
-    tracing::debug!("{why}: cancelling {} running call(s)", state.calls().len());
-    state.closing.cancel();
-    let pending: Vec<CancellationToken> = state.calls().drain().map(|(_, t)| t).collect();
-    for t in pending {
-        t.cancel();
-    }
+    tracing::debug!("{why}: ending the session");
+    state.close();
     let _ = tokio::time::timeout(DRAIN, async {
         while running.join_next().await.is_some() {}
         // droids stopped after their completion events, still being reaped
@@ -386,12 +420,54 @@ async fn handle_line(state: &Arc<State>, raw: &[u8], running: &mut JoinSet<()>) 
             return;
         }
     };
+    dispatch(state, msg, &state.out, running)
+        .send(&state.out)
+        .await;
+}
+
+/// The answers of one message (or batch) known at once, to be sent in order before anything
+/// else of the session: nothing, the answer to one message, or a batch's array.
+pub(crate) struct Ready {
+    values: Vec<Value>,
+    batch: bool,
+}
+
+impl Ready {
+    fn nothing() -> Self {
+        Self {
+            values: Vec::new(),
+            batch: false,
+        }
+    }
+
+    fn one(v: Value) -> Self {
+        Self {
+            values: vec![v],
+            batch: false,
+        }
+    }
+
+    /// Send them to `out`.
+    pub(crate) async fn send(self, out: &Outbox) {
+        send_answers(out, self.values, self.batch).await;
+    }
+}
+
+/// Dispatch one JSON-RPC message, or one batch, that arrived on its own (a line of stdio, the
+/// body of an HTTP POST). Everything it answers goes to `out`: what is known now is returned
+/// (the caller sends it, in arrival order), the rest comes from the tasks it spawned on
+/// `running`, each holding a clone of `out` until it is done. So once the caller has sent what
+/// is returned and dropped its own `out`, the receiving end of `out` ends exactly when the
+/// message has nothing more to say.
+pub(crate) fn dispatch(
+    state: &Arc<State>,
+    msg: Value,
+    out: &Outbox,
+    running: &mut JoinSet<()>,
+) -> Ready {
     match msg {
         Value::Array(items) if items.is_empty() => {
-            state
-                .out
-                .send(error(&Value::Null, INVALID_REQUEST, "empty batch"))
-                .await;
+            Ready::one(error(&Value::Null, INVALID_REQUEST, "empty batch"))
         }
         Value::Array(items) => {
             let negotiated = state.negotiated();
@@ -400,39 +476,45 @@ async fn handle_line(state: &Arc<State>, raw: &[u8], running: &mut JoinSet<()>) 
                     Some(v) => format!("in protocol revision {v}, which this session negotiated"),
                     None => "before initialize".to_owned(),
                 };
-                state
-                    .out
-                    .send(error(
-                        &Value::Null,
-                        INVALID_REQUEST,
-                        format!(
-                            "batches are not supported {session}: JSON-RPC batches exist only in revision {BATCH_VERSION}; send each message on its own line"
-                        ),
-                    ))
-                    .await;
-                return;
+                return Ready::one(error(
+                    &Value::Null,
+                    INVALID_REQUEST,
+                    format!(
+                        "batches are not supported {session}: JSON-RPC batches exist only in revision {BATCH_VERSION}; send each message on its own line"
+                    ),
+                ));
             }
             let answers: Vec<Answer> = items
                 .into_iter()
-                .filter_map(|m| handle_message(state, m, running, true))
+                .filter_map(|m| handle_message(state, m, out, running, true))
                 .collect();
-            deliver(state, answers, true, running).await;
+            deliver(out, answers, true, running)
         }
         single => {
-            let answers = handle_message(state, single, running, false)
+            let answers = handle_message(state, single, out, running, false)
                 .into_iter()
                 .collect();
-            deliver(state, answers, false, running).await;
+            deliver(out, answers, false, running)
         }
     }
 }
 
-/// Send the answers of one line: a single message's on its own, a batch's as one array once
-/// every request in it is done (from a task of its own when some still run).
-async fn deliver(state: &Arc<State>, answers: Vec<Answer>, batch: bool, running: &mut JoinSet<()>) {
-    let waits = answers.iter().any(|a| matches!(a, Answer::Later(_)));
-    let out = state.out.clone();
-    let collect = async move {
+/// The answers of one line: a single message's on its own, a batch's as one array once every
+/// request in it is done (sent to `out` from a task of its own when some still run; otherwise
+/// returned, to be sent before the next line is read).
+fn deliver(out: &Outbox, answers: Vec<Answer>, batch: bool, running: &mut JoinSet<()>) -> Ready {
+    if !answers.iter().any(|a| matches!(a, Answer::Later(_))) {
+        let values = answers
+            .into_iter()
+            .filter_map(|a| match a {
+                Answer::Now(v) => Some(v),
+                Answer::Later(_) => None,
+            })
+            .collect();
+        return Ready { values, batch };
+    }
+    let out = out.clone();
+    running.spawn(async move {
         let mut values = Vec::with_capacity(answers.len());
         for a in answers {
             match a {
@@ -442,13 +524,8 @@ async fn deliver(state: &Arc<State>, answers: Vec<Answer>, batch: bool, running:
             }
         }
         send_answers(&out, values, batch).await;
-    };
-    if waits {
-        running.spawn(collect);
-    } else {
-        // nothing to wait for: answered in line order, before the next line is read
-        collect.await;
-    }
+    });
+    Ready::nothing()
 }
 
 async fn send_answers(out: &Outbox, mut values: Vec<Value>, batch: bool) {
@@ -464,10 +541,12 @@ async fn send_answers(out: &Outbox, mut values: Vec<Value>, batch: bool) {
     }
 }
 
-/// Handle one message (`batch`: an element of a batch); its answer, if one is due.
+/// Handle one message (`batch`: an element of a batch) whose answer and notifications go to
+/// `out`; its answer, if one is due.
 fn handle_message(
     state: &Arc<State>,
     msg: Value,
+    out: &Outbox,
     running: &mut JoinSet<()>,
     batch: bool,
 ) -> Option<Answer> {
@@ -477,10 +556,8 @@ fn handle_message(
         Incoming::Notification { method, params } => {
             if method == "notifications/cancelled"
                 && let Some(req) = params.get("requestId")
-                && let Some(token) = state.calls().remove(&req.to_string())
             {
-                tracing::debug!("request {req} cancelled by the client");
-                token.cancel();
+                state.cancel(req);
             }
             None
         }
@@ -503,8 +580,8 @@ fn handle_message(
                     m.version
                 ),
             ))),
-            Ok(Era::Legacy) => legacy(state, id, &method, params, running, batch),
-            Ok(Era::Modern(m)) => modern(state, id, &method, params, m, running),
+            Ok(Era::Legacy) => legacy(state, id, &method, params, out, running, batch),
+            Ok(Era::Modern(m)) => modern(state, id, &method, params, m, out, running),
         },
     }
 }
@@ -515,6 +592,7 @@ fn legacy(
     id: Value,
     method: &str,
     params: Value,
+    out: &Outbox,
     running: &mut JoinSet<()>,
     batch: bool,
 ) -> Option<Answer> {
@@ -538,11 +616,11 @@ fn legacy(
         "tools/list" => now(match check_cursor(&params) {
             Ok(()) => result(
                 &id,
-                json!({"tools": tools::listed(state.tasks_enabled(), state.server.providers())}),
+                json!({"tools": tools::listed(state.tasks_enabled(), state.server.catalog())}),
             ),
             Err(e) => e.to_response(&id),
         }),
-        "tools/call" => start_call(state, id, &params, None, running, batch),
+        "tools/call" => start_call(state, id, &params, None, out, running, batch),
         "logging/setLevel" => now(match Level::from_value(params.get("level")) {
             Ok(level) => {
                 state.log_level.set(level);
@@ -553,16 +631,16 @@ fn legacy(
         _ if tasks_method && state.tasks_enabled() => {
             let server = Arc::clone(&state.server);
             match method {
-                "tasks/get" => spawn_request(state, id, running, batch, async move {
+                "tasks/get" => spawn_request(state, id, out, running, batch, async move {
                     tasks::get(&server, &params).await
                 }),
-                "tasks/result" => spawn_request(state, id, running, batch, async move {
+                "tasks/result" => spawn_request(state, id, out, running, batch, async move {
                     tasks::result(&server, &params).await
                 }),
-                "tasks/list" => spawn_request(state, id, running, batch, async move {
+                "tasks/list" => spawn_request(state, id, out, running, batch, async move {
                     tasks::list(&server, &params).await
                 }),
-                _ => spawn_request(state, id, running, batch, async move {
+                _ => spawn_request(state, id, out, running, batch, async move {
                     tasks::cancel(&server, &params).await
                 }),
             }
@@ -591,17 +669,18 @@ fn modern(
     method: &str,
     params: Value,
     m: Modern,
+    out: &Outbox,
     running: &mut JoinSet<()>,
 ) -> Option<Answer> {
     let answer = match method {
         "server/discover" => result(&id, discover::discover(&m, INSTRUCTIONS)),
         "tools/list" => match check_cursor(&params) {
-            Ok(()) => result(&id, discover::tools_list(&m, state.server.providers())),
+            Ok(()) => result(&id, discover::tools_list(&m, state.server.catalog())),
             Err(e) => e.to_response(&id),
         },
         "tools/call" => {
             state.start_janitor();
-            return start_call(state, id, &params, Some(m), running, false);
+            return start_call(state, id, &params, Some(m), out, running, false);
         }
         other => error(
             &id,
@@ -658,6 +737,7 @@ fn initialize(state: &Arc<State>, params: &Value) -> Value {
 fn spawn_request<F>(
     state: &Arc<State>,
     id: Value,
+    out: &Outbox,
     running: &mut JoinSet<()>,
     batch: bool,
     work: F,
@@ -673,7 +753,7 @@ where
         Ok(k) => k,
         Err(answer) => return Some(Answer::Now(answer)),
     };
-    let (reply, later) = Reply::new(state.out.guarded(token.clone()), batch);
+    let (reply, later) = Reply::new(out.guarded(token.clone()), batch);
     let state = Arc::clone(state);
     running.spawn(async move {
         let Some(_slot) = ticket.start(&token).await else {
@@ -706,6 +786,7 @@ fn start_call(
     id: Value,
     params: &Value,
     modern: Option<Modern>,
+    out: &Outbox,
     running: &mut JoinSet<()>,
     batch: bool,
 ) -> Option<Answer> {
@@ -716,12 +797,12 @@ fn start_call(
     let Some(name) = p.get("name").and_then(Value::as_str) else {
         return refuse(INVALID_PARAMS, "tools/call needs a string \"name\"".into());
     };
-    if !tools::known(name, state.server.providers()) {
+    if !tools::known(name, state.server.catalog()) {
         return refuse(
             INVALID_PARAMS,
             format!(
                 "unknown tool {name:?}; tools: {}",
-                tools::names(state.server.providers()).join(", ")
+                tools::names(state.server.catalog()).join(", ")
             ),
         );
     }
@@ -768,7 +849,7 @@ fn start_call(
         Err(answer) => return Some(Answer::Now(answer)),
     };
     // everything this call sends is withdrawn the moment it is cancelled
-    let out = state.out.guarded(token.clone());
+    let out = out.guarded(token.clone());
     let relay = Relay::new(
         Arc::clone(&state.server),
         ProgressSink::from_params(params, &out),
@@ -825,7 +906,7 @@ async fn run_task(
     state: Arc<State>,
     id: Value,
     args: Map<String, Value>,
-    relay: Relay,
+    mut relay: Relay,
     (key, token, ticket): (String, CancellationToken, Ticket),
     reply: Reply,
 ) {
@@ -841,6 +922,10 @@ async fn run_task(
     match created {
         Some(Ok((answer, task_id))) if ours => {
             reply.send(result(&id, answer)).await;
+            // the request is answered: on a transport with a stream per request that stream is
+            // over, so the task's progress and status go to the session's own output (stdio:
+            // the same one)
+            relay.redirect(&state.out.guarded(token));
             tasks::watch(
                 Arc::clone(&state.server),
                 task_id,

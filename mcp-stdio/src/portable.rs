@@ -139,6 +139,83 @@ fn strip(v: &mut Value) {
     }
 }
 
+/// How deep [`compact`] follows `$ref`s: the contract's definitions are not recursive, and a
+/// schema that were would keep its deeper `$ref`s rather than loop.
+const INLINE_DEPTH: usize = 8;
+
+/// `schema` as small as a model-facing input schema can be while it keeps every rule a model
+/// must follow (types, enums, maximum lengths, counts, ranges, patterns, required fields):
+/// [`terse`], then each `$ref` replaced by the definition it names (the definitions dropped),
+/// every `default` and `$schema` dropped, `minLength: 1` dropped (the server refuses a blank
+/// value naming the field), and the `null` alternative of an optional field left out (a model
+/// leaves the field out; the server still takes `null` as absent). For the default
+/// `tools/list`, whose model-facing part every client puts in the model's context.
+pub fn compact(schema: &Value) -> Value {
+    let mut v = terse(schema);
+    let defs = match v.as_object_mut() {
+        Some(m) => {
+            m.shift_remove("$schema");
+            m.shift_remove("$defs").unwrap_or(Value::Null)
+        }
+        None => Value::Null,
+    };
+    inline(&mut v, &defs, 0);
+    v
+}
+
+fn inline(v: &mut Value, defs: &Value, depth: usize) {
+    match v {
+        Value::Array(a) => a.iter_mut().for_each(|x| inline(x, defs, depth)),
+        Value::Object(m) => {
+            let target = m
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix("#/$defs/"))
+                .and_then(|name| defs.get(name))
+                .filter(|_| depth < INLINE_DEPTH)
+                .cloned();
+            if let Some(Value::Object(def)) = target {
+                m.shift_remove("$ref");
+                for (k, x) in def {
+                    m.entry(k).or_insert(x);
+                }
+                inline(v, defs, depth + 1);
+                return;
+            }
+            m.shift_remove("default");
+            // non-blank: a model sends a sentence or a path, and the server's refusal of a
+            // blank one names the field; the bytes go to the rules a model may break (lengths)
+            if m.get("minLength") == Some(&json!(1)) {
+                m.shift_remove("minLength");
+            }
+            // {"anyOf": [X, {"type": "null"}]} is X for a model
+            let non_null = match m.get("anyOf") {
+                Some(Value::Array(alts)) if alts.len() == 2 => {
+                    let null = json!({"type": "null"});
+                    match (&alts[0], &alts[1]) {
+                        (x, n) | (n, x) if *n == null && *x != null => Some(x.clone()),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            if let Some(Value::Object(x)) = non_null {
+                m.shift_remove("anyOf");
+                for (k, val) in x {
+                    m.entry(k).or_insert(val);
+                }
+                // what it became may be a `$ref` itself
+                inline(v, defs, depth + 1);
+                return;
+            }
+            for x in m.values_mut() {
+                inline(x, defs, depth);
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,6 +275,51 @@ mod tests {
                 "$defs": {"X": {"type": "string", "maxLength": 9}},
             })
         );
+    }
+
+    #[test]
+    fn compact_inlines_definitions_and_drops_defaults_and_nulls() {
+        let s = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object", "description": "d",
+            "properties": {
+                "a": {"$ref": "#/$defs/A", "description": "a", "default": ""},
+                "b": {"anyOf": [{"$ref": "#/$defs/A"}, {"type": "null"}], "default": null},
+                "c": {"type": "array", "items": {"$ref": "#/$defs/A"}, "maxItems": 3, "default": []},
+                "d": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+            },
+            "required": ["a"],
+            "$defs": {"A": {"type": "string", "maxLength": 9, "description": "x"}},
+        });
+        let a = json!({"type": "string", "maxLength": 9});
+        assert_eq!(
+            compact(&json!({"type": "string", "minLength": 1, "maxLength": 2})),
+            json!({"type": "string", "maxLength": 2})
+        );
+        assert_eq!(
+            compact(&s),
+            json!({
+                "type": "object",
+                "properties": {
+                    "a": a,
+                    "b": a,
+                    "c": {"type": "array", "items": a, "maxItems": 3},
+                    "d": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                },
+                "required": ["a"],
+            })
+        );
+        // the request keeps its limits: lengths, counts and ranges
+        let req = compact(&portable(&droid_contract::request_schema())).to_string();
+        for rule in [
+            "\"maxLength\":50000",
+            "\"maxLength\":100000",
+            "\"maxItems\":100",
+            "\"maximum\":86400",
+        ] {
+            assert!(req.contains(rule), "{rule} missing from {req}");
+        }
+        assert!(!req.contains("$ref") && !req.contains("\"null\""), "{req}");
     }
 
     #[test]

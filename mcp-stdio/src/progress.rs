@@ -48,6 +48,11 @@ impl ProgressSink {
             .map(|token| Self::new(token.clone(), out.clone()))
     }
 
+    /// Send what comes next to `out` instead.
+    pub fn redirect(&mut self, out: &Outbox) {
+        self.out = out.clone();
+    }
+
     /// Send the next progress notification with `message`.
     pub async fn send(&mut self, message: String) {
         self.sent += 1;

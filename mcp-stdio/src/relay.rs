@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::logging::{Level, LogSink, event_message};
 use crate::progress::ProgressSink;
-use crate::server::Server;
+use crate::server::{Outbox, Server};
 
 /// One request's progress and log sinks (either may be absent), silenced by its cancellation.
 #[derive(Debug)]
@@ -49,6 +49,17 @@ impl Relay {
             progress,
             log,
             stop,
+        }
+    }
+
+    /// Send what comes next to `out` instead: a 2025-11-25 task watched once its
+    /// `CreateTaskResult` is sent, when the transport's stream of that request is over.
+    pub fn redirect(&mut self, out: &Outbox) {
+        if let Some(p) = self.progress.as_mut() {
+            p.redirect(out);
+        }
+        if let Some(l) = self.log.as_mut() {
+            l.out = out.clone();
         }
     }
 
@@ -219,6 +230,7 @@ mod tests {
             limits: Default::default(),
             redact: Vec::new(),
             worktrees: Default::default(),
+            client_env: Default::default(),
         };
         Server::new(Engine::new(cfg), Default::default(), None)
     }

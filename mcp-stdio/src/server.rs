@@ -14,10 +14,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use droid_contract::ProviderId;
+use droid_exec::toolset::Toolsets;
 use droid_exec::{Engine, EnvMap, Settings, TaskKey, Tasks};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+use crate::tools::Catalog;
 
 /// Messages waiting for the writer: enough for bursts of progress, bounded so a client that stops
 /// reading slows us down instead of growing memory.
@@ -89,6 +92,11 @@ impl Outbox {
 }
 
 impl Inbox {
+    /// Whether every [`Outbox`] of it is gone: what it still holds is all it will ever give.
+    pub fn is_closed(&self) -> bool {
+        self.rx.is_closed()
+    }
+
     /// The next message to write, skipping those whose request was cancelled meanwhile; `None`
     /// once every [`Outbox`] is gone and the queue is empty.
     pub async fn recv(&mut self) -> Option<Value> {
@@ -129,11 +137,13 @@ impl OwnTasks {
 /// The server's state, shared by every request.
 #[derive(Debug)]
 pub struct Server {
-    engine: Engine,
+    /// Shared by the sessions of one front-end ([`Server::fork`]) and, in the bridge, with its
+    /// routes.
+    engine: Arc<Engine>,
     tasks: Option<Tasks>,
     env: EnvMap,
     config_path: Option<PathBuf>,
-    providers: Vec<ProviderId>,
+    catalog: Catalog,
     /// Never locked across an `.await`.
     own: Mutex<OwnTasks>,
 }
@@ -155,17 +165,49 @@ impl Server {
         env: EnvMap,
         config_path: Option<PathBuf>,
     ) -> Arc<Self> {
+        Self::with_toolsets(engine, task_config, env, config_path, None)
+    }
+
+    /// [`Server::with_task_config`], offering `toolsets` (`mcp --toolsets`) instead of the
+    /// setting `toolsets` when given. The engine may be one the front-end shares (the bridge's).
+    pub fn with_toolsets(
+        engine: impl Into<Arc<Engine>>,
+        task_config: &droid_exec::EngineConfig,
+        env: EnvMap,
+        config_path: Option<PathBuf>,
+        toolsets: Option<Toolsets>,
+    ) -> Arc<Self> {
         let tasks = Tasks::open(task_config).ok();
-        // the delegation families listed: the setting `providers` of the same file and
+        // the tools offered: the settings `toolsets` and `providers` of the same file and
         // environment the front-end loaded (it refused them already if they were invalid)
-        let providers = Settings::load(config_path.as_deref(), &env)
-            .map_or_else(|_| ProviderId::ALL.to_vec(), |s| s.providers);
+        let settings = Settings::load(config_path.as_deref(), &env).ok();
+        let defaults = Catalog::default();
+        let catalog = Catalog {
+            toolsets: toolsets
+                .or_else(|| settings.as_ref().map(|s| s.toolsets.clone()))
+                .unwrap_or(defaults.toolsets),
+            providers: settings.map_or(defaults.providers, |s| s.providers),
+        };
         Arc::new(Self {
-            engine,
+            engine: engine.into(),
             tasks,
             env,
             config_path,
-            providers,
+            catalog,
+            own: Mutex::new(OwnTasks::default()),
+        })
+    }
+
+    /// A server for another session of the same front-end: the same engine, task store,
+    /// environment and tools, and no task of its own yet (what a pend or cancel without a task
+    /// id means is per session: [`Server::own_latest`]).
+    pub fn fork(&self) -> Arc<Self> {
+        Arc::new(Self {
+            engine: Arc::clone(&self.engine),
+            tasks: self.tasks.clone(),
+            env: self.env.clone(),
+            config_path: self.config_path.clone(),
+            catalog: self.catalog.clone(),
             own: Mutex::new(OwnTasks::default()),
         })
     }
@@ -185,9 +227,14 @@ impl Server {
         &self.env
     }
 
-    /// The providers whose delegation tools are listed and answered (setting `providers`).
+    /// The providers the delegation tools delegate to (setting `providers`).
     pub fn providers(&self) -> &[ProviderId] {
-        &self.providers
+        &self.catalog.providers
+    }
+
+    /// The tools this server lists and answers: its toolsets and providers.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
     }
 
     /// The config file.
@@ -205,7 +252,7 @@ impl Server {
     }
 
     /// The id of the latest task this session submitted (of `provider`, when given): what
-    /// `droid_pend`, `pend_<p>` and `cancel_<p>` mean without a task id. Another client's tasks
+    /// `droid_pend`, `pend`, `cancel`, `pend_<p>` and `cancel_<p>` mean without a task id. Another client's tasks
     /// are never taken for it: those only their id reaches.
     pub fn own_latest(&self, provider: Option<ProviderId>) -> Option<String> {
         self.own

@@ -26,6 +26,7 @@ use std::time::Duration;
 use droid_contract::{ExecutionResult, Omitted, ProviderId, Status, TaskRecord};
 use droid_exec::EngineError;
 use droid_exec::health::{self, Level};
+use droid_exec::toolset::{Toolset, Toolsets};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -39,7 +40,27 @@ use crate::server::Server;
 /// progress can use the whole range.
 pub const MAX_WAIT_SECONDS: u64 = 600;
 
-/// The tool names, in the order `tools/list` shows them.
+/// The tools a server offers: its toolsets (setting `toolsets`, or `mcp --toolsets`) and the
+/// providers it delegates to (setting `providers`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Catalog {
+    /// The toolsets that are on.
+    pub toolsets: Toolsets,
+    /// The providers of the delegation tools.
+    pub providers: Vec<ProviderId>,
+}
+
+impl Default for Catalog {
+    /// The defaults: toolsets `droid` and `delegate`, all five providers.
+    fn default() -> Self {
+        Self {
+            toolsets: Toolsets::default(),
+            providers: ProviderId::ALL.to_vec(),
+        }
+    }
+}
+
+/// The droid tools (toolset `droid`), in the order `tools/list` shows them.
 pub const NAMES: [&str; 7] = [
     "execute_droid_task",
     "droid_submit",
@@ -68,9 +89,10 @@ pub fn task_support(name: &str) -> &'static str {
     }
 }
 
-/// Every tool's definition, for `tools/list`; with `execution.taskSupport` when `tasks` (the
-/// session negotiated 2025-11-25). Built once per process: generating the four schemas costs
-/// milliseconds, and every `tools/list` (and `server/discover`) asks.
+/// The definitions of the droid tools and of every provider's own family (toolset
+/// `per_provider`), for `tools/list`; with `execution.taskSupport` when `tasks` (the session
+/// negotiated 2025-11-25). Built once per process: generating the schemas costs milliseconds,
+/// and every `tools/list` (and `server/discover`) asks.
 pub fn definitions(tasks: bool) -> Vec<Value> {
     static PLAIN: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
     static WITH_TASKS: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
@@ -78,29 +100,83 @@ pub fn definitions(tasks: bool) -> Vec<Value> {
     cell.get_or_init(|| build_definitions(tasks)).clone()
 }
 
-/// The tools a server whose setting `providers` is `providers` lists: the five droid tools, then
-/// the delegation families of those providers ([`crate::delegation`]).
-pub fn listed(tasks: bool, providers: &[ProviderId]) -> Vec<Value> {
-    definitions(tasks)
-        .into_iter()
-        .filter(|t| {
-            let name = t["name"].as_str().unwrap_or_default();
-            crate::delegation::parse(name).is_none_or(|(_, p)| providers.contains(&p))
-        })
-        .collect()
+/// The tools a server offering `catalog` lists, in this order: the droid tools (toolset
+/// `droid`), the shared delegation family (`delegate`, its `provider` one of `catalog.providers`),
+/// then the family of each of those providers (`per_provider`).
+pub fn listed(tasks: bool, catalog: &Catalog) -> Vec<Value> {
+    let all = definitions(tasks);
+    let mut out: Vec<Value> = Vec::new();
+    for toolset in catalog.toolsets.iter() {
+        match toolset {
+            Toolset::Droid => out.extend(
+                all.iter()
+                    .filter(|t| NAMES.contains(&t["name"].as_str().unwrap_or_default()))
+                    .cloned(),
+            ),
+            Toolset::Delegate if !catalog.providers.is_empty() => {
+                let mut shared = crate::delegation::shared_definitions(&catalog.providers);
+                if tasks {
+                    shared.iter_mut().for_each(with_execution);
+                }
+                out.extend(shared);
+            }
+            Toolset::Delegate => {}
+            Toolset::PerProvider => out.extend(
+                all.iter()
+                    .filter(|t| {
+                        match crate::delegation::parse(t["name"].as_str().unwrap_or_default()) {
+                            Some((_, crate::delegation::Family::Of(p))) => {
+                                catalog.providers.contains(&p)
+                            }
+                            _ => false,
+                        }
+                    })
+                    .cloned(),
+            ),
+        }
+    }
+    out
 }
 
-/// Whether `name` is a tool of a server whose setting `providers` is `providers`.
-pub fn known(name: &str, providers: &[ProviderId]) -> bool {
-    NAMES.contains(&name)
-        || crate::delegation::parse(name).is_some_and(|(_, p)| providers.contains(&p))
+/// Whether `name` is a tool of a server offering `catalog`.
+pub fn known(name: &str, catalog: &Catalog) -> bool {
+    use crate::delegation::Family;
+    match crate::delegation::parse(name) {
+        Some((_, Family::Shared)) => {
+            catalog.toolsets.contains(Toolset::Delegate) && !catalog.providers.is_empty()
+        }
+        Some((_, Family::Of(p))) => {
+            catalog.toolsets.contains(Toolset::PerProvider) && catalog.providers.contains(&p)
+        }
+        None => catalog.toolsets.contains(Toolset::Droid) && NAMES.contains(&name),
+    }
 }
 
-/// The tool names of such a server, for an "unknown tool" message.
-pub fn names(providers: &[ProviderId]) -> Vec<String> {
-    let mut all: Vec<String> = NAMES.iter().map(|n| (*n).to_owned()).collect();
-    all.extend(crate::delegation::names(providers));
+/// The tool names of such a server, in `tools/list` order, for an "unknown tool" message.
+pub fn names(catalog: &Catalog) -> Vec<String> {
+    let mut all = Vec::new();
+    for toolset in catalog.toolsets.iter() {
+        match toolset {
+            Toolset::Droid => all.extend(NAMES.iter().map(|n| (*n).to_owned())),
+            Toolset::Delegate if !catalog.providers.is_empty() => {
+                all.extend(crate::delegation::shared_names());
+            }
+            Toolset::Delegate => {}
+            Toolset::PerProvider => all.extend(crate::delegation::names(&catalog.providers)),
+        }
+    }
     all
+}
+
+/// `tool` with its 2025-11-25 `execution.taskSupport`.
+fn with_execution(tool: &mut Value) {
+    let name = tool["name"].as_str().unwrap_or_default().to_owned();
+    if let Some(obj) = tool.as_object_mut() {
+        obj.insert(
+            "execution".into(),
+            json!({"taskSupport": task_support(&name)}),
+        );
+    }
 }
 
 fn build_definitions(tasks: bool) -> Vec<Value> {
@@ -108,11 +184,15 @@ fn build_definitions(tasks: bool) -> Vec<Value> {
     for tool in &mut all {
         for key in ["inputSchema", "outputSchema"] {
             if let Some(s) = tool.get(key) {
-                // the model reads the input prose of execute_droid_task once; every other
-                // schema is there for validation (see `portable::terse`)
-                let prose = key == "inputSchema" && tool["name"] == "execute_droid_task";
+                // the model reads every input schema (in every request, for some clients):
+                // the rules without prose, the meaning in the description; output schemas are
+                // there for validation
                 let s = crate::portable::portable(s);
-                tool[key] = if prose { s } else { crate::portable::terse(&s) };
+                tool[key] = if key == "inputSchema" {
+                    crate::portable::compact(&s)
+                } else {
+                    crate::portable::terse(&s)
+                };
             }
         }
     }
@@ -122,15 +202,7 @@ fn build_definitions(tasks: bool) -> Vec<Value> {
         all.extend(crate::delegation::definitions(p));
     }
     if tasks {
-        for tool in &mut all {
-            let name = tool["name"].as_str().unwrap_or_default().to_owned();
-            if let Some(obj) = tool.as_object_mut() {
-                obj.insert(
-                    "execution".into(),
-                    json!({"taskSupport": task_support(&name)}),
-                );
-            }
-        }
+        all.iter_mut().for_each(with_execution);
     }
     all
 }
@@ -139,12 +211,12 @@ fn base_definitions() -> Vec<Value> {
     let request = droid_contract::request_schema();
     let result = droid_contract::result_schema();
     let record = droid_contract::task_record_schema();
-    let task_id = json!({"type": "string", "description": "A task id from droid_submit (<provider>-<unix seconds>-<4 hex>)."});
+    let task_id = json!({"type": "string"});
     vec![
         json!({
             "name": "execute_droid_task",
             "title": "Run a coding task with droid (wait for the result)",
-            "description": "Hand a decided, well-specified coding task to Factory's droid CLI (or, with provider, to codex, claude, gemini or opencode) and wait for a verified result: files_changed measured from the repository, suggested_commands re-run by the executor, a status (success, partial, failed, timeout, cancelled, error) and issues with suggested actions. failed, timeout, cancelled and error are isError results; partial is not (droid finished but something needs a look): always read status and issues. One task per call, with a clear objective and acceptance criteria. isolation \"worktree\": in a git worktree of its own; then droid_apply or droid_discard it. A run may take up to max_runtime_seconds (default 600 s), longer than clients wait for a tool call (often 60 s; Codex 300 s): for anything that may take over a minute call droid_submit, then droid_pend. A result over 24 KiB is cut (oldest commands_run and logs first); its last log line names the stored task holding all of it.",
+            "description": "Hand one decided, well-specified coding task to droid (or provider codex, claude, gemini, opencode) and wait for the verified result: files_changed from the repository, suggested_commands re-run, status (success, partial, failed, timeout, cancelled, error), issues with actions. Read status and issues: partial is not isError. context.repo_root: absolute. isolation worktree: then droid_apply or droid_discard. Clients often stop waiting after 60 s (runs: max_runtime_seconds, 600): for longer, droid_submit and droid_pend.",
             "inputSchema": request,
             "outputSchema": result,
             "annotations": {"title": "Run a coding task with droid", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
@@ -152,18 +224,18 @@ fn base_definitions() -> Vec<Value> {
         json!({
             "name": "droid_submit",
             "title": "Start a coding task with droid in the background",
-            "description": "Same arguments as execute_droid_task, but returns at once with a task_id; the task runs in its own supervisor process and survives this server restarting. Follow it with droid_pend (optionally waiting) and stop it with droid_cancel. Prefer this for tasks that may take more than a minute. Independent subtasks: submit each at once with isolation \"worktree\" (they run in parallel, each in its own worktree of the current working tree, verified there), review each result, then droid_apply or droid_discard it.",
-            "inputSchema": droid_contract::request_schema(),
-            "outputSchema": object_schema(json!({"task_id": task_id}), &["task_id"]),
+            "description": "As execute_droid_task, but returns {task_id} at once and runs in the background (it survives this server): follow it with droid_pend, stop it with droid_cancel. Independent subtasks: submit each with isolation worktree; they run in parallel.",
+            "inputSchema": request,
+            "outputSchema": object_schema(json!({"task_id": {"type": "string"}}), &["task_id"]),
             "annotations": {"title": "Start a background droid task", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
         }),
         json!({
             "name": "droid_pend",
             "title": "Check on a background droid task",
-            "description": "The record of a background task ({task_id, state, created_at, updated_at, result}); state is queued or running until the result is there, then the result's status. Without task_id: your latest task in this session. wait_seconds (0-600, default 0) waits for the task to finish first; keep it under your client's tool-call timeout (often 60 s) and call again if the task is still running (with a progressToken the wait sends a progress heartbeat every 10 s).",
+            "description": "A background task's state (queued, running, then its status) and result. Without task_id: your latest task in this session. wait_seconds: wait for the end first; stay under your tool-call timeout, call again while it runs.",
             "inputSchema": object_schema(json!({
                 "task_id": task_id,
-                "wait_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS, "description": "Wait up to this many seconds for the task to finish."},
+                "wait_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS},
             }), &[]),
             "outputSchema": record.clone(),
             "annotations": {"title": "Check on a background droid task", "readOnlyHint": true, "idempotentHint": true, "openWorldHint": false},
@@ -171,7 +243,7 @@ fn base_definitions() -> Vec<Value> {
         json!({
             "name": "droid_cancel",
             "title": "Cancel a background droid task",
-            "description": "Ask a background task to stop: droid and everything it started are killed and the task ends cancelled (a queued task never starts). Returns the task record as it is right after the request; droid_pend shows the final one.",
+            "description": "Stop a background task: the agent and everything it started are killed. Returns its record.",
             "inputSchema": object_schema(json!({"task_id": task_id}), &["task_id"]),
             "outputSchema": record,
             "annotations": {"title": "Cancel a background droid task", "readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false},
@@ -183,7 +255,7 @@ fn base_definitions() -> Vec<Value> {
         json!({
             "name": "droid_ping",
             "title": "Check that droid can run",
-            "description": "Whether the droid CLI is found and its version, whether authentication is configured (FACTORY_API_KEY or custom models), whether the task store is writable, and every readiness check with its fix.",
+            "description": "Whether droid is found (version), authenticated and can store tasks: each readiness check with its fix.",
             "inputSchema": object_schema(json!({}), &[]),
             "outputSchema": object_schema(json!({
                 "droid_found": {"type": "boolean"},
@@ -254,6 +326,18 @@ fn render_result_noting(r: &ExecutionResult, note: Option<&str>) -> String {
     }
     if let Some(passed) = r.tests.passed {
         s.push_str(&format!("\ntests passed: {passed}"));
+    }
+    if let Some(w) = &r.worktree {
+        let next = if w.state == droid_contract::WorktreeState::Ready {
+            " (droid_apply or droid_discard it)"
+        } else {
+            ""
+        };
+        s.push_str(&format!(
+            "\nworktree: {} on branch {}{next}",
+            w.state.as_str(),
+            w.branch
+        ));
     }
     for i in &r.issues {
         s.push_str(&format!(
@@ -491,8 +575,8 @@ pub async fn call(
     mut relay: Relay,
     cancel: CancellationToken,
 ) -> Value {
-    if let Some((verb, p)) = crate::delegation::parse(name) {
-        return crate::delegation::call(server, verb, p, args, relay, cancel).await;
+    if let Some((verb, family)) = crate::delegation::parse(name) {
+        return crate::delegation::call(server, verb, family, args, relay, cancel).await;
     }
     match name {
         "execute_droid_task" => {
@@ -507,12 +591,18 @@ pub async fn call(
             let value = Value::Object(args);
             let req = match server.engine().admit(&value) {
                 Ok(r) => r,
+                // the text of the `error` result execute_droid_task would give, without the
+                // result as structured content: droid_submit's output schema is `{task_id}`,
+                // and a client that validates it (the TypeScript SDK's `callTool`) would throw
+                // the text away with the answer
                 Err(v) => {
                     let task_id = value
                         .get("task_id")
                         .and_then(Value::as_str)
                         .map(str::to_owned);
-                    return result_answer(&ExecutionResult::invalid_request(task_id, &v));
+                    return bad_arguments(render_result(&ExecutionResult::invalid_request(
+                        task_id, &v,
+                    )));
                 }
             };
             let Some(tasks) = server.tasks() else {
@@ -697,6 +787,49 @@ mod tests {
     }
 
     #[test]
+    fn the_text_keeps_what_a_model_acts_on_and_the_structured_content_everything() {
+        let mut r = result_with("Added farewell().".into(), 1);
+        r.status = Status::Partial;
+        r.sandbox = Some(droid_contract::SandboxInfo {
+            kind: droid_contract::SandboxKind::Landlock,
+            abi: Some(7),
+            writable: (0..14).map(|i| format!("/writable/path/{i}")).collect(),
+            reason: None,
+        });
+        let agent = droid_contract::AgentInfo {
+            provider: ProviderId::Droid,
+            version: Some("0.225.2".into()),
+            model: Some("custom:Demo-0".into()),
+            exit_code: Some(0),
+            num_turns: Some(4),
+            usage: None,
+        };
+        r.droid = Some(agent.as_droid());
+        r.agent = Some(agent);
+        r.worktree = Some(droid_contract::WorktreeInfo {
+            path: "/store/worktrees/droid-1-abcd".into(),
+            branch: "droid-executor/droid-1-abcd".into(),
+            base: "b".repeat(40),
+            head: "h".repeat(40),
+            state: droid_contract::WorktreeState::Ready,
+        });
+        r.logs = vec!["droid stderr: noise".into()];
+        let answer = result_answer(&r);
+        let text = answer["content"][0]["text"].as_str().unwrap_or_default();
+        assert_eq!(
+            text,
+            format!(
+                "status: partial\nsummary: Added farewell().\nworktree: ready on branch \
+                 droid-executor/droid-1-abcd (droid_apply or droid_discard it)\nissue \
+                 [agent_error]: problem 0: {} -> look at the logs",
+                "x".repeat(200)
+            )
+        );
+        // everything is in the structured content, the same result every front-end gives
+        assert_eq!(answer["structuredContent"], to_value(&r));
+    }
+
+    #[test]
     fn a_huge_summary_or_many_issues_are_cut_to_the_bound() {
         for (summary, issues) in [("s".repeat(1_000_000), 0), ("short".into(), 10_000)] {
             let r = result_with(summary, issues);
@@ -767,49 +900,157 @@ mod tests {
         assert!(text.starts_with("task droid-1-abcd: error\nstatus: error\nsummary: €€"));
     }
 
-    /// `tools/list` goes into the model's context. The five droid tools took 23.7 KB (it was 44
-    /// KB with the prose of the request and result schemas repeated in five schemas); each
-    /// delegation family adds about 3.5 KB (ask 1.1 KB with a 361-byte input schema, pend 0.9,
-    /// ping 0.6, cancel 0.8), so all five families made 41 KB (42 KB with `execution`), and the
-    /// budget was 44 KiB. Worktree tasks (issue 30) added `droid_apply` and `droid_discard`
-    /// (under 2 KB, their answer's schema kept to its fields) and the request's `isolation`,
-    /// `setup_commands` and `worktree_copy` and the result's `worktree` in every schema that
-    /// holds them (about 3 KB): the budget is 48 KiB, and a sixth provider or longer prose must
-    /// find the bytes elsewhere. The schemas that lost their prose validate what the full ones
-    /// do.
-    const TOOLS_LIST_BUDGET: usize = 48 * 1024;
+    /// The model-facing part of a tool list: what clients hand the model for each tool (its
+    /// name, description and input schema; Gemini CLI and OpenCode send it with every request),
+    /// as compact JSON.
+    fn model_facing(tools: &[Value]) -> usize {
+        let parts: Vec<Value> = tools
+            .iter()
+            .map(|t| json!({"name": t["name"], "description": t["description"], "inputSchema": t["inputSchema"]}))
+            .collect();
+        Value::Array(parts).to_string().len()
+    }
+
+    /// The budget of the model-facing part of the default `tools/list` (issue 32): 25 tools
+    /// took 20.5 KB, about 5k tokens, and look-alike per-provider names crowded the right tool
+    /// out of Codex's tool search. The default is the seven droid tools and one shared
+    /// delegation family; a new tool or longer prose must find its bytes elsewhere.
+    const DEFAULT_MODEL_FACING_BUDGET: usize = 8 * 1000;
+
+    /// Every toolset on (`all`): the whole answer stays under 56 KiB (it was 48 KiB with the
+    /// per-provider families alone, their prose-carrying request schema included).
+    const ALL_TOOLSETS_BUDGET: usize = 56 * 1024;
 
     #[test]
-    fn the_tool_list_is_compact_and_validates_the_same() {
+    fn the_default_tool_list_is_small_and_every_toolset_stays_bounded() {
+        let default = Catalog::default();
+        let all = Catalog {
+            toolsets: Toolsets::parse("all").unwrap(),
+            providers: ProviderId::ALL.to_vec(),
+        };
         for tasks in [false, true] {
-            let tools = definitions(tasks);
-            let size = Value::Array(tools.clone()).to_string().len();
-            let droid_only = Value::Array(listed(tasks, &[])).to_string().len();
+            let tools = listed(tasks, &default);
+            let facing = model_facing(&tools);
+            let whole = Value::Array(tools.clone()).to_string().len();
             println!(
-                "tools/list (tasks: {tasks}): {size} bytes with all five families, {droid_only} without"
+                "default tools/list (tasks: {tasks}): {} tools, model-facing part {facing} bytes \
+                 (names, descriptions, input schemas), whole answer {whole} bytes",
+                tools.len()
             );
             for t in &tools {
                 println!(
-                    "  {}: {} bytes (input schema {} bytes)",
+                    "  {}: description {} bytes, input schema {} bytes",
                     t["name"],
-                    t.to_string().len(),
+                    t["description"].as_str().unwrap_or_default().len(),
                     t["inputSchema"].to_string().len()
                 );
             }
-            assert!(size < TOOLS_LIST_BUDGET, "tools/list is {size} bytes");
-            let by = |name: &str| tools.iter().find(|t| t["name"] == name).cloned();
-            let (Some(exec), Some(submit)) = (by("execute_droid_task"), by("droid_submit")) else {
-                panic!("tools missing");
-            };
-            // execute_droid_task's input keeps its prose; droid_submit's is the same request
-            assert!(exec["inputSchema"].to_string().contains("\"description\""));
-            assert_eq!(
-                submit["inputSchema"],
-                crate::portable::terse(&exec["inputSchema"])
+            assert!(
+                facing <= DEFAULT_MODEL_FACING_BUDGET,
+                "the model-facing part of the default tools/list is {facing} bytes"
             );
-            let result = crate::portable::portable(&droid_contract::result_schema());
-            assert_eq!(exec["outputSchema"], crate::portable::terse(&result));
+            let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+            let mut want: Vec<&str> = NAMES.to_vec();
+            want.extend(["ask", "pend", "ping", "cancel"]);
+            assert_eq!(names, want);
+            let every = listed(tasks, &all);
+            let size = Value::Array(every.clone()).to_string().len();
+            println!(
+                "every toolset (tasks: {tasks}): {} tools, model-facing part {} bytes, whole \
+                 answer {size} bytes",
+                every.len(),
+                model_facing(&every)
+            );
+            assert!(size < ALL_TOOLSETS_BUDGET, "tools/list is {size} bytes");
+            assert_eq!(every.len(), 7 + 4 + 4 * ProviderId::ALL.len());
         }
+    }
+
+    #[test]
+    fn the_request_schemas_state_the_limits_the_server_enforces() {
+        let tools = listed(false, &Catalog::default());
+        let by = |name: &str| {
+            tools
+                .iter()
+                .find(|t| t["name"] == name)
+                .cloned()
+                .unwrap_or_else(|| panic!("no {name}"))
+        };
+        let (exec, submit) = (by("execute_droid_task"), by("droid_submit"));
+        assert_eq!(exec["inputSchema"], submit["inputSchema"]);
+        let p = &exec["inputSchema"]["properties"];
+        assert_eq!(p["objective"]["maxLength"], 50_000);
+        assert_eq!(p["instructions"]["maxLength"], 100_000);
+        assert_eq!(p["constraints"]["maxItems"], 100);
+        assert_eq!(p["constraints"]["items"]["maxLength"], 2_000);
+        assert_eq!(p["suggested_commands"]["maxItems"], 50);
+        assert_eq!(
+            p["context"]["properties"]["files_of_interest"]["maxItems"],
+            1_000
+        );
+        assert_eq!(p["max_runtime_seconds"]["maximum"], 86_400);
+        let ask = &by("ask")["inputSchema"];
+        assert_eq!(ask["properties"]["message"]["maxLength"], 100_000);
+        assert_eq!(ask["properties"]["session"]["maxLength"], 256);
+        assert_eq!(
+            ask["properties"]["wait_seconds"]["maximum"],
+            MAX_WAIT_SECONDS
+        );
+        assert_eq!(ask["required"], json!(["provider", "message"]));
+        assert_eq!(
+            ask["properties"]["provider"]["enum"],
+            json!(["droid", "codex", "claude", "gemini", "opencode"])
+        );
+        // the output schemas are the contract's, without prose
+        let result = crate::portable::portable(&droid_contract::result_schema());
+        assert_eq!(exec["outputSchema"], crate::portable::terse(&result));
+    }
+
+    #[test]
+    fn toolsets_and_providers_choose_the_tools_listed_and_answered() {
+        let catalog = |toolsets: &str, providers: &[ProviderId]| Catalog {
+            toolsets: Toolsets::parse(toolsets).unwrap(),
+            providers: providers.to_vec(),
+        };
+        let listed_names = |c: &Catalog| -> Vec<String> {
+            listed(false, c)
+                .iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .collect()
+        };
+        let two = catalog(
+            "delegate,per_provider",
+            &[ProviderId::Gemini, ProviderId::Codex],
+        );
+        let want = [
+            "ask",
+            "pend",
+            "ping",
+            "cancel",
+            "ask_codex",
+            "pend_codex",
+            "ping_codex",
+            "cancel_codex",
+            "ask_gemini",
+            "pend_gemini",
+            "ping_gemini",
+            "cancel_gemini",
+        ];
+        assert_eq!(listed_names(&two), want);
+        assert_eq!(names(&two), want);
+        assert!(known("ask_codex", &two) && known("pend", &two));
+        assert!(!known("ask_claude", &two) && !known("execute_droid_task", &two));
+        assert_eq!(
+            listed(false, &two)[0]["inputSchema"]["properties"]["provider"]["enum"],
+            json!(["gemini", "codex"])
+        );
+        // no provider: no delegation tool at all
+        let none = catalog("all", &[]);
+        assert_eq!(listed_names(&none), NAMES);
+        assert!(!known("ask", &none));
+        let default = Catalog::default();
+        assert!(!known("ask_codex", &default), "per_provider is opt-in");
+        assert_eq!(names(&default), listed_names(&default));
     }
 
     #[test]

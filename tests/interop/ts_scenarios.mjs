@@ -10,10 +10,13 @@
 // scenario's outcome, or `{"error": {...}}` (exit 1) when anything threw. The server gets this
 // process's whole environment (the Rust test builds it) and writes its stderr to this one's.
 // Scenarios (ARGS_JSON: the tool arguments):
-// - list: `{"protocolVersion", "server", "tools"}` from initialize and tools/list.
+// - list: `{"protocolVersion", "server", "tools"}` from initialize and tools/list (and
+//   `sessionId` over HTTP, when the adapter has one).
 // - execute: `execute_droid_task` with a progress callback: `{"result", "progress", "requestId",
 //   "progressNotifications"}` (the last two as on the wire).
 // - call: `execute_droid_task` once, no options: `{"result"}` (for isError answers).
+// - submit: `droid_submit` once: `{"result"}` (an invalid request's isError answer must reach
+//   the caller: `callTool` validates structured content against the tool's outputSchema).
 // - submit_pend: `droid_submit`, then `droid_pend` with its task id and wait_seconds 60:
 //   `{"submit", "pend"}`.
 // - cancel: starts `execute_droid_task`, prints `{"event": "calling", "requestId"}` and waits for
@@ -96,6 +99,8 @@ export async function play({ sdkPackage, usage, argv, open }) {
         protocolVersion: session.protocolVersion(),
         server: client.getServerVersion(),
         tools,
+        // over HTTP: the session id the server gave (null when it gave none)
+        ...(session.sessionId ? { sessionId: session.sessionId() } : {}),
       };
     },
 
@@ -113,6 +118,11 @@ export async function play({ sdkPackage, usage, argv, open }) {
 
     async call() {
       const result = await callTool({ name: "execute_droid_task", arguments: toolArgs }, bounded);
+      return { result };
+    },
+
+    async submit() {
+      const result = await callTool({ name: "droid_submit", arguments: toolArgs }, bounded);
       return { result };
     },
 

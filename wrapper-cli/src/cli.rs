@@ -29,6 +29,8 @@ pub(crate) enum Command {
     Pend(crate::pend::PendArgs),
     /// Is each provider's CLI found, which version, is an endpoint or key configured?
     Ping(crate::ping::PingArgs),
+    /// Cancel a provider's task (default: its latest in this repository).
+    Cancel(crate::cancel::CancelArgs),
     /// Print the JSON Schema (draft 2020-12) of the request or the result.
     Schema {
         /// Which schema.
@@ -45,7 +47,7 @@ pub(crate) enum Command {
         skills_dir: Option<PathBuf>,
     },
     /// Serve MCP on stdio (for Claude Code, Codex, Cursor, droid…).
-    Mcp,
+    Mcp(crate::mcp::McpArgs),
     /// Serve the Agent Client Protocol on stdio: droid as the agent of Zed and other ACP
     /// editors (`setup acp --client zed` registers it).
     Acp,
@@ -116,7 +118,7 @@ impl Command {
                 Some((vec![settings.port], false))
             }
             Self::Ask(_) | Self::Worker { .. } => Some((vec![settings.port], false)),
-            Self::Mcp | Self::Acp => Some((vec![settings.port], true)),
+            Self::Mcp(_) | Self::Acp => Some((vec![settings.port], true)),
             Self::Serve(args) => {
                 let own = args.port.unwrap_or(settings.port);
                 Some((vec![settings.port, own], true))
@@ -131,6 +133,7 @@ impl Command {
             Self::Run(_)
                 | Self::Ask(_)
                 | Self::Pend(_)
+                | Self::Cancel(_)
                 | Self::Tasks(_)
                 | Self::Schema { .. }
                 | Self::Config(_)
@@ -230,6 +233,7 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
         Command::Ask(args) => crate::ask::ask(*args, cli.config.as_ref()).await,
         Command::Pend(args) => crate::pend::pend(args, cli.config.as_ref()).await,
         Command::Ping(args) => crate::ping::ping(args, cli.config.as_ref()).await,
+        Command::Cancel(args) => crate::cancel::cancel(args, cli.config.as_ref()).await,
         Command::Schema { which } => {
             let schema = match which {
                 SchemaKind::Request => droid_contract::request_schema(),
@@ -250,7 +254,7 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
         Command::Doctor { json, skills_dir } => {
             crate::doctor::doctor(cli.config.as_ref(), skills_dir.as_deref(), json).await
         }
-        Command::Mcp => crate::mcp::mcp(cli.config.as_ref()).await,
+        Command::Mcp(args) => crate::mcp::mcp(args, cli.config.as_ref()).await,
         Command::Acp => crate::acp::acp(cli.config.as_ref()).await,
         Command::Serve(args) => crate::serve::serve(args, cli.config.as_ref()).await,
         Command::Bridge(args) => crate::bridge::bridge(args, cli.config.as_ref()).await,

@@ -1,4 +1,6 @@
 //! `droid-executor doctor`: is this machine ready? Each check prints OK, WARN or FAIL with the fix.
+//! Besides the engine's checks: the Agent Skill, and droid's registration of the MCP server
+//! (`droid mcp`: whether droid's model is told of the tools, and what autonomy each needs).
 //! Exit 0 when nothing failed, 1 otherwise. `--skills-dir DIR` looks for the skill under another
 //! skills root (the meaning of `setup skill --dir`).
 
@@ -30,6 +32,13 @@ pub(crate) async fn doctor(
     checks.push(client_setup::skill_check(
         skills,
         crate::skill_bundle::FILES,
+    ));
+    // droid as an MCP client: registered, its model told of the tools, each tool's autonomy
+    let exe = std::env::current_exe().ok();
+    checks.push(client_setup::droid_settings::droid_mcp_check(
+        &env,
+        exe.as_deref(),
+        &client_setup::register::every_tool(&mcp_stdio::tools::NAMES),
     ));
     let failed = checks.iter().any(|c| c.level == Level::Fail);
     let out = if json_out {

@@ -14,10 +14,12 @@
 mod acp;
 mod ask;
 mod bridge;
+mod cancel;
 mod cli;
 mod config_cmd;
 mod doctor;
 mod mcp;
+mod mcp_http;
 mod pend;
 mod ping;
 mod render;

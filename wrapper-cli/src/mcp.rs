@@ -1,4 +1,5 @@
-//! `droid-executor mcp`: the MCP server on stdio (see the `mcp-stdio` crate). stdout carries only
+//! `droid-executor mcp [--toolsets LIST]`: the MCP server on stdio (see the `mcp-stdio` crate);
+//! `--toolsets` chooses the tools it offers over the setting `toolsets` (`droid_exec::toolset`). stdout carries only
 //! protocol lines; this module prints nothing there, and logs go to stderr (`RUST_LOG`, `warn` by
 //! default). SIGTERM, SIGINT and SIGHUP stop it like stdin EOF: running calls are cancelled and
 //! their droid processes killed, and the process is gone within 1.3 s (the budget is in the
@@ -13,8 +14,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Args;
 use droid_exec::Engine;
 use droid_exec::config::default_config_path;
+use droid_exec::toolset::Toolsets;
 use mcp_stdio::Server;
 use tokio_util::sync::CancellationToken;
 
@@ -31,8 +34,25 @@ const _: () = assert!(
     "droid's kill grace must leave the shutdown drain time to kill and sweep"
 );
 
-pub(crate) async fn mcp(config: Option<&PathBuf>) -> ExitCode {
-    let env = env_map();
+#[derive(Debug, Args)]
+pub(crate) struct McpArgs {
+    /// The toolsets to offer, comma-separated: droid (execute_droid_task, droid_submit, …),
+    /// delegate (ask, pend, ping, cancel with a provider argument), per_provider (ask_codex,
+    /// pend_codex, …), or the keywords default (droid,delegate) and all. Overrides the setting
+    /// `toolsets` (DROID_EXECUTOR_TOOLSETS).
+    #[arg(long, value_name = "LIST", value_parser = Toolsets::parse)]
+    toolsets: Option<Toolsets>,
+}
+
+pub(crate) async fn mcp(args: McpArgs, config: Option<&PathBuf>) -> ExitCode {
+    let mut env = env_map();
+    // an MCP client filtered this environment: which one, `setup mcp` wrote into its entry; an
+    // entry that does not say is some other client's (the Inspector's, one written by hand), and
+    // a hint asking for a variable it lacks names that filter too (droid_exec::client_env)
+    use droid_exec::client_env::{CLIENT_VAR, UNKNOWN_CLIENT};
+    if env.get(CLIENT_VAR).is_none_or(String::is_empty) {
+        env.insert(CLIENT_VAR.to_owned(), UNKNOWN_CLIENT.to_owned());
+    }
     let settings = match settings(config, &env) {
         Ok(s) => s,
         Err(e) => {
@@ -44,7 +64,7 @@ pub(crate) async fn mcp(config: Option<&PathBuf>) -> ExitCode {
     let mut cfg = task_cfg.clone();
     cfg.kill_grace = KILL_GRACE;
     let path = config.cloned().or_else(|| default_config_path(&env));
-    let server = Server::with_task_config(Engine::new(cfg), &task_cfg, env, path);
+    let server = Server::with_toolsets(Engine::new(cfg), &task_cfg, env, path, args.toolsets);
     let shutdown = CancellationToken::new();
     // the same handling as `run` (SIGINT, SIGTERM, SIGHUP; one line on stderr)
     match crate::run::cancel_on_signals(

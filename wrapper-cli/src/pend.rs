@@ -4,8 +4,11 @@
 //! current directory, or `--repo`, lies in: [`droid_exec::Tasks::latest_in_repository`]), never
 //! another repository's, which only its id reaches; an id of another provider's task is refused,
 //! naming both. It waits up to `--wait` seconds (default 0: look
-//! once) and prints the agent's final reply first, then the verified result (status, agent, files
-//! changed, commands, tests, issues); `--json` prints the task record as `tasks show --json` does.
+//! once) and prints the agent's final reply first (the engine's one definition of it,
+//! [`droid_exec::reply`], which MCP's `pend` uses too: the answer without the report block), then
+//! the verified result (status, agent, files changed, commands, tests, issues); `--json` prints
+//! the task record as `tasks show --json` does, with the reply first (`reply`, null while it runs
+//! or when there is none), as MCP's `pend` gives it.
 //!
 //! Exit codes, as `tasks wait`: once the task has finished, as `run` (0 success, 1 failed,
 //! partial, timeout or cancelled, 2 error); 3 when it is still not finished; 2 for usage errors,
@@ -55,9 +58,20 @@ fn fail(e: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// The directory whose repository a command without a task id is about: `repo`, else the
+/// current directory.
+pub(crate) fn repository_dir(repo: Option<&Path>) -> Result<PathBuf, String> {
+    match repo {
+        Some(dir) => Ok(std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())),
+        None => std::env::current_dir().map_err(|e| {
+            format!("cannot tell the current directory ({e}); pass --repo or the task id")
+        }),
+    }
+}
+
 /// The task `args` names: its id checked against the provider, or the provider's latest task in
-/// the repository `dir` lies in.
-async fn resolve(
+/// the repository `dir` lies in (`pend` and `cancel` alike).
+pub(crate) async fn resolve(
     tasks: &Tasks,
     provider: ProviderId,
     id: Option<&str>,
@@ -89,17 +103,34 @@ async fn resolve(
     }
 }
 
-/// The record for people: the agent's reply first, then the verified result; or, while it
-/// runs, its state and how to wait for it.
-fn show(provider: ProviderId, rec: &TaskRecord) -> String {
+/// The record for people: the agent's reply first ([`droid_exec::reply`]: its final answer, as
+/// MCP's `pend` gives it), then the verified result; or, while it runs, its state and how to
+/// wait for it. A finished task without a reply (timed out, cancelled, or silent) shows the
+/// result's summary in its report instead.
+fn show(provider: ProviderId, rec: &TaskRecord, reply: Option<&str>) -> String {
     match &rec.result {
-        Some(result) if rec.state.is_finished() => format!(
-            "{}\n\ntask {}: {}\n{}",
-            result.summary.trim_end(),
-            rec.task_id,
-            rec.state.as_str(),
-            crate::render::report_under_reply(result)
-        ),
+        Some(result) if rec.state.is_finished() => match reply {
+            // the summary only when it says something the reply does not (the report's own
+            // account of the work, when the agent wrote one)
+            Some(reply) => format!(
+                "{}\n\ntask {}: {}\n{}",
+                reply.trim_end(),
+                rec.task_id,
+                rec.state.as_str(),
+                if result.summary.trim() == reply.trim() {
+                    crate::render::report_under_reply(result)
+                } else {
+                    crate::render::report(result)
+                }
+            ),
+            None => format!(
+                "{} gave no reply\n\ntask {}: {}\n{}",
+                provider.display_name(),
+                rec.task_id,
+                rec.state.as_str(),
+                crate::render::report(result)
+            ),
+        },
         _ => format!(
             "task {}: {} (created {}, updated {})\nnot finished; wait for it with: \
              droid-executor pend {provider} {} --wait 60",
@@ -112,6 +143,20 @@ fn show(provider: ProviderId, rec: &TaskRecord) -> String {
     }
 }
 
+/// `--json`: the task record with the reply first (`{"reply", "task_id", "state", …}`), as MCP's
+/// `pend` gives it.
+fn with_reply(reply: Option<&str>, rec: &TaskRecord) -> String {
+    let mut out = serde_json::Map::new();
+    out.insert(
+        "reply".into(),
+        reply.map_or(serde_json::Value::Null, Into::into),
+    );
+    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(rec) {
+        out.extend(fields);
+    }
+    serde_json::to_string_pretty(&out).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
 pub(crate) async fn pend(args: PendArgs, config: Option<&PathBuf>) -> ExitCode {
     let env = env_map();
     let settings = match settings(config, &env) {
@@ -122,16 +167,9 @@ pub(crate) async fn pend(args: PendArgs, config: Option<&PathBuf>) -> ExitCode {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    let dir = match &args.repo {
-        Some(dir) => std::path::absolute(dir).unwrap_or_else(|_| dir.clone()),
-        None => match std::env::current_dir() {
-            Ok(cwd) => cwd,
-            Err(e) => {
-                return fail(format!(
-                    "cannot tell the current directory ({e}); pass --repo or the task id"
-                ));
-            }
-        },
+    let dir = match repository_dir(args.repo.as_deref()) {
+        Ok(dir) => dir,
+        Err(e) => return fail(e),
     };
     let id = match resolve(&tasks, args.provider, args.task_id.as_deref(), &dir).await {
         Ok(id) => id,
@@ -141,10 +179,11 @@ pub(crate) async fn pend(args: PendArgs, config: Option<&PathBuf>) -> ExitCode {
         Ok(rec) => rec,
         Err(e) => return fail(e),
     };
+    let reply = droid_exec::reply::of_task(&tasks, &rec);
     let text = if args.json {
-        serde_json::to_string_pretty(&rec).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+        with_reply(reply.as_deref(), &rec)
     } else {
-        show(args.provider, &rec)
+        show(args.provider, &rec, reply.as_deref())
     };
     if let Err(e) = crate::cli::emit(&text) {
         eprintln!(

@@ -270,7 +270,10 @@ pub(crate) async fn progress(mut rx: mpsc::Receiver<RunEvent>) {
 
 /// The worktree a task ran in, and what to do with its change while it waits.
 fn worktree_line(w: &droid_contract::WorktreeInfo) -> String {
-    let id = w.branch.strip_prefix("droid-executor/").unwrap_or(&w.branch);
+    let id = w
+        .branch
+        .strip_prefix("droid-executor/")
+        .unwrap_or(&w.branch);
     let mut line = format!(
         "worktree: {} (branch {}, {})",
         w.path,

@@ -4,7 +4,8 @@
 //! bridge` find it however it was started, and a second bridge on the same port is refused.
 //! `--port 0` binds any free port (the first stderr line names it) and claims no daemon lock.
 //! A task store that cannot be used is said once on stderr at start-up; the task routes then
-//! answer 503 with the same words.
+//! answer 503 with the same words. `/mcp` serves the MCP server (the tools of `droid-executor
+//! mcp`, with the settings `toolsets` and `providers`) over Streamable HTTP ([`crate::mcp_http`]).
 //! The hidden `--header-timeout` and `--body-timeout` (seconds) shorten the slow-client limits
 //! so the suites need not wait the defaults (10 s and 30 s) out. The connection and event-stream
 //! limits (`--max-connections`, `--reserved-connections`, `--max-streams`, `--stream-max-life`,
@@ -14,12 +15,15 @@ use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bridge_http::{Bridge, BridgeConfig, Token, check_bind};
 use clap::Args;
+use droid_exec::config::default_config_path;
 use droid_exec::tasks::daemon::Daemon;
 use droid_exec::{Engine, EnvMap, Settings};
+use mcp_stdio::Server;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{clean_expired, engine_config, env_map, settings};
@@ -224,7 +228,11 @@ async fn serve_inner(args: ServeArgs, config: Option<&PathBuf>) -> anyhow::Resul
     let shutdown = CancellationToken::new();
     let _signals = crate::run::cancel_on_signals(shutdown.clone(), "shutting down (draining)…")
         .map_err(|e| anyhow::anyhow!("cannot watch for signals: {e}"))?;
-    let bridge = Bridge::new(Engine::new(cfg), bridge_cfg);
+    // `/mcp` runs on the bridge's own engine: one engine per process, drained together
+    let engine = Arc::new(Engine::new(cfg));
+    let path = config.cloned().or_else(|| default_config_path(&env));
+    let mcp = Server::with_toolsets(Arc::clone(&engine), engine.config(), env, path, None);
+    let bridge = Bridge::with_mcp(engine, bridge_cfg, crate::mcp_http::Endpoint::new(mcp));
     let stop_janitor = CancellationToken::new();
     match (bridge.tasks(), bridge.tasks_unavailable()) {
         (Some(tasks), _) => {

@@ -1,20 +1,23 @@
-//! `droid-executor setup mcp --client droid|claude|codex [--allow-tools] [--dry-run]`: register
-//! this binary's MCP server (`<this executable> mcp`) with an MCP client (the engine's `setup`
-//! module does the work; the tool names and the longest call come from `mcp-stdio`).
+//! `droid-executor setup mcp --client droid|claude|codex|gemini|opencode [--allow-tools]
+//! [--dry-run]`: register this binary's MCP server (`<this executable> mcp`) with an MCP client
+//! (`client_setup::register` does the work; the tool names and the longest call come from
+//! `mcp-stdio`, the variables a filtering client is asked to pass from
+//! `droid_exec::client_env::pass_names`).
 //! `droid-executor setup skill [--client claude|droid] [--dir SKILLS_ROOT] [--force]
 //! [--dry-run]`: install the Agent Skill built into this binary into
 //! `SKILLS_ROOT/droid-executor`, and the client's fallback skills (`ask-<provider>`, every
 //! provider but the client's own) into `SKILLS_ROOT/ask-<provider>` (default root: the client's,
 //! `~/.claude/skills` or `~/.factory/skills`; `client_setup::skill` does the work).
 //! `droid-executor setup acp --client zed [--settings FILE] [--name NAME] [--print]`: register
-//! `<this executable> acp` as an agent server in Zed's settings (`client_setup::zed` edits the
-//! JSONC file, keeping its comments); `--print` prints the entry and writes nothing.
+//! `<this executable> acp` as an agent server in Zed's settings, with droid's program as this
+//! process finds it (`client_setup::zed` edits the JSONC file, keeping its comments); `--print`
+//! prints the entry and writes nothing.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use client_setup::register::{McpClient, Plan, Registration, apply, plan};
+use client_setup::register::{Plan, Registration, apply, plan};
 use client_setup::skill::{FileAction, SkillFile, SkillPlan, install_skill, plan_skill_named};
 use droid_contract::ProviderId;
 
@@ -28,7 +31,8 @@ pub(crate) struct SetupArgs {
 
 #[derive(Debug, Subcommand)]
 enum SetupCommand {
-    /// Register `droid-executor mcp` with an MCP client.
+    /// Register `droid-executor mcp` with an MCP client (droid: also the settings its model needs
+    /// to see the tools and call them at its default autonomy).
     Mcp {
         /// The client.
         #[arg(long, value_enum)]
@@ -41,7 +45,8 @@ enum SetupCommand {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Register `droid-executor acp` as an ACP agent server with an editor (Zed).
+    /// Register `droid-executor acp` as an ACP agent server with an editor (Zed), naming droid's
+    /// program in the entry's environment (an editor started from the desktop has another PATH).
     Acp {
         /// The editor.
         #[arg(long, value_enum)]
@@ -95,12 +100,16 @@ enum AcpClient {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Client {
-    /// Factory's droid (`droid mcp add`).
+    /// Factory's droid (`droid mcp add`, then `~/.factory/settings.json`).
     Droid,
     /// Claude Code (`~/.claude.json`, user scope).
     Claude,
     /// Codex (`~/.codex/config.toml`).
     Codex,
+    /// Gemini CLI (`~/.gemini/settings.json`).
+    Gemini,
+    /// OpenCode (`~/.config/opencode/opencode.json`).
+    Opencode,
 }
 
 /// The default skills root: Claude Code's user skills.
@@ -232,7 +241,7 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
             settings,
             name,
             print,
-        } => return zed(settings, &name, print),
+        } => return zed(settings, &name, print, config),
     };
     let env = env_map();
     let settings = match settings(config, &env) {
@@ -251,34 +260,34 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
         eprintln!("droid-executor: --allow-tools is for --client claude");
         return ExitCode::from(2);
     }
-    let (client, id) = match client {
-        Client::Droid => (McpClient::Droid, ProviderId::Droid),
-        Client::Claude => (McpClient::Claude, ProviderId::Claude),
-        Client::Codex => (McpClient::Codex, ProviderId::Codex),
+    let client = match client {
+        Client::Droid => ProviderId::Droid,
+        Client::Claude => ProviderId::Claude,
+        Client::Codex => ProviderId::Codex,
+        Client::Gemini => ProviderId::Gemini,
+        Client::Opencode => ProviderId::Opencode,
     };
     // droid registers through `droid mcp add`: without it nothing can be done but say what to
-    // install; Claude Code and Codex read the files written here once they are installed
-    let missing = not_installed(&cfg, id);
+    // install; the others read the files written here once they are installed
+    let missing = not_installed(&cfg, client);
     let note = match (&missing, client) {
-        (Some(why), McpClient::Droid) if !dry_run => {
+        (Some(why), ProviderId::Droid) if !dry_run => {
             eprintln!(
                 "droid-executor: {why}, then run `droid-executor setup mcp --client droid` again \
                  (it registers through `droid mcp add`)"
             );
             return ExitCode::from(2);
         }
-        (Some(why), McpClient::Droid) => Some(format!(
+        (Some(why), ProviderId::Droid) => Some(format!(
             "{why}: `droid mcp add` needs it, so install it before running this without --dry-run"
         )),
-        (Some(why), McpClient::Claude | McpClient::Codex) => {
-            Some(format!("{why}; it reads this registration once installed"))
-        }
+        (Some(why), _) => Some(format!("{why}; it reads this registration once installed")),
         (None, _) => None,
     };
     let registration = Registration {
         program: &exe,
         tools: &mcp_stdio::tools::NAMES,
-        env_vars: droid_exec::config::server_env_names(&settings),
+        env_vars: droid_exec::client_env::pass_names(&settings, &env),
         tool_timeout_secs: tool_timeout_secs(settings.default_timeout),
         allow_tools,
     };
@@ -333,7 +342,12 @@ fn not_installed(cfg: &droid_exec::EngineConfig, id: ProviderId) -> Option<Strin
 }
 
 /// `setup acp --client zed`: plan the edit of Zed's settings, then write it (or print the entry).
-fn zed(settings: Option<PathBuf>, name: &str, print: bool) -> ExitCode {
+fn zed(
+    zed_settings: Option<PathBuf>,
+    name: &str,
+    print: bool,
+    config: Option<&PathBuf>,
+) -> ExitCode {
     use client_setup::zed::{ZedEntry, apply, plan, settings_path};
     let Ok(exe) = std::env::current_exe() else {
         eprintln!("droid-executor: cannot tell where this executable is");
@@ -343,17 +357,40 @@ fn zed(settings: Option<PathBuf>, name: &str, print: bool) -> ExitCode {
         eprintln!("droid-executor: --name must not be empty");
         return ExitCode::from(2);
     }
+    // droid as this process finds it (DROID_CLI_CMD, droid_bin, PATH, npm's global prefix): Zed
+    // started from the desktop has the session's PATH, not the shell's (issue 32)
+    let env = env_map();
+    let cfg = match settings(config, &env) {
+        Ok(s) => engine_config(&s, &env),
+        Err(e) => {
+            eprintln!("droid-executor: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     let entry = ZedEntry {
         name,
         program: &exe,
+        droid: cfg.droid_bin.as_deref(),
     };
+    if let Some(why) = not_installed(&cfg, ProviderId::Droid) {
+        eprintln!(
+            "droid-executor: note: {why}; the entry names no droid, so the agent looks for it on \
+             Zed's PATH: run `droid-executor setup acp --client zed` again once it is installed"
+        );
+    }
+    if env.get("FACTORY_API_KEY").is_some_and(|v| !v.is_empty()) {
+        eprintln!(
+            "droid-executor: note: the entry holds no credential; a Zed started from the desktop \
+             does not see FACTORY_API_KEY from your shell profile: log in with droid (run droid, \
+             then /login), or start Zed from a shell that has it"
+        );
+    }
     if print {
         crate::cli::say(&entry.snippet());
         return ExitCode::SUCCESS;
     }
-    let env = env_map();
-    let named = settings.is_some();
-    let path = match settings.map_or_else(|| settings_path(&env), Ok) {
+    let named = zed_settings.is_some();
+    let path = match zed_settings.map_or_else(|| settings_path(&env), Ok) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("droid-executor: {e}");

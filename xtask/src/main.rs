@@ -9,7 +9,9 @@
 //!   `target/interop/node/`; the agent CLIs `setup mcp` writes entries for (Codex 0.169.0, Claude
 //!   Code 2.1.330 from npm) under `target/agents/node/`; the ACP clients (npm
 //!   `@agentclientprotocol/sdk` 2.4.0 under `target/interop/node-acp/`, PyPI
-//!   `agent-client-protocol` 0.12.1 with `jsonschema` 4.26.0 under `target/interop/py-acp/`).
+//!   `agent-client-protocol` 0.12.1 with `jsonschema` 4.26.0 under `target/interop/py-acp/`);
+//!   the MCP conformance suite (npm `@modelcontextprotocol/conformance` 0.1.16, with the Node 22
+//!   it needs) under `target/interop/conformance/`.
 //! - `preflight`: every program outside the workspace that the suite and these commands run
 //!   (git, Node.js and npm, python3 with venv, curl, libfaketime, systemd-analyze, unshare, …),
 //!   OK or missing, with the `apt-get install` line. `test`, `ci`, `demo`, `soak` and
@@ -44,6 +46,10 @@
 //!   section.
 //! - `bench sandbox [--runs N] [--bins DIR]`: a run with `DROID_EXECUTOR_SANDBOX=landlock` against
 //!   the same run with `off` (the cost of write confinement per run).
+//! - `bench worktree [--runs N] [--files N,N,...] [--bins DIR]`: a run in a worktree of its own
+//!   (made, run, discarded) against the same run in place, next to `git worktree add` plus
+//!   `remove` on 1k/10k/100k-file repositories; four worktree tasks of an agent sleeping 2 s at
+//!   once against one.
 //! - `bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR]`:
 //!   droid's native ACP mode against `droid-executor acp` on the same scripted scenarios (plain
 //!   streamed answer, tools with permissions, a reject, a cancel mid-stream, a model switch,
@@ -71,6 +77,7 @@ mod bench_report;
 mod bench_sandbox;
 mod bench_snapshot;
 mod bench_store;
+mod bench_worktree;
 mod bridge_process;
 mod demo;
 mod doc_blocks;
@@ -109,7 +116,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--providers] [--check-readme | --write-readme] | bench engine [--runs N] [--provider P|all] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--seconds S] [--repos R] | bench report [--quick] [--write] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | bench sandbox [--runs N] [--bins DIR] | bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
+const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--providers] [--check-readme | --write-readme] | bench engine [--runs N] [--provider P|all] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--seconds S] [--repos R] | bench report [--quick] [--write] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | bench sandbox [--runs N] [--bins DIR] | bench worktree [--runs N] [--files N,N,...] [--bins DIR] | bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
@@ -135,6 +142,7 @@ fn dispatch(args: &[&str]) -> Result<()> {
         ["bench", "processes", rest @ ..] => bench_processes::processes(rest),
         ["bench", "report", rest @ ..] => bench_report::report(rest),
         ["bench", "sandbox", rest @ ..] => bench_sandbox::sandbox(rest),
+        ["bench", "worktree", rest @ ..] => bench_worktree::worktree(rest),
         ["soak", rest @ ..] => soak::soak(rest),
         ["fuzz", rest @ ..] => fuzz::fuzz(rest),
         ["reliability", rest @ ..] => reliability::reliability(rest),

@@ -453,7 +453,15 @@ impl Engine {
         let started = Instant::now();
         let mut after = None;
         let mut result = self
-            .run_inner(req, marker, &cancel, &publish, started, &mut after, lease.as_ref())
+            .run_inner(
+                req,
+                marker,
+                &cancel,
+                &publish,
+                started,
+                &mut after,
+                lease.as_ref(),
+            )
             .await;
         // the worktree's change recorded, `ready` for review; its lock held like the slot
         let worktree = match lease {
@@ -581,7 +589,8 @@ impl Engine {
             .and_then(|b| b.as_ref().ok())
             .and_then(Snapshot::git_fallback)
             .map(str::to_owned);
-        let prompt_file = match scratch.write("prompt.md", prompt::render(req).as_bytes()) {
+        let prompt = prompt::render(req, req.effective_autonomy(cfg.max_autonomy));
+        let prompt_file = match scratch.write("prompt.md", prompt.as_bytes()) {
             Ok(p) => p,
             Err(e) => {
                 return internal_error(
@@ -700,9 +709,11 @@ impl Engine {
         });
         let confine = confinement.confinement.as_ref();
         let git_guard = GitGuard::record(root, &self.guard_records);
-        // a worktree shares the repository's hooks and config (its common git directory)
+        // a worktree shares the repository's hooks and config (its common git directory): guarded
+        // when the run could write there (the user goes on working in the repository meanwhile,
+        // and a `git push -u` of theirs must not be undone when nothing of the run could)
         let common_guard = lease
-            .and_then(Lease::common_work_tree)
+            .and_then(|l| l.common_work_tree_writable(confine, verify_confine.as_ref()))
             .and_then(|top| GitGuard::record(&top, &self.guard_records));
         let state_guard =
             StateGuard::record(&config_paths, state_home.as_deref(), &self.guard_records);
@@ -724,7 +735,16 @@ impl Engine {
                     ),
                 });
                 match self
-                    .set_up(l.setup_commands(), root, &env, deadline, &marker, &redact, verify_confine.as_ref(), cancel)
+                    .set_up(
+                        l.setup_commands(),
+                        root,
+                        &env,
+                        deadline,
+                        &marker,
+                        &redact,
+                        verify_confine.as_ref(),
+                        cancel,
+                    )
                     .await
                 {
                     Ok(runs) => runs,
@@ -979,6 +999,7 @@ impl Engine {
             agent_env: &agent_env,
             redact: &redact,
             excerpt_bytes: cfg.excerpt_bytes,
+            client_env: &cfg.client_env,
             warnings: &cfg.droid_warnings,
             git_fallback: git_fallback.as_deref(),
             sandbox: &confinement,
@@ -1293,6 +1314,9 @@ struct Assembly<'a> {
     agent_env: &'a [(OsString, OsString)],
     redact: &'a Redactor,
     excerpt_bytes: usize,
+    /// Who started this process: a hint naming a variable its MCP client dropped names the
+    /// client's filter.
+    client_env: &'a crate::client_env::ClientEnv,
     warnings: &'a [String],
     /// Why git could not measure files_changed in a git work tree (the walk did).
     git_fallback: Option<&'a str>,
@@ -1472,6 +1496,7 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
     logs.extend(used.note.iter().cloned());
     let mut found = a.provider.findings(&sup.events, &stderr, completed);
     a.provider.advise(&facts, &mut found.issues);
+    a.client_env.amend_issues(&mut found.issues);
     if found.from_stderr && matches!(sup.end, RunEnd::TimedOut | RunEnd::Cancelled) {
         // we stopped it: what it printed while waiting is in `logs`, not a failure of its own
         found.issues.retain(|i| {

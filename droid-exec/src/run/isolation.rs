@@ -8,8 +8,7 @@
 use std::path::PathBuf;
 
 use droid_contract::{
-    Autonomy, ExecutionRequest, ExecutionResult, Issue, IssueType, RepoRoot, Violation,
-    Violations,
+    Autonomy, ExecutionRequest, ExecutionResult, Issue, IssueType, RepoRoot, Violation, Violations,
 };
 
 use crate::run::engine::Engine;
@@ -91,7 +90,11 @@ impl Engine {
             .sandbox_writable
             .iter()
             .cloned()
-            .chain(req.sandbox_writable.iter().map(|w| w.as_path().to_path_buf()))
+            .chain(
+                req.sandbox_writable
+                    .iter()
+                    .map(|w| w.as_path().to_path_buf()),
+            )
             .chain(std::iter::once(cfg.scratch_root.clone()))
             .filter_map(|p| crate::real_path::canonical(&p).ok())
             .any(|w| real.starts_with(w));
@@ -105,6 +108,22 @@ impl Engine {
 }
 
 impl Lease {
+    /// [`Lease::common_work_tree`] when the run could write the common git directory: it is
+    /// not confined (the agent's or the verification's confinement is off), or the directory
+    /// lies under a path it may write.
+    pub(crate) fn common_work_tree_writable(
+        &self,
+        agent: Option<&sandbox::Confinement>,
+        verify: Option<&sandbox::Confinement>,
+    ) -> Option<PathBuf> {
+        let top = self.common_work_tree()?;
+        let git = crate::real_path::canonical(&top.join(".git")).unwrap_or(top.join(".git"));
+        let reaches = |c: Option<&sandbox::Confinement>| {
+            c.is_none_or(|c| c.paths().iter().any(|w| git.starts_with(w)))
+        };
+        (reaches(agent) || reaches(verify)).then_some(top)
+    }
+
     /// `req` as the run in the worktree sees it: its `repo_root` is the worktree's (the prompt,
     /// the agent's working directory, the sandbox and the verification all follow).
     pub(crate) fn request_in(&self, req: &ExecutionRequest) -> ExecutionRequest {

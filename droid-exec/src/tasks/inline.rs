@@ -34,7 +34,8 @@ impl Engine {
         match self.begin_task(req).await {
             Ok((store, key, seq, alive)) => {
                 let cancel = cancel.child_token();
-                let watcher = tokio::spawn(watch_cancel(store.clone(), key.clone(), cancel.clone()));
+                let watcher =
+                    tokio::spawn(watch_cancel(store.clone(), key.clone(), cancel.clone()));
                 let log = EventLog::open(&store, &key)
                     .inspect_err(|e| tracing::warn!("cannot record events: {e}"))
                     .ok()

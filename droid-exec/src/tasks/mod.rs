@@ -171,7 +171,10 @@ impl Tasks {
         // a worktree task beyond max_worktrees is refused here, before it gets an id
         if crate::worktree::lease::wants_worktree(req, &self.cfg.worktrees, Some(self.store.root()))
         {
-            crate::worktree::lease::room_for_one(self.store.root(), self.cfg.worktrees.max_worktrees)?;
+            crate::worktree::lease::room_for_one(
+                self.store.root(),
+                self.cfg.worktrees.max_worktrees,
+            )?;
         }
         let scheduler = self.scheduler.clone();
         let seq = tokio::task::spawn_blocking(move || scheduler.next_seq())

@@ -550,8 +550,13 @@ mod tests {
             }
         };
         let one = shared(None).await.expect("a reader starts");
-        let two = shared(None).await.expect("a second reader starts beside it");
-        assert!(now(&s, None, &r).await.is_none(), "a writer waits for readers");
+        let two = shared(None)
+            .await
+            .expect("a second reader starts beside it");
+        assert!(
+            now(&s, None, &r).await.is_none(),
+            "a writer waits for readers"
+        );
         // a writer waiting in line holds back later readers (no writer starves)
         let writer_seq = s.next_seq().unwrap();
         let (s2, r2) = (s.clone(), r.clone());
@@ -560,7 +565,10 @@ mod tests {
             s2.acquire(Some(writer_seq), &r2, &cancel, || {}).await
         });
         tokio::time::sleep(Duration::from_millis(150)).await;
-        assert!(shared(None).await.is_none(), "a later reader waits behind the writer");
+        assert!(
+            shared(None).await.is_none(),
+            "a later reader waits behind the writer"
+        );
         drop((one, two));
         let w = tokio::time::timeout(Duration::from_secs(10), writer)
             .await

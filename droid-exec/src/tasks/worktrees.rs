@@ -77,8 +77,8 @@ impl Tasks {
             Err(refused) => return Ok(*refused),
         };
         let layout = self.layout();
-        let answer = |outcome, summary: String, issues, conflicts, files, record: &Record| {
-            WorktreeAnswer {
+        let answer =
+            |outcome, summary: String, issues, conflicts, files, record: &Record| WorktreeAnswer {
                 outcome,
                 summary,
                 issues,
@@ -87,13 +87,14 @@ impl Tasks {
                 action,
                 worktree: record.info(),
                 files_changed: files,
-            }
-        };
+            };
         // an in-place run of the repository must not see its files change under it
         let _repo = if check {
             None
         } else {
-            let lock = self.scheduler.repo_lock_of(&record.repo.join(&record.prefix));
+            let lock = self
+                .scheduler
+                .repo_lock_of(&record.repo.join(&record.prefix));
             if let Some(dir) = lock.parent() {
                 let _ = std::fs::create_dir_all(dir);
             }
@@ -150,7 +151,9 @@ impl Tasks {
             let summary = if check {
                 format!("the change would conflict with the working tree in {shown}")
             } else {
-                format!("the change conflicts with the working tree in {shown}; nothing was written")
+                format!(
+                    "the change conflicts with the working tree in {shown}; nothing was written"
+                )
             };
             return Ok(answer(
                 WorktreeOutcome::Conflict,
@@ -173,7 +176,9 @@ impl Tasks {
             let n = merged.files.len();
             return Ok(answer(
                 WorktreeOutcome::Clean,
-                format!("the change applies cleanly: {n} file(s) would change; nothing was written"),
+                format!(
+                    "the change applies cleanly: {n} file(s) would change; nothing was written"
+                ),
                 Vec::new(),
                 Vec::new(),
                 merged.files,
@@ -182,6 +187,7 @@ impl Tasks {
         }
         // applied: the change lives in the user's working tree now
         let left = remove(&layout, &record, &self.cfg.env, false).await;
+        forget_copies(&layout, &wt);
         record.state = Some(WorktreeState::Applied);
         record.write(&layout.record(&wt))?;
         let n = merged.files.len();
@@ -189,7 +195,10 @@ impl Tasks {
         if !left.is_empty() {
             issues.push(Issue::new(
                 IssueType::EnvIssue,
-                format!("applied, but not everything of the worktree was removed: {}", left.join("; ")),
+                format!(
+                    "applied, but not everything of the worktree was removed: {}",
+                    left.join("; ")
+                ),
                 "remove what it names by hand; the janitor leaves it",
             ));
         }
@@ -218,13 +227,17 @@ impl Tasks {
         };
         let layout = self.layout();
         let left = remove(&layout, &record, &self.cfg.env, false).await;
+        forget_copies(&layout, &wt);
         record.state = Some(WorktreeState::Discarded);
         record.write(&layout.record(&wt))?;
         let mut issues = Vec::new();
         if !left.is_empty() {
             issues.push(Issue::new(
                 IssueType::EnvIssue,
-                format!("not everything of the worktree was removed: {}", left.join("; ")),
+                format!(
+                    "not everything of the worktree was removed: {}",
+                    left.join("; ")
+                ),
                 "remove what it names by hand",
             ));
         }
@@ -278,7 +291,10 @@ impl Tasks {
         };
         let Some(wt) = id_of_branch(&info.branch) else {
             return Ok(Err(no(
-                format!("task {id} names no worktree of droid-executor ({})", info.branch),
+                format!(
+                    "task {id} names no worktree of droid-executor ({})",
+                    info.branch
+                ),
                 "look at the task's result",
             )));
         };
@@ -370,7 +386,11 @@ impl Tasks {
                 },
             });
         }
-        out.sort_by(|a, b| b.id.cmp(&a.id));
+        // newest first, as tasks are listed (an id carries its creation second)
+        out.sort_by(|a, b| {
+            let secs = |id: &str| TaskKey::parse(id).map_or(0, |k| k.secs());
+            secs(&b.id).cmp(&secs(&a.id)).then_with(|| b.id.cmp(&a.id))
+        });
         Ok(out)
     }
 
@@ -452,6 +472,13 @@ impl Tasks {
     }
 }
 
+/// Remove what of worktree `id` only served its checkout (our index copy, the temporary
+/// indexes), once the checkout is gone: the record stays until its tasks expire.
+fn forget_copies(layout: &Layout, id: &TaskKey) {
+    let _ = std::fs::remove_file(layout.index(id));
+    let _ = std::fs::remove_dir_all(layout.tmp(id));
+}
+
 /// Remove worktree `id`'s directory (record, lock, index: its checkout is gone by now).
 fn remove_dir(layout: &Layout, id: &TaskKey) -> bool {
     let Ok(root) = nix::fcntl::open(
@@ -479,13 +506,15 @@ fn orphan_entries(layout: &Layout, common: &std::path::Path) -> usize {
     let Ok((names, _)) = nf::list(&dir, MAX_ADMIN_ENTRIES) else {
         return 0;
     };
-    let ours = crate::real_path::canonical(layout.root()).unwrap_or_else(|_| layout.root().to_path_buf());
+    let ours =
+        crate::real_path::canonical(layout.root()).unwrap_or_else(|_| layout.root().to_path_buf());
     let mut removed = 0;
     for name in names {
         let Ok(entry) = nf::open_dir(&dir, &name) else {
             continue;
         };
-        let Ok(Some((bytes, _))) = nf::read_at(&entry, std::ffi::OsStr::new("gitdir"), GITDIR_LIMIT)
+        let Ok(Some((bytes, _))) =
+            nf::read_at(&entry, std::ffi::OsStr::new("gitdir"), GITDIR_LIMIT)
         else {
             continue;
         };

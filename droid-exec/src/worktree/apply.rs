@@ -139,7 +139,8 @@ pub(crate) async fn apply(
             .map(|p| String::from_utf8_lossy(p).into_owned())
             .collect();
         conflicts.dedup();
-        let (files, _) = changes(&here, &repo.top, &record.base, &record.head, Path::new("")).await?;
+        let (files, _) =
+            changes(&here, &repo.top, &record.base, &record.head, Path::new("")).await?;
         let _ = std::fs::remove_file(&index);
         return Ok(Merge {
             files,
@@ -170,7 +171,11 @@ pub(crate) async fn apply(
     }
     let read = here
         .with(&[("GIT_INDEX_FILE", &index)])
-        .run(&repo.top, &["read-tree", "-m", "-u", &ours, &merged_commit], None)
+        .run(
+            &repo.top,
+            &["read-tree", "-m", "-u", &ours, &merged_commit],
+            None,
+        )
         .await?;
     let _ = std::fs::remove_file(&index);
     if !read.success {

@@ -72,13 +72,10 @@ pub(crate) async fn base_commit(
     id: &str,
 ) -> Result<String, EngineError> {
     let git = repo.git_here(git);
-    if let Some(head) = &repo.head {
-        let head_tree = git
-            .line(&repo.top, &["rev-parse", &format!("{head}^{{tree}}")])
-            .await?;
-        if head_tree == tree {
-            return Ok(head.clone());
-        }
+    if let Some(head) = &repo.head
+        && repo.head_tree.as_deref() == Some(tree)
+    {
+        return Ok(head.clone());
     }
     let message = format!(
         "droid-executor: the working tree at the submission of {id}\n\n\

@@ -17,11 +17,10 @@ use droid_contract::FileChange;
 
 use crate::error::EngineError;
 use crate::run::snapshot::parse_diff_tree;
-use crate::tasks::store::write_atomic;
 use crate::worktree::base::commit as commit_tree;
 use crate::worktree::git::Git;
 use crate::worktree::layout::Layout;
-use crate::worktree::record::Record;
+use crate::worktree::record::{Record, replace};
 
 /// The longest index we copy back into the worktree's git directory (an index of a
 /// 100k-file repository is ~10 MiB).
@@ -32,6 +31,8 @@ const INDEX_LIMIT: u64 = 1 << 30;
 pub(crate) struct Committed {
     /// The branch's commit now (the last one when the agent changed nothing).
     pub(crate) head: String,
+    /// Its tree.
+    pub(crate) tree: String,
     /// The change against the base, relative to `repo_root`.
     pub(crate) files: Vec<FileChange>,
     /// What is worth saying (changes outside `repo_root`).
@@ -46,11 +47,16 @@ pub(crate) struct Committed {
 pub(crate) async fn commit(
     layout: &Layout,
     record: &Record,
+    git: Option<&Git>,
     env: &[(OsString, OsString)],
     message: &str,
 ) -> Result<Committed, EngineError> {
     let id = record.key()?;
-    let git = Git::at(&record.common_dir, env).await?;
+    // the git the worktree was made with (its filters read then), else read them now
+    let git = match git {
+        Some(g) => g.with(&[("GIT_DIR", &record.common_dir)]),
+        None => Git::at(&record.common_dir, env).await?,
+    };
     let index = layout.tmp(&id).join("commit.index");
     std::fs::copy(layout.index(&id), &index).map_err(|e| {
         EngineError::Worktree(format!(
@@ -68,9 +74,13 @@ pub(crate) async fn commit(
         .await?;
     let tree = in_tree.line(&record.checkout, &["write-tree"]).await?;
     let cwd = record.common_dir.as_path();
-    let parent_tree = git
-        .line(cwd, &["rev-parse", &format!("{}^{{tree}}", record.head)])
-        .await?;
+    let parent_tree = match &record.head_tree {
+        Some(t) => t.clone(),
+        None => {
+            git.line(cwd, &["rev-parse", &format!("{}^{{tree}}", record.head)])
+                .await?
+        }
+    };
     let head = if parent_tree == tree {
         record.head.clone()
     } else {
@@ -82,26 +92,40 @@ pub(crate) async fn commit(
         .await?
     };
     let full_ref = format!("refs/heads/{}", record.branch);
-    git.out(
-        cwd,
-        &["update-ref", "-m", "droid-executor: commit", &full_ref, &head],
-    )
-    .await?;
-    let admin = git.with(&[("GIT_DIR", &record.admin_dir)]);
-    admin
-        .out(cwd, &["symbolic-ref", "HEAD", &full_ref])
+    // the branch at our commit, and the worktree's HEAD on the branch, whatever the agent did
+    // with git (each written only when it is not so already: a file read, not a process)
+    let loose = std::fs::read_to_string(record.common_dir.join(&full_ref)).unwrap_or_default();
+    if loose.trim() != head {
+        git.out(
+            cwd,
+            &[
+                "update-ref",
+                "-m",
+                "droid-executor: commit",
+                &full_ref,
+                &head,
+            ],
+        )
         .await?;
+    }
+    let at = std::fs::read_to_string(record.admin_dir.join("HEAD")).unwrap_or_default();
+    if at.trim() != format!("ref: {full_ref}") {
+        let admin = git.with(&[("GIT_DIR", &record.admin_dir)]);
+        admin.out(cwd, &["symbolic-ref", "HEAD", &full_ref]).await?;
+    }
     // the worktree's index and ours: the one just staged, matching the branch's commit
     let bytes = std::fs::read(&index)
         .map_err(|e| EngineError::Worktree(format!("cannot read {}: {e}", index.display())))?;
     if bytes.len() as u64 <= INDEX_LIMIT {
-        write_atomic(&record.admin_dir.join("index"), &bytes)?;
+        // as git writes an index: not synced
+        replace(&record.admin_dir.join("index"), &bytes)?;
     }
     std::fs::rename(&index, layout.index(&id))
         .map_err(EngineError::io("rename", &layout.index(&id)))?;
     let (files, warnings) = changes(&git, cwd, &record.base, &head, &record.prefix).await?;
     Ok(Committed {
         head,
+        tree,
         files,
         warnings,
     })
@@ -163,7 +187,10 @@ pub(crate) fn relative_to(files: Vec<FileChange>, prefix: &Path) -> (Vec<FileCha
         match inside(&f.path) {
             Some(rel) => {
                 f.path = rel;
-                f.old_path = f.old_path.as_deref().map(|o| inside(o).unwrap_or_else(|| format!("/{o}")));
+                f.old_path = f
+                    .old_path
+                    .as_deref()
+                    .map(|o| inside(o).unwrap_or_else(|| format!("/{o}")));
                 kept.push(f);
             }
             None => outside.push(f.path),

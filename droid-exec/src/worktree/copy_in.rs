@@ -261,7 +261,10 @@ mod tests {
             Path::new("a")
         );
         assert_eq!(std::fs::read_to_string(to.join("kept")).unwrap(), "base");
-        assert!(!outside.join("local.toml").exists(), "written through a symlink");
+        assert!(
+            !outside.join("local.toml").exists(),
+            "written through a symlink"
+        );
         assert_eq!(got.entries, 5, "{got:?}");
         assert_eq!(got.warnings.len(), 2, "{got:?}");
         std::fs::remove_dir_all(&base).unwrap();

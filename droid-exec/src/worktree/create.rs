@@ -31,6 +31,8 @@ const GITFILE_LIMIT: u64 = 64 * 1024;
 pub(crate) struct Created {
     pub(crate) record: Record,
     pub(crate) copied: Copied,
+    /// The git of the repository, its filters read (the commit of the change uses it again).
+    pub(crate) git: Git,
 }
 
 /// Make worktree `id` for a task whose `repo_root` is `root`, its directory already made (and
@@ -70,6 +72,7 @@ pub(crate) async fn create(
         branch: branch.clone(),
         base: base.clone(),
         head: base.clone(),
+        head_tree: Some(tree.clone()),
         state: None,
         provider,
         session_id: None,
@@ -77,7 +80,7 @@ pub(crate) async fn create(
         created_at: crate::timestamp::now(),
     };
     // written before the worktree exists: whoever finds it half-made knows what to remove
-    record.write(&layout.record(id))?;
+    record.write_quick(&layout.record(id))?;
     let checkout_arg = checkout.to_string_lossy().into_owned();
     let add = git
         .with(&[("GIT_DIR", &repo.git_dir)])
@@ -103,7 +106,7 @@ pub(crate) async fn create(
         )));
     }
     record.admin_dir = admin_dir(&checkout, &repo.common_dir)?;
-    record.write(&layout.record(id))?;
+    record.write_quick(&layout.record(id))?;
     let index = record.admin_dir.join("index");
     std::fs::copy(&index, layout.index(id)).map_err(|e| {
         EngineError::Worktree(format!(
@@ -111,12 +114,12 @@ pub(crate) async fn create(
             index.display()
         ))
     })?;
-    let copied = copy_in(
-        &repo.top.join(&repo.prefix),
-        &record.run_root(),
-        copies,
-    );
-    Ok(Created { record, copied })
+    let copied = copy_in(&repo.top.join(&repo.prefix), &record.run_root(), copies);
+    Ok(Created {
+        record,
+        copied,
+        git,
+    })
 }
 
 /// The worktree's own git directory, from the gitfile `git worktree add` just wrote in
@@ -127,9 +130,7 @@ fn admin_dir(checkout: &Path, common: &Path) -> Result<PathBuf, EngineError> {
         nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
         nix::sys::stat::Mode::empty(),
     )
-    .map_err(|e| {
-        EngineError::Worktree(format!("cannot open {}: {e}", checkout.display()))
-    })?;
+    .map_err(|e| EngineError::Worktree(format!("cannot open {}: {e}", checkout.display())))?;
     let text = nf::read_at(&dir, std::ffi::OsStr::new(".git"), GITFILE_LIMIT)
         .ok()
         .flatten()

@@ -62,9 +62,20 @@ impl Git {
     ///
     /// # Errors
     /// As [`Git::new`].
-    pub(crate) async fn at(git_dir: &Path, env: &[(OsString, OsString)]) -> Result<Self, EngineError> {
+    pub(crate) async fn at(
+        git_dir: &Path,
+        env: &[(OsString, OsString)],
+    ) -> Result<Self, EngineError> {
         let env = with_vars(env, &[("GIT_DIR", git_dir.as_os_str().to_owned())]);
         Self::new(git_dir, &env).await
+    }
+
+    /// Git for commands that never run a filter driver (ref and object plumbing: `branch -D`,
+    /// `update-ref`, `rev-parse`), without reading the configuration for filter names first.
+    pub(crate) fn for_refs(env: &[(OsString, OsString)]) -> Self {
+        Self {
+            env: env.to_vec(),
+        }
     }
 
     /// This git with `vars` set for its commands (`GIT_DIR`, `GIT_WORK_TREE`,

@@ -49,13 +49,19 @@ pub(crate) struct Lease {
     setup: Vec<ShellCommand>,
     /// What `worktree_copy` did (said in the result's logs).
     copied: Option<Copied>,
+    /// The repository's git as the worktree was made with it (a follow-up reads it again).
+    git: Option<crate::worktree::git::Git>,
     /// A commit of this run's change was made.
     committed: Mutex<bool>,
 }
 
 /// Whether a request runs in a worktree: its own `isolation`, else a worktree its session ran
 /// in, else the setting.
-pub(crate) fn wants_worktree(req: &ExecutionRequest, cfg: &WorktreeConfig, store: Option<&Path>) -> bool {
+pub(crate) fn wants_worktree(
+    req: &ExecutionRequest,
+    cfg: &WorktreeConfig,
+    store: Option<&Path>,
+) -> bool {
     use droid_contract::Isolation;
     match req.isolation {
         Some(Isolation::Worktree) => true,
@@ -152,6 +158,7 @@ impl Lease {
                 fresh: true,
                 setup,
                 copied: Some(made.copied),
+                git: Some(made.git),
                 committed: Mutex::new(false),
             }),
             Err(e) => {
@@ -201,6 +208,7 @@ impl Lease {
             fresh: false,
             setup: Vec::new(),
             copied: None,
+            git: None,
             committed: Mutex::new(false),
         })
     }
@@ -276,13 +284,14 @@ impl Lease {
             "{subject}\n\nThe agent's change in task {}, committed by droid-executor.",
             self.task
         );
-        let done = commit(&self.layout, &record, env, &message).await?;
+        let done = commit(&self.layout, &record, self.git.as_ref(), env, &message).await?;
         {
             let mut r = self
                 .record
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             r.head.clone_from(&done.head);
+            r.head_tree = Some(done.tree.clone());
         }
         *self
             .committed
@@ -298,7 +307,11 @@ impl Lease {
     /// Record how the run ended and say it in `result` (its `worktree` block). A new worktree
     /// whose agent never started is removed, with its branch; otherwise the change waits,
     /// `ready`. The lock is returned: hold it until the run's droid is reaped.
-    pub(crate) async fn finish(self, result: &mut ExecutionResult, env: &[(OsString, OsString)]) -> Held {
+    pub(crate) async fn finish(
+        self,
+        result: &mut ExecutionResult,
+        env: &[(OsString, OsString)],
+    ) -> Held {
         let committed = *self
             .committed
             .lock()
@@ -313,9 +326,10 @@ impl Lease {
             } else {
                 record.state = Some(WorktreeState::Discarded);
                 let _ = record.write(&self.layout.record(&self.id));
-                result
-                    .logs
-                    .push(format!("the unused worktree could not be removed whole: {}", left.join("; ")));
+                result.logs.push(format!(
+                    "the unused worktree could not be removed whole: {}",
+                    left.join("; ")
+                ));
             }
             return self.lock;
         }
@@ -337,7 +351,9 @@ impl Lease {
         }
         record.add_task(&self.task);
         if let Err(e) = record.write(&self.layout.record(&self.id)) {
-            result.logs.push(format!("the worktree's record could not be written: {e}"));
+            result
+                .logs
+                .push(format!("the worktree's record could not be written: {e}"));
         }
         result.worktree = record.info();
         self.lock
@@ -387,7 +403,8 @@ fn reserve(layout: &Layout, id: &TaskKey, max: usize) -> Result<Held, EngineErro
         .create(&dir)
         .map_err(EngineError::io("create directory", &dir))?;
     lock::try_exclusive(&layout.lock(id))?.ok_or_else(|| {
-        EngineError::Worktree(format!("the worktree {id} is being made by another process"))
+        EngineError::Worktree(format!(
+            "the worktree {id} is being made by another process"
+        ))
     })
 }
-

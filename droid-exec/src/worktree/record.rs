@@ -39,6 +39,9 @@ pub(crate) struct Record {
     pub(crate) base: String,
     /// The commit holding the change so far (`base` until a run commits).
     pub(crate) head: String,
+    /// Its tree, when known (spares a `git rev-parse` at the next commit).
+    #[serde(default)]
+    pub(crate) head_tree: Option<String>,
     /// What became of it; `None` until its first run has ended.
     pub(crate) state: Option<WorktreeState>,
     /// The agent CLI whose session ran there.
@@ -77,16 +80,29 @@ impl Record {
             })
     }
 
-    /// Write it to `path`, atomically.
+    /// Write it to `path`, atomically and durably (the states a caller is told of).
     ///
     /// # Errors
     /// [`EngineError::Io`] when it cannot be written.
     pub(crate) fn write(&self, path: &Path) -> Result<(), EngineError> {
-        let bytes = serde_json::to_vec_pretty(self).map_err(|e| EngineError::Corrupt {
+        write_atomic(path, &self.bytes(path)?)
+    }
+
+    /// Write it to `path` atomically but without waiting for the disk: the steps of making a
+    /// worktree, whose record only has to say what to remove should the process die (a crash
+    /// of the machine loses the worktree's directory with it, or leaves it to the janitor).
+    ///
+    /// # Errors
+    /// [`EngineError::Io`] when it cannot be written.
+    pub(crate) fn write_quick(&self, path: &Path) -> Result<(), EngineError> {
+        replace(path, &self.bytes(path)?)
+    }
+
+    fn bytes(&self, path: &Path) -> Result<Vec<u8>, EngineError> {
+        serde_json::to_vec_pretty(self).map_err(|e| EngineError::Corrupt {
             path: path.to_path_buf(),
             message: e.to_string(),
-        })?;
-        write_atomic(path, &bytes)
+        })
     }
 
     /// The worktree's id.
@@ -125,6 +141,32 @@ impl Record {
             state: self.state?,
         })
     }
+}
+
+/// Replace `path` with `bytes` through a temporary file beside it and a rename, without fsync
+/// (see [`Record::write_quick`]).
+///
+/// # Errors
+/// [`EngineError::Io`] when it cannot be written.
+pub(crate) fn replace(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes));
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(EngineError::io("write", path)(e));
+    }
+    Ok(())
 }
 
 /// The branch of worktree `id`.

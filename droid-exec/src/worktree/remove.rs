@@ -41,7 +41,10 @@ pub(crate) async fn remove(
         left.push(format!("the checkout {}: {e}", record.checkout.display()));
     }
     if let Err(e) = remove_admin(record) {
-        left.push(format!("its git directory {}: {e}", record.admin_dir.display()));
+        left.push(format!(
+            "its git directory {}: {e}",
+            record.admin_dir.display()
+        ));
     }
     if !keep_branch && let Err(e) = delete_branch(record, env).await {
         left.push(format!("the branch {}: {e}", record.branch));
@@ -107,8 +110,7 @@ fn remove_admin(record: &Record) -> std::io::Result<()> {
         .and_then(|p| crate::real_path::canonical(p).ok())
         .zip(record.checkout.file_name())
         .map(|(p, n)| p.join(n).join(".git"));
-    let names_ours =
-        |g: &str| Path::new(g) == ours || ours_real.as_deref() == Some(Path::new(g));
+    let names_ours = |g: &str| Path::new(g) == ours || ours_real.as_deref() == Some(Path::new(g));
     if gitdir.as_deref().is_some_and(|g| !names_ours(g)) {
         return Err(std::io::Error::other(format!(
             "its gitdir names {}, not this worktree: left for git",
@@ -124,11 +126,13 @@ fn remove_admin(record: &Record) -> std::io::Result<()> {
 
 /// `git branch -D <branch>` in the repository; a branch already gone is fine.
 async fn delete_branch(record: &Record, env: &[(OsString, OsString)]) -> Result<(), EngineError> {
-    let git = Git::new(&record.common_dir, env)
-        .await?
-        .with(&[("GIT_DIR", &record.common_dir)]);
+    let git = Git::for_refs(env).with(&[("GIT_DIR", &record.common_dir)]);
     let run = git
-        .run(&record.common_dir, &["branch", "-D", "--quiet", &record.branch], None)
+        .run(
+            &record.common_dir,
+            &["branch", "-D", "--quiet", &record.branch],
+            None,
+        )
         .await?;
     if run.success || run.message.contains("not found") {
         return Ok(());

@@ -24,6 +24,8 @@ pub(crate) struct Repository {
     pub(crate) index: PathBuf,
     /// The commit HEAD names; `None` on a branch without a commit yet.
     pub(crate) head: Option<String>,
+    /// Its tree.
+    pub(crate) head_tree: Option<String>,
 }
 
 impl Repository {
@@ -33,22 +35,26 @@ impl Repository {
     /// [`EngineError::Worktree`] when `root` is not inside a git work tree (or git cannot say
     /// where), naming the reason.
     pub(crate) async fn locate(root: &Path, git: &Git) -> Result<Self, EngineError> {
-        let run = git
-            .run(
-                root,
-                &[
-                    "rev-parse",
-                    "--path-format=absolute",
-                    "--show-toplevel",
-                    "--show-prefix",
-                    "--absolute-git-dir",
-                    "--git-common-dir",
-                    "--git-path",
-                    "index",
-                ],
-                None,
-            )
-            .await?;
+        const PATHS: [&str; 8] = [
+            "rev-parse",
+            "--path-format=absolute",
+            "--show-toplevel",
+            "--show-prefix",
+            "--absolute-git-dir",
+            "--git-common-dir",
+            "--git-path",
+            "index",
+        ];
+        // one process in the common case: the paths, HEAD and its tree; on a branch without a
+        // commit (HEAD names nothing) the paths alone
+        let mut args = PATHS.to_vec();
+        args.extend(["HEAD", "HEAD^{tree}"]);
+        let mut run = git.run(root, &args, None).await?;
+        let mut with_head = true;
+        if !run.success && !run.message.contains("not a git repository") {
+            run = git.run(root, &PATHS, None).await?;
+            with_head = false;
+        }
         if !run.success {
             return Err(EngineError::Worktree(format!(
                 "isolation \"worktree\" needs a git work tree, and {} is not in one ({})",
@@ -60,34 +66,38 @@ impl Repository {
         if out.last() == Some(&b'\n') {
             out.pop();
         }
-        let lines: Vec<PathBuf> = out
-            .split(|b| *b == b'\n')
-            .map(|l| PathBuf::from(OsString::from_vec(l.to_vec())))
-            .collect();
-        let [top, prefix, git_dir, common_dir, index] = lines.as_slice() else {
-            return Err(EngineError::Worktree(format!(
-                "git rev-parse in {} printed something unexpected (git 2.31 or later is needed)",
-                root.display()
-            )));
+        let lines: Vec<Vec<u8>> = out.split(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
+        let path = |l: &Vec<u8>| PathBuf::from(OsString::from_vec(l.clone()));
+        let text = |l: &Vec<u8>| String::from_utf8_lossy(l).trim().to_owned();
+        let (paths, head, head_tree) = match (with_head, lines.as_slice()) {
+            (true, [p @ .., head, tree]) if p.len() == 5 => (p, Some(text(head)), Some(text(tree))),
+            (false, p) if p.len() == 5 => (p, None, None),
+            _ => {
+                return Err(EngineError::Worktree(format!(
+                    "git rev-parse in {} printed something unexpected (git 2.31 or later is \
+                     needed)",
+                    root.display()
+                )));
+            }
         };
-        let top = crate::real_path::canonical(top).map_err(|e| {
+        let [top, prefix, git_dir, common_dir, index] = [
+            path(&paths[0]),
+            path(&paths[1]),
+            path(&paths[2]),
+            path(&paths[3]),
+            path(&paths[4]),
+        ];
+        let top = crate::real_path::canonical(&top).map_err(|e| {
             EngineError::Worktree(format!("cannot resolve {}: {e}", top.display()))
         })?;
-        let head = git
-            .run(root, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], None)
-            .await?;
-        let head = head
-            .success
-            .then(|| String::from_utf8_lossy(&head.stdout).trim().to_owned())
-            .filter(|h| !h.is_empty());
         Ok(Self {
             top,
-            prefix: prefix.clone(),
-            git_dir: git_dir.clone(),
-            common_dir: crate::real_path::canonical(common_dir)
-                .unwrap_or_else(|_| common_dir.clone()),
-            index: index.clone(),
+            prefix,
+            git_dir,
+            common_dir: crate::real_path::canonical(&common_dir).unwrap_or(common_dir),
+            index,
             head,
+            head_tree,
         })
     }
 

@@ -40,6 +40,7 @@ pub fn engine(droid: PathBuf, env: Vec<(OsString, OsString)>, scratch: &Path) ->
         limits: Default::default(),
         redact: Vec::new(),
         worktrees: Default::default(),
+        client_env: Default::default(),
     })
 }
 

@@ -163,6 +163,7 @@ async fn lists_every_key_with_its_value_and_source() {
                  "source": "default (XDG_STATE_HOME or HOME)"},
                 {"key": "providers", "value": ["droid", "codex", "claude", "gemini", "opencode"],
                  "source": "default"},
+                {"key": "toolsets", "value": ["droid", "delegate"], "source": "default"},
                 {"key": "isolation", "value": "none", "source": "default"},
                 {"key": "setup_commands", "value": [], "source": "default"},
                 {"key": "worktree_copy", "value": [], "source": "default"},

@@ -230,6 +230,64 @@ async fn a_background_ask_prints_a_task_id_and_pend_prints_the_reply() {
     );
 }
 
+/// Issue 32, item 3: an ask is a consultation (the prompt says so at `read_only`), and the reply
+/// `pend` prints is the agent's answer without the report block the prompt asks for; the
+/// report's summary, a different sentence, comes with the result; `--json` gives the reply
+/// first, as MCP's `pend` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reply_of_an_ask_is_the_answer_without_the_report_block() {
+    let answer = "Use a BTreeMap: it keeps its keys sorted.\n\n```droid-executor-report\n\
+                  {\"status\": \"success\", \"summary\": \"Answered which map is sorted.\", \
+                  \"files\": [], \"issues\": []}\n```";
+    let w = World::new(json!([{"output": [say(answer)]}])).await;
+    let out = w
+        .cli(&[
+            "ask",
+            "codex",
+            "Which map keeps keys sorted?",
+            "--background",
+        ])
+        .await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let id = out.stdout.trim().to_owned();
+    let pended = w.cli(&["pend", "codex", &id, "--wait", "60"]).await;
+    assert_eq!(pended.code, Some(0), "{pended:#?}");
+    assert!(
+        pended.stdout.starts_with(&format!(
+            "Use a BTreeMap: it keeps its keys sorted.\n\ntask {id}: success\nstatus: success ("
+        )),
+        "{pended:#?}"
+    );
+    assert!(
+        pended
+            .stdout
+            .contains("\nsummary: Answered which map is sorted.\n"),
+        "{pended:#?}"
+    );
+    assert!(
+        !pended.stdout.contains("droid-executor-report"),
+        "{pended:#?}"
+    );
+    let json = w.cli(&["pend", "codex", &id, "--json"]).await;
+    let v: Value = serde_json::from_str(&json.stdout).unwrap_or_else(|e| panic!("{e}: {json:#?}"));
+    assert_eq!(
+        v.as_object()
+            .and_then(|o| o.keys().next())
+            .map(String::as_str),
+        Some("reply"),
+        "{json:#?}"
+    );
+    assert_eq!(v["reply"], "Use a BTreeMap: it keeps its keys sorted.");
+    assert_eq!(v["result"]["summary"], "Answered which map is sorted.");
+    // the prompt Codex got: a consultation, not a plan to implement
+    let asked = w.model.requests()[0].to_string();
+    assert!(
+        asked.contains("read-only: a consultation") && !asked.contains("The plan is decided"),
+        "{}",
+        &asked[..asked.len().min(3000)]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pend_refuses_a_task_of_another_provider() {
     let w = World::new(json!([])).await;

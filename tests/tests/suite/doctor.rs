@@ -259,7 +259,8 @@ async fn the_skill_line_follows_the_installed_skill() {
             "limits",
             "bridge",
             "worktrees",
-            "skill"
+            "skill",
+            "droid mcp"
         ]
     );
     assert_eq!(

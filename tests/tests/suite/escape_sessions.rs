@@ -1,6 +1,8 @@
-//! Issue 29, item 13: `pend_<p>` and `cancel_<p>` (and `droid_pend`) without a `task_id` act on
-//! the calling MCP session's own latest task, never on another client's; `droid-executor pend
-//! <provider>` without an id takes this repository's latest task, never another repository's.
+//! Issue 29, item 13, and issue 32, item 6: `pend` and `cancel` (the default family, with or
+//! without a `provider`), `pend_<p>` and `cancel_<p>` (the opt-in toolset `per_provider`) and
+//! `droid_pend` without a `task_id` act on the calling MCP session's own latest task, never on
+//! another client's; `droid-executor pend <provider>` without an id takes this repository's
+//! latest task, never another repository's.
 //!
 //! Two `droid-executor mcp` processes share one HOME and task store, as two clients on one
 //! machine do. Before the fix, session B's `cancel_droid {}` cancelled the task session A had
@@ -49,14 +51,24 @@ async fn another_sessions_pend_and_cancel_without_an_id_never_touch_this_session
     let home = Home::new(&json!([]));
     let pid_file = home.fixture("sh.pid");
     home.play(&leak_then_hang(&pid_file));
-    let mut a = home.server();
-    let mut b = home.server();
+    // both delegation toolsets: the default `ask` family and seed 002's `ask_droid`
+    let mut env = home.env();
+    env.push((
+        "DROID_EXECUTOR_TOOLSETS".into(),
+        "default,per_provider".into(),
+    ));
+    let mut a = Server::start(&env, &home.repo());
+    let mut b = Server::start(&env, &home.repo());
     a.initialize().await;
     b.initialize().await;
 
     // session A asks droid in the background; the run hangs
     let asked = a
-        .call(json!(1), "ask_droid", json!({"message": "Think it over."}))
+        .call(
+            json!(1),
+            "ask",
+            json!({"provider": "droid", "message": "Think it over."}),
+        )
         .await;
     assert_eq!(asked["isError"], false, "{asked:#}");
     let task = asked["structuredContent"]["task_id"]
@@ -69,6 +81,19 @@ async fn another_sessions_pend_and_cancel_without_an_id_never_touch_this_session
     let none_droid = "no droid tasks yet in this session; start one with ask_droid, or pass \
                       the task_id of a task another session started";
     refused(&mut b, 1, "cancel_droid", json!({}), none_droid).await;
+    let none = "no tasks yet in this session; start one with ask, or pass the task_id of a task \
+                another session started";
+    refused(&mut b, 4, "cancel", json!({}), none).await;
+    refused(&mut b, 5, "pend", json!({}), none).await;
+    refused(
+        &mut b,
+        6,
+        "pend",
+        json!({"provider": "droid"}),
+        "no droid tasks yet in this session; start one with ask (provider droid), or pass the \
+         task_id of a task another session started",
+    )
+    .await;
     refused(
         &mut b,
         2,
@@ -96,10 +121,17 @@ async fn another_sessions_pend_and_cancel_without_an_id_never_touch_this_session
          a task another session started",
     )
     .await;
+    refused(
+        &mut a,
+        3,
+        "cancel",
+        json!({"provider": "codex"}),
+        "no codex tasks yet in this session; start one with ask (provider codex), or pass the \
+         task_id of a task another session started",
+    )
+    .await;
     // naming the task is the caller's choice: B may look at it by id
-    let by_id = b
-        .call(json!(4), "pend_droid", json!({"task_id": task}))
-        .await;
+    let by_id = b.call(json!(7), "pend", json!({"task_id": task})).await;
     let rec = delegated_record(&by_id);
     assert_eq!(
         (rec.task_id.as_str(), rec.state),
@@ -107,8 +139,20 @@ async fn another_sessions_pend_and_cancel_without_an_id_never_touch_this_session
         "{by_id:#}"
     );
 
-    // A's own pend without an id is its task, still running
+    // A's own pend without an id is its task, still running (per provider, of droid, or any)
     let pended = a.call(json!(3), "pend_droid", json!({})).await;
+    let rec = delegated_record(&pended);
+    assert_eq!(
+        (rec.task_id.as_str(), rec.state),
+        (task.as_str(), TaskState::Running),
+        "B's calls must not have cancelled A's task: {pended:#}"
+    );
+    let pended = a
+        .call(json!(30), "pend", json!({"provider": "droid"}))
+        .await;
+    let rec = delegated_record(&pended);
+    assert_eq!(rec.task_id, task, "{pended:#}");
+    let pended = a.call(json!(31), "pend", json!({})).await;
     let rec = delegated_record(&pended);
     assert_eq!(
         (rec.task_id.as_str(), rec.state),
@@ -119,7 +163,7 @@ async fn another_sessions_pend_and_cancel_without_an_id_never_touch_this_session
     assert_eq!(record_of(&generic).task_id, task, "{generic:#}");
 
     // A's own cancel without an id stops it
-    let cancelled = a.call(json!(5), "cancel_droid", json!({})).await;
+    let cancelled = a.call(json!(5), "cancel", json!({})).await;
     assert_eq!(delegated_record(&cancelled).task_id, task, "{cancelled:#}");
     let ended = a
         .call(json!(6), "pend_droid", json!({"wait_seconds": 30}))
@@ -227,6 +271,21 @@ async fn the_cli_pend_without_an_id_is_this_repositorys_latest_task() {
     );
     // a task of another repository is still reached by its id
     assert_eq!(task_of(&pend_in(&home, &one, &[&in_two]).await), in_two);
+
+    // `cancel` takes the task `pend` would: this repository's latest, never another's
+    let cancelled = droid_executor(&["cancel", "droid", "--json"], &home.env(), &two).await;
+    assert_eq!(task_of(&cancelled), in_two);
+    let elsewhere = droid_executor(&["cancel", "droid"], &home.env(), &three).await;
+    assert_eq!(elsewhere.code, Some(2), "{elsewhere:#?}");
+    assert!(
+        elsewhere
+            .stderr
+            .contains("no droid tasks yet in the repository")
+            && elsewhere
+                .stderr
+                .contains("droid-executor cancel droid TASK_ID"),
+        "{elsewhere:#?}"
+    );
 
     // a repository without a droid task: none, never another repository's
     let none = droid_executor(&["pend", "droid"], &home.env(), &three).await;

@@ -31,7 +31,7 @@ const AGENT_LIMIT: Duration = Duration::from_secs(180);
 /// The Node launcher `script` (relative to the package) of an agent CLI installed at `version`,
 /// or a failure naming the install command. Install scripts are not run, so Claude Code's
 /// `bin/claude.exe` is a placeholder: its `cli-wrapper.cjs` finds the native binary instead.
-fn agent_launcher(package: &str, version: &str, script: &str) -> PathBuf {
+pub(super) fn agent_launcher(package: &str, version: &str, script: &str) -> PathBuf {
     let dir = workspace_root().join(AGENTS_DIR);
     let manifest = dir.join("node_modules").join(package).join("package.json");
     let found = std::fs::read(&manifest)
@@ -50,24 +50,35 @@ fn agent_launcher(package: &str, version: &str, script: &str) -> PathBuf {
 
 /// What an agent run printed.
 #[derive(Debug)]
-struct AgentOut {
-    code: Option<i32>,
+pub(super) struct AgentOut {
+    pub(super) code: Option<i32>,
     /// stdout, one JSON value per line (other lines dropped).
-    events: Vec<Value>,
-    stderr: String,
+    pub(super) events: Vec<Value>,
+    pub(super) stderr: String,
 }
 
 /// Runs `node launcher args` in `cwd` with exactly `env`, stdin from /dev/null, in its own
 /// process group; whatever is left of the group afterwards (the MCP server it started) is killed.
-async fn run_agent(
+pub(super) async fn run_agent(
     launcher: &Path,
     args: &[&str],
     env: &[(OsString, OsString)],
     cwd: &Path,
 ) -> AgentOut {
+    let mut all = vec![launcher.as_os_str()];
+    all.extend(args.iter().map(std::ffi::OsStr::new));
+    run_program(Path::new("node"), &all, env, cwd).await
+}
+
+/// Runs `program args` as [`run_agent`] runs the Node launchers (droid is a binary of its own).
+pub(super) async fn run_program<S: AsRef<std::ffi::OsStr>>(
+    program: &Path,
+    args: &[S],
+    env: &[(OsString, OsString)],
+    cwd: &Path,
+) -> AgentOut {
     #[allow(clippy::disallowed_methods)] // the real agent CLI, as a user runs it
-    let child = tokio::process::Command::new("node")
-        .arg(launcher)
+    let child = tokio::process::Command::new(program)
         .args(args)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
@@ -78,12 +89,12 @@ async fn run_agent(
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .unwrap_or_else(|e| panic!("node {}: {e}", launcher.display()));
+        .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
     let pgid = Pid::from_raw(i32::try_from(child.id().unwrap()).unwrap());
     let out = tokio::time::timeout(AGENT_LIMIT, child.wait_with_output()).await;
     let _ = killpg(pgid, Signal::SIGKILL);
     let out = out
-        .unwrap_or_else(|_| panic!("{} did not finish in {AGENT_LIMIT:?}", launcher.display()))
+        .unwrap_or_else(|_| panic!("{} did not finish in {AGENT_LIMIT:?}", program.display()))
         .unwrap();
     AgentOut {
         code: out.status.code(),
@@ -96,7 +107,7 @@ async fn run_agent(
 }
 
 /// The task the model hands over: any request that runs the fake droid in the home's repository.
-fn task(home: &FakeHome) -> Value {
+pub(super) fn task(home: &FakeHome) -> Value {
     json!({
         "objective": "Say done",
         "context": {"repo_root": home.repo().display().to_string()},
@@ -104,10 +115,10 @@ fn task(home: &FakeHome) -> Value {
 }
 
 /// `setup mcp ARGS` in `home` with `env`; its stdout.
-async fn setup(args: &[&str], env: &[(OsString, OsString)], home: &FakeHome) -> String {
+pub(super) async fn setup(args: &[&str], env: &[(OsString, OsString)], home: &Path) -> String {
     let mut all = vec!["setup", "mcp"];
     all.extend_from_slice(args);
-    let out = droid_executor(&all, env, home.path()).await;
+    let out = droid_executor(&all, env, home).await;
     assert_eq!(out.code, Some(0), "{out:#?}");
     out.stdout
 }
@@ -192,7 +203,7 @@ async fn codex_exec_runs_a_task_through_the_setup_entry() {
         "{before:#?}"
     );
 
-    let said = setup(&["--client", "codex"], &env, &home).await;
+    let said = setup(&["--client", "codex"], &env, home.path()).await;
     assert!(said.contains("registered droid-executor"), "{said}");
     let config = std::fs::read_to_string(codex_home.join("config.toml")).unwrap();
     assert!(config.starts_with(&provider), "{config}");
@@ -286,7 +297,7 @@ async fn claude_print_runs_a_task_once_the_tools_are_allowed() {
         "--verbose",
     ];
 
-    let said = setup(&["--client", "claude"], &env, &home).await;
+    let said = setup(&["--client", "claude"], &env, home.path()).await;
     assert!(
         said.contains(
             "--allowedTools mcp__droid-executor__execute_droid_task,mcp__droid-executor__droid_submit,\
@@ -309,13 +320,13 @@ async fn claude_print_runs_a_task_once_the_tools_are_allowed() {
         "{before:#?}"
     );
 
-    setup(&["--client", "claude", "--allow-tools"], &env, &home).await;
+    setup(&["--client", "claude", "--allow-tools"], &env, home.path()).await;
     let settings: Value =
         serde_json::from_str(&std::fs::read_to_string(home.file(".claude/settings.json")).unwrap())
             .unwrap();
     assert_eq!(
         settings,
-        json!({"permissions": {"allow": super::mcp_stdio::TOOLS
+        json!({"permissions": {"allow": super::mcp_stdio::approved_tools()
             .iter()
             .map(|t| format!("mcp__droid-executor__{t}"))
             .collect::<Vec<_>>()}})

@@ -45,7 +45,8 @@ fn world(model: &ScriptedModel, extra: &str) -> (CodexHome, Vec<(OsString, OsStr
     std::fs::create_dir_all(&config).unwrap();
     std::fs::write(
         config.join("config.toml"),
-        format!("env_passthrough = [\"{KEY_VAR}\"]\n{extra}"),
+        // both delegation toolsets: the default `ask` family and seed 002's `ask_codex`
+        format!("env_passthrough = [\"{KEY_VAR}\"]\ntoolsets = [\"all\"]\n{extra}"),
     )
     .unwrap();
     let mut env = home.env();
@@ -84,12 +85,13 @@ fn is_codex_task_id(id: &str) -> bool {
             && hex.len() == 4 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// `ask_codex` with `args`, its task id and how long the call took.
-async fn ask(server: &mut Server, id: i64, args: Value) -> (String, Duration) {
+/// `tool` (`ask_codex`, or `ask` with a provider) with `args`, its task id and how long the call
+/// took.
+async fn ask(server: &mut Server, id: i64, tool: &str, args: Value) -> (String, Duration) {
     let started = Instant::now();
-    let asked = server.call(json!(id), "ask_codex", args).await;
+    let asked = server.call(json!(id), tool, args).await;
     let took = started.elapsed();
-    eprintln!("ask_codex answered: {asked}");
+    eprintln!("{tool} answered: {asked}");
     assert_eq!(asked["isError"], false, "{asked:#}");
     let sc = &asked["structuredContent"];
     let task_id = sc["task_id"].as_str().unwrap_or_default().to_owned();
@@ -99,8 +101,12 @@ async fn ask(server: &mut Server, id: i64, args: Value) -> (String, Duration) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ask_codex_answers_at_once_and_pend_codex_gets_the_reply_and_the_changes() {
-    let model = ScriptedModel::start(create_then_say("b.txt", 3, "Created b.txt for you."))
+async fn ask_answers_at_once_and_pend_gets_the_reply_and_the_changes() {
+    // Codex's answer ends with the report block the prompt asks for: the reply is the answer
+    // without it (the engine reads the block into the result's summary)
+    let answer = "Created b.txt for you.\n\n```droid-executor-report\n{\"status\": \"success\", \
+                  \"summary\": \"Added b.txt holding its own name.\", \"files\": [], \"issues\": []}\n```";
+    let model = ScriptedModel::start(create_then_say("b.txt", 3, answer))
         .await
         .unwrap();
     let (home, env) = world(&model, "");
@@ -110,35 +116,36 @@ async fn ask_codex_answers_at_once_and_pend_codex_gets_the_reply_and_the_changes
     let (id, took) = ask(
         &mut server,
         2,
-        json!({"message": "Create b.txt\nwith its own name in it", "autonomy": "low"}),
+        "ask",
+        json!({"provider": "codex", "message": "Create b.txt\nwith its own name in it", "autonomy": "low"}),
     )
     .await;
-    eprintln!("ask_codex answered in {} ms", took.as_millis());
+    eprintln!("ask answered in {} ms", took.as_millis());
     // Codex is still thinking (the model sleeps 3 s before its first answer)
-    let now = server
-        .call(json!(3), "pend_codex", json!({"task_id": id}))
-        .await;
+    let now = server.call(json!(3), "pend", json!({"task_id": id})).await;
     let rec = record_of(&now);
     assert!(rec.result.is_none(), "finished already: {now:#}");
     assert!(
         text(&now).ends_with(&format!(
-            "not finished; call pend_codex with task_id {id} (and wait_seconds) again"
+            "not finished; call pend with task_id {id} (and wait_seconds) again"
         )),
         "{now:#}"
     );
-    // no task id: the latest codex task
+    // no task id and no provider: this session's latest task
     let pended = server
-        .call(json!(4), "pend_codex", json!({"wait_seconds": 120}))
+        .call(json!(4), "pend", json!({"wait_seconds": 120}))
         .await;
-    eprintln!("pend_codex answered: {pended}");
+    eprintln!("pend answered: {pended}");
     assert_eq!(pended["isError"], false, "{pended:#}");
     let said = text(&pended);
     assert!(
         said.starts_with(&format!(
-            "Codex CLI replied:\nCreated b.txt for you.\n\ntask {id}: success\nstatus: success\n"
+            "Codex CLI replied:\nCreated b.txt for you.\n\ntask {id}: success\nstatus: success\n\
+             summary: Added b.txt holding its own name.\n"
         )),
         "{said}"
     );
+    assert!(!said.contains("droid-executor-report"), "{said}");
     let sc = &pended["structuredContent"];
     let keys: Vec<&str> = sc.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(
@@ -192,6 +199,7 @@ async fn killing_the_server_mid_task_loses_nothing() {
     let (id, _) = ask(
         &mut server,
         2,
+        "ask_codex",
         json!({"message": "Create c.txt", "autonomy": "low", "repo_root": repo}),
     )
     .await;
@@ -238,6 +246,7 @@ async fn cancel_codex_stops_the_run_and_leaves_no_process() {
     let (id, _) = ask(
         &mut server,
         2,
+        "ask_codex",
         json!({"message": "Start a sleeper", "autonomy": "medium", "timeout_s": 300}),
     )
     .await;
@@ -325,8 +334,8 @@ async fn ping_codex_finds_codex_and_ping_gemini_says_what_to_do() {
         "{gemini:#}"
     );
     assert!(
-        text(&gemini)
-            .contains("tasks with provider gemini cannot run (fix: install it if you want it: ")
+        text(&gemini).contains("tasks with provider gemini cannot run (fix: ")
+            && text(&gemini).contains("install it if you want it: ")
             && text(&gemini).contains("DROID_EXECUTOR_GEMINI_BIN"),
         "{gemini:#}"
     );
@@ -348,6 +357,7 @@ async fn the_providers_setting_chooses_the_families() {
         .filter_map(|t| t["name"].as_str())
         .collect();
     let mut want = TOOLS[..7].to_vec();
+    want.extend(["ask", "pend", "ping", "cancel"]);
     want.extend(["ask_codex", "pend_codex", "ping_codex", "cancel_codex"]);
     assert_eq!(names, want);
     let other = server
@@ -370,7 +380,8 @@ async fn the_providers_setting_chooses_the_families() {
     server.initialize().await;
     let list = server.request(json!(1), "tools/list", json!({})).await;
     let count = list["result"]["tools"].as_array().map(Vec::len);
-    assert_eq!(count, Some(15), "{list:#}");
+    // the droid tools, the shared family and the families of claude and gemini
+    assert_eq!(count, Some(7 + 4 + 2 * 4), "{list:#}");
     drop(server);
     env.push(("DROID_EXECUTOR_PROVIDERS".into(), "codex,gpt".into()));
     let out = super::binary::droid_executor(&["mcp"], &env, &repo(&home)).await;
@@ -438,6 +449,39 @@ async fn bad_arguments_are_errors_naming_the_argument() {
             "ping_codex",
             json!({"x": 1}),
             "unknown argument \"x\"; this tool takes no arguments".to_owned(),
+        ),
+        // the shared family: the provider is an argument
+        (
+            "ask",
+            json!({"message": "hi"}),
+            "provider is required: one of droid, codex, claude, gemini, opencode".to_owned(),
+        ),
+        (
+            "ask",
+            json!({"provider": "gpt", "message": "hi"}),
+            "provider must be one of droid, codex, claude, gemini, opencode, got \"gpt\"".to_owned(),
+        ),
+        (
+            "ask",
+            json!({"provider": "codex", "message": "hi", "verbose": true}),
+            "unknown argument \"verbose\"; this tool takes provider, message, repo_root, autonomy, timeout_s, session, isolation, wait_seconds".to_owned(),
+        ),
+        (
+            "pend",
+            json!({"provider": "codex", "task_id": "claude-1795349045-3fa2"}),
+            "task_id claude-1795349045-3fa2 is a claude task, not a codex one; leave provider out, or make it claude".to_owned(),
+        ),
+        (
+            "cancel",
+            json!({}),
+            "no tasks yet in this session; start one with ask, or pass the task_id of a task \
+             another session started"
+                .to_owned(),
+        ),
+        (
+            "ping",
+            json!({}),
+            "provider is required: one of droid, codex, claude, gemini, opencode".to_owned(),
         ),
     ];
     for (n, (tool, args, said)) in cases.into_iter().enumerate() {

@@ -270,6 +270,23 @@ async fn sdk_flows(sdk: Sdk) {
         .await;
     assert_missing_repo(&out["result"], &missing);
 
+    // an invalid droid_submit: its isError answer reaches the caller through `callTool`, which
+    // validates structured content against the tool's `{task_id}` output schema (before issue 32
+    // the answer carried a whole ExecutionResult and `callTool` threw -32602, losing the text)
+    let bad = json!({"objective": "x", "context": w.repo("submit").display().to_string()});
+    let out = w.sdk_session(sdk, &[], "submit", &bad).await;
+    let result = &out["result"];
+    assert_eq!(
+        (&result["isError"], result.get("structuredContent")),
+        (&json!(true), None),
+        "{out:#}"
+    );
+    let said = result["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("issue [validation_error]: $.context: must be an object, got a string"),
+        "{out:#}"
+    );
+
     let repo = w.repo("pend");
     w.model.set_script(json!([{"text": "Done."}]));
     let out = w

@@ -38,9 +38,9 @@ pub(super) const GONE: Duration = Duration::from_secs(5);
 const PROMPT: Duration = Duration::from_secs(2);
 /// The protocol versions the server speaks, newest first.
 pub(super) const VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-/// The tools, in the order `tools/list` gives them: the seven droid tools, then the delegation
-/// family of each provider (setting `providers`, default all five).
-pub(super) const TOOLS: [&str; 27] = [
+/// The tools, in the order the default `tools/list` gives them: the seven droid tools (toolset
+/// `droid`), then the one delegation family taking a `provider` (toolset `delegate`).
+pub(super) const TOOLS: [&str; 11] = [
     "execute_droid_task",
     "droid_submit",
     "droid_pend",
@@ -48,27 +48,23 @@ pub(super) const TOOLS: [&str; 27] = [
     "droid_apply",
     "droid_discard",
     "droid_ping",
-    "ask_droid",
-    "pend_droid",
-    "ping_droid",
-    "cancel_droid",
-    "ask_codex",
-    "pend_codex",
-    "ping_codex",
-    "cancel_codex",
-    "ask_claude",
-    "pend_claude",
-    "ping_claude",
-    "cancel_claude",
-    "ask_gemini",
-    "pend_gemini",
-    "ping_gemini",
-    "cancel_gemini",
-    "ask_opencode",
-    "pend_opencode",
-    "ping_opencode",
-    "cancel_opencode",
+    "ask",
+    "pend",
+    "ping",
+    "cancel",
 ];
+
+/// Every tool `setup mcp` approves in a client, in its order: the droid tools, each provider's
+/// own family (toolset `per_provider`, opt-in), then the shared family (`delegate`): whatever
+/// toolsets the server offers, an approval of a tool it does not list is inert.
+pub(super) fn approved_tools() -> Vec<String> {
+    let mut all: Vec<String> = TOOLS[..7].iter().map(|t| (*t).to_owned()).collect();
+    for p in ["droid", "codex", "claude", "gemini", "opencode"] {
+        all.extend(["ask", "pend", "ping", "cancel"].map(|v| format!("{v}_{p}")));
+    }
+    all.extend(TOOLS[7..].iter().map(|t| (*t).to_owned()));
+    all
+}
 
 /// The fake droid's HOME, with a server to start in it; pid files go beside the repository.
 pub(super) struct Home(FakeHome);

@@ -69,6 +69,7 @@ fn config(env: Vec<(OsString, OsString)>, scratch: &Path, max_autonomy: Autonomy
         limits: Default::default(),
         redact: Vec::new(),
         worktrees: Default::default(),
+        client_env: Default::default(),
     }
 }
 

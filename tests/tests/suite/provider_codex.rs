@@ -91,6 +91,7 @@ impl World {
             limits: Default::default(),
             redact: Vec::new(),
             worktrees: Default::default(),
+            client_env: Default::default(),
         });
         World {
             model,

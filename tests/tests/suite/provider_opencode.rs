@@ -99,6 +99,7 @@ impl World {
             limits: Default::default(),
             redact: Vec::new(),
             worktrees: Default::default(),
+            client_env: Default::default(),
         });
         World {
             model,

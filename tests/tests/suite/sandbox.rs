@@ -126,6 +126,7 @@ fn engine(o: &Outside, scratch: &Path, mode: SandboxMode, tree: Tree) -> Engine 
         limits: Default::default(),
         redact: Vec::new(),
         worktrees: Default::default(),
+        client_env: Default::default(),
     })
 }
 

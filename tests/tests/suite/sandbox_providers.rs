@@ -202,6 +202,7 @@ impl World {
             limits: Default::default(),
             redact: Vec::new(),
             worktrees: Default::default(),
+            client_env: Default::default(),
             sandbox: SandboxMode::Landlock,
             sandbox_writable: Vec::new(),
         });

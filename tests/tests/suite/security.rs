@@ -783,22 +783,33 @@ async fn paths_cannot_escape_the_allowed_roots_or_the_repository() {
             .map(|i| (i.kind.as_str().to_owned(), i.description.clone()))
             .collect();
         assert_eq!(issues, vec![want.clone()], "run {request}");
-        for (n, tool) in ["execute_droid_task", "droid_submit"]
-            .into_iter()
-            .enumerate()
-        {
-            let id = json!(format!("{i}-{n}"));
-            let answer = mcp.call(id, tool, request.clone()).await;
-            assert_eq!(answer["isError"], true, "{tool} {request}: {answer:#}");
-            let result: ExecutionResult =
-                serde_json::from_value(answer["structuredContent"].clone()).unwrap();
-            let issues: Vec<(String, String)> = result
-                .issues
-                .iter()
-                .map(|i| (i.kind.as_str().to_owned(), i.description.clone()))
-                .collect();
-            assert_eq!(issues, vec![want.clone()], "{tool} {request}");
-        }
+        let answer = mcp
+            .call(
+                json!(format!("{i}-0")),
+                "execute_droid_task",
+                request.clone(),
+            )
+            .await;
+        assert_eq!(answer["isError"], true, "{request}: {answer:#}");
+        let result: ExecutionResult =
+            serde_json::from_value(answer["structuredContent"].clone()).unwrap();
+        let issues: Vec<(String, String)> = result
+            .issues
+            .iter()
+            .map(|i| (i.kind.as_str().to_owned(), i.description.clone()))
+            .collect();
+        assert_eq!(issues, vec![want.clone()], "execute_droid_task {request}");
+        // droid_submit's output schema is `{task_id}`: the same refusal, as text only
+        let answer = mcp
+            .call(json!(format!("{i}-1")), "droid_submit", request.clone())
+            .await;
+        let said = answer["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(
+            answer["isError"] == true
+                && answer.get("structuredContent").is_none()
+                && said.contains(&format!("\nissue [{}]: {} -> ", want.0, want.1)),
+            "droid_submit {request}: {answer:#}"
+        );
     }
     mcp.close_stdin();
     let (status, _) = mcp.exit_within(Duration::from_secs(10)).await;

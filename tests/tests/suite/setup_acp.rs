@@ -1,7 +1,10 @@
 //! `droid-executor setup acp --client zed [--settings FILE] [--name NAME] [--print]` through the
 //! binary: the `agent_servers` entry written into Zed's settings (JSON with comments) with every
 //! other byte of the file kept, the file's mode kept, idempotence, an older entry replaced, a file
-//! that does not parse refused and left as it was, and `--print`, which writes nothing.
+//! that does not parse refused and left as it was, and `--print`, which writes nothing. The entry
+//! names droid as `setup` found it (`env.DROID_CLI_CMD`), and an ACP client starting the agent as
+//! the entry says, with a `PATH` that has no droid (Zed started from the desktop), gets its
+//! session answered by the real droid.
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt as _;
@@ -9,14 +12,20 @@ use std::path::Path;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use tests::droid_bin::droid_executor_bin;
+use tests::acp_world::{AcpWorld, Agent, Scenario, Sdk};
+use tests::droid_bin::{droid_executor_bin, real_droid};
 use tests::temp_dir::TempDir;
 
 use super::binary::{droid_executor, path_var};
 
-/// Only HOME and PATH (and `XDG_CONFIG_HOME` when given): where the settings are is up to them.
+/// HOME, PATH and droid (and `XDG_CONFIG_HOME` when given): where the settings are is up to
+/// them.
 fn env(home: &Path, xdg: Option<&Path>) -> Vec<(OsString, OsString)> {
-    let mut env = vec![("HOME".into(), home.into()), ("PATH".into(), path_var())];
+    let mut env = vec![
+        ("HOME".into(), home.into()),
+        ("PATH".into(), path_var()),
+        ("DROID_CLI_CMD".into(), real_droid().into()),
+    ];
     if let Some(xdg) = xdg {
         env.push(("XDG_CONFIG_HOME".into(), xdg.into()));
     }
@@ -27,13 +36,23 @@ fn program() -> String {
     droid_executor_bin().display().to_string()
 }
 
+fn droid() -> String {
+    real_droid().display().to_string()
+}
+
+/// The entry's value.
+fn entry() -> Value {
+    json!({"type": "custom", "command": program(), "args": ["acp"], "env": {"DROID_CLI_CMD": droid()}})
+}
+
 /// Our entry as `setup acp` writes it, at the indentation of a member of `agent_servers` whose
 /// own members are indented by `unit` more.
 fn member(indent: &str, unit: &str) -> String {
     let inner = format!("{indent}{unit}");
     format!(
-        "\"Droid (droid-executor)\": {{\n{inner}\"type\": \"custom\",\n{inner}\"command\": {},\n{inner}\"args\": [\"acp\"],\n{inner}\"env\": {{}}\n{indent}}}",
-        json!(program())
+        "\"Droid (droid-executor)\": {{\n{inner}\"type\": \"custom\",\n{inner}\"command\": {},\n{inner}\"args\": [\"acp\"],\n{inner}\"env\": {{\n{inner}{unit}\"DROID_CLI_CMD\": {}\n{inner}}}\n{indent}}}",
+        json!(program()),
+        json!(droid())
     )
 }
 
@@ -41,7 +60,7 @@ fn wrote_line(verb: &str, path: &Path) -> String {
     format!(
         "{verb} {}: agent_servers.\"Droid (droid-executor)\" = {}\n",
         path.display(),
-        json!({"type": "custom", "command": program(), "args": ["acp"], "env": {}})
+        entry()
     )
 }
 
@@ -80,7 +99,7 @@ async fn zed_settings_keep_every_comment_and_key() {
         format!(
             "{} already has agent_servers.\"Droid (droid-executor)\" = {}; nothing to do\n",
             path.display(),
-            json!({"type": "custom", "command": program(), "args": ["acp"], "env": {}})
+            entry()
         )
     );
     assert_eq!(
@@ -135,13 +154,29 @@ async fn an_existing_entry_is_replaced() {
     )
     .await;
     assert_eq!(out.code, Some(0), "{out:#?}");
-    assert_eq!(out.stdout, wrote_line("wrote", &path));
+    let kept = json!({"type": "custom", "command": program(), "args": ["acp"],
+                      "env": {"FACTORY_API_KEY": "fk-test", "DROID_CLI_CMD": droid()},
+                      "default_mode": "low"});
+    assert_eq!(
+        out.stdout,
+        format!(
+            "wrote {}: agent_servers.\"Droid (droid-executor)\" = {kept}\n",
+            path.display()
+        )
+    );
     let expected = old
         .replace(
             "\"/home/me/.cargo/bin/droid-executor\"",
             &json!(program()).to_string(),
         )
-        .replace("[\"acp\", \"--verbose\"]", "[\"acp\"]");
+        .replace("[\"acp\", \"--verbose\"]", "[\"acp\"]")
+        .replace(
+            "{\"FACTORY_API_KEY\": \"fk-test\"}",
+            &format!(
+                "{{\"FACTORY_API_KEY\": \"fk-test\",\n                \"DROID_CLI_CMD\": {}\n            }}",
+                json!(droid())
+            ),
+        );
     assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
 }
 
@@ -199,8 +234,7 @@ async fn print_shows_the_entry_and_writes_nothing() {
     let pasted: Value = serde_json::from_str(&format!("{{{}}}", out.stdout)).unwrap();
     assert_eq!(
         pasted,
-        json!({"agent_servers": {"Droid (droid-executor)": {
-            "type": "custom", "command": program(), "args": ["acp"], "env": {}}}})
+        json!({"agent_servers": {"Droid (droid-executor)": entry()}})
     );
     assert!(
         !home.path().join(".config").exists(),
@@ -226,9 +260,81 @@ async fn print_shows_the_entry_and_writes_nothing() {
     .await;
     assert_eq!(out.code, Some(0), "{out:#?}");
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(written, json!({"agent_servers": {"Droid": entry()}}));
+}
+
+/// `PATH` without a directory holding a `droid`: the session environment of a desktop Zed, where
+/// the shell profile that adds droid's directory never ran.
+fn path_without_droid() -> OsString {
+    let dirs: Vec<std::path::PathBuf> = std::env::split_paths(&path_var())
+        .filter(|d| !d.join("droid").exists())
+        .collect();
+    std::env::join_paths(dirs).unwrap()
+}
+
+/// The agent an ACP client starts from the entry `setup acp` wrote (command, args, env), on a
+/// `PATH` without droid: the entry's `env.DROID_CLI_CMD` finds droid, and the session is answered
+/// by the real droid. The same agent without the entry's env (what `env: {}` of earlier releases
+/// gave it) fails at the first session, when nothing else leads to droid on this machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_entry_finds_droid_off_zeds_path() {
+    let w = AcpWorld::new().await;
+    let repo = w.repo("zed-repo");
+    w.model.set_script(json!([{"text": "Hello from droid."}]));
+    let path = w.home.path().join(".config/zed/settings.json");
+    // setup runs in the user's shell, where droid is found
+    let mut shell = w.home.env();
+    shell.push(("DROID_CLI_CMD".into(), real_droid().into()));
+    let out = droid_executor(&["setup", "acp", "--client", "zed"], &shell, w.home.path()).await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let settings: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let written = &settings["agent_servers"]["Droid (droid-executor)"];
+    assert_eq!(written, &entry());
+    let desktop = path_without_droid();
+    let mut agent = Agent {
+        program: written["command"].as_str().unwrap().into(),
+        args: vec!["acp".into()],
+        env: vec![("PATH".into(), desktop.clone())],
+    };
+    let bare = agent.clone();
+    for (k, v) in written["env"].as_object().unwrap() {
+        agent = agent.with_env(k, v.as_str().unwrap());
+    }
+    let scenario = Scenario::new("stream", &repo)
+        .model(&w.model_id())
+        .prompt("Say hello");
+    let run = w.run(Sdk::Node, &agent, &scenario).await;
+    let summary = run.assert_ok();
+    assert_eq!(summary["errors"], json!([]), "{summary:#}");
     assert_eq!(
-        written,
-        json!({"agent_servers": {"Droid": {
-            "type": "custom", "command": program(), "args": ["acp"], "env": {}}}})
+        summary["prompts"][0]["chunks"]
+            .as_array()
+            .map(|c| c.iter().filter_map(Value::as_str).collect::<String>()),
+        Some("Hello from droid.".to_owned()),
+        "{summary:#}"
     );
+
+    // without the entry's env: does anything else on this machine lead to droid?
+    let mut probe = w.home.env();
+    probe.push(("PATH".into(), desktop));
+    let doctor = droid_executor(&["doctor", "--json"], &probe, w.home.path()).await;
+    let checks: Value = serde_json::from_str(&doctor.stdout).unwrap_or(Value::Null);
+    let found_anyway = checks
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["check"] == "droid" && c["level"] == "ok");
+    if found_anyway {
+        eprintln!("droid is installed where droid-executor finds it without PATH: {doctor:#?}");
+        return;
+    }
+    let failed = w
+        .run(
+            Sdk::Node,
+            &bare,
+            &Scenario::new("error", &repo).prompt("Say hello"),
+        )
+        .await;
+    let errors = failed.summary["errors"].clone();
+    assert_eq!(errors[0]["code"], -32001, "droid not available: {errors:#}");
 }

@@ -1,7 +1,8 @@
-//! `droid-executor setup mcp --client droid|claude|codex [--allow-tools] [--dry-run]`: registration
-//! with the real droid (its `~/.factory/mcp.json` afterwards), with Claude Code's and Codex's
-//! config files (other settings kept), idempotence, and a dry run that changes nothing. The real
-//! Codex and Claude Code using the entries: suite `mcp_agents`.
+//! `droid-executor setup mcp --client droid|claude|codex|gemini|opencode [--allow-tools]
+//! [--dry-run]`: registration with the real droid (its `~/.factory/mcp.json` and the two keys of
+//! `~/.factory/settings.json` afterwards), with Claude Code's, Codex's, Gemini CLI's and
+//! OpenCode's config files (other settings and comments kept), idempotence, and a dry run that
+//! changes nothing. The real clients using the entries: suites `mcp_agents` and `mcp_clients`.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -41,12 +42,31 @@ async fn registers_with_the_real_droid_once() {
     assert!(dry.stdout.starts_with("would run: "), "{dry:#?}");
     assert!(
         dry.stdout.contains(&format!(
-            "mcp add droid-executor -- {} mcp",
+            "mcp add droid-executor --env DROID_EXECUTOR_CLIENT=droid -- {} mcp",
             droid_executor_bin().display()
         )),
         "{dry:#?}"
     );
-    assert!(!mcp_json.exists(), "a dry run changes nothing");
+    let settings = home.path().join(".factory/settings.json");
+    assert!(
+        dry.stdout.contains(&format!(
+            "would write {}: blockOnMcpLoad = true, mcpAutonomyOverrides.droid-executor.tools",
+            settings.display()
+        )),
+        "{dry:#?}"
+    );
+    assert!(
+        dry.stdout.contains(
+            "note: at its default autonomy droid calls ask, pend, ping, cancel, droid_pend"
+        ) && dry.stdout.contains(
+            "; execute_droid_task, droid_submit, droid_apply need `droid exec --auto medium`"
+        ),
+        "{dry:#?}"
+    );
+    assert!(
+        !mcp_json.exists() && !settings.exists(),
+        "a dry run changes nothing"
+    );
     let out = droid_executor(&["setup", "mcp", "--client", "droid"], &env, home.path()).await;
     assert_eq!(out.code, Some(0), "{out:#?}");
     let entry = &read_json(&mcp_json)["mcpServers"]["droid-executor"];
@@ -56,13 +76,48 @@ async fn registers_with_the_real_droid_once() {
         json!(droid_executor_bin().display().to_string())
     );
     assert_eq!(entry["args"], json!(["mcp"]));
+    assert_eq!(entry["env"], json!({"DROID_EXECUTOR_CLIENT": "droid"}));
+    let written = read_json(&settings);
+    assert_eq!(written["blockOnMcpLoad"], true);
+    let levels = &written["mcpAutonomyOverrides"]["droid-executor"]["tools"];
+    assert_eq!(
+        (
+            &levels["ask"],
+            &levels["pend"],
+            &levels["execute_droid_task"],
+            &levels["droid_discard"]
+        ),
+        (
+            &json!("low"),
+            &json!("low"),
+            &json!("medium"),
+            &json!("high")
+        )
+    );
     let again = droid_executor(&["setup", "mcp", "--client", "droid"], &env, home.path()).await;
     assert_eq!(again.code, Some(0), "{again:#?}");
     assert!(
         again
             .stdout
-            .contains("already has an MCP server named droid-executor"),
+            .contains("already has an MCP server named droid-executor")
+            && again.stdout.contains("nothing to do"),
         "{again:#?}"
+    );
+    // doctor reads what setup wrote
+    let doctor = droid_executor(&["doctor", "--json"], &env, home.path()).await;
+    let checks: Value = serde_json::from_str(&doctor.stdout).unwrap();
+    let line = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "droid mcp")
+        .unwrap_or_else(|| panic!("{doctor:#?}"));
+    assert_eq!(line["level"], "ok", "{line:#}");
+    assert!(
+        line["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("registered; droid's model sees the tools")),
+        "{line:#}"
     );
 }
 
@@ -118,7 +173,8 @@ async fn registers_with_claude_and_codex_keeping_their_settings() {
     assert_eq!(v["mcpServers"]["other"], json!({"command": "x"}));
     assert_eq!(
         v["mcpServers"]["droid-executor"],
-        json!({"type": "stdio", "command": droid_executor_bin().display().to_string(), "args": ["mcp"], "env": {}})
+        json!({"type": "stdio", "command": droid_executor_bin().display().to_string(), "args": ["mcp"],
+               "env": {"DROID_EXECUTOR_CLIENT": "claude"}})
     );
     let codex = home.path().join(".codex/config.toml");
     let out = droid_executor(&["setup", "mcp", "--client", "codex"], &env, home.path()).await;
@@ -139,10 +195,8 @@ async fn registers_with_claude_and_codex_keeping_their_settings() {
         .map(|(tool, t)| (tool.as_str(), t["approval_mode"].as_str().unwrap()))
         .collect();
     // every tool, the delegation families of every provider included (tables sorted by name)
-    let mut every: Vec<(&str, &str)> = super::mcp_stdio::TOOLS
-        .iter()
-        .map(|t| (*t, "approve"))
-        .collect();
+    let all = super::mcp_stdio::approved_tools();
+    let mut every: Vec<(&str, &str)> = all.iter().map(|t| (t.as_str(), "approve")).collect();
     every.sort_unstable();
     assert_eq!(approved, every);
     let again = droid_executor(&["setup", "mcp", "--client", "codex"], &env, home.path()).await;
@@ -197,4 +251,102 @@ async fn allow_tools_is_for_claude_and_idempotent() {
         "{codex:#?}"
     );
     assert!(!home.path().join(".codex").exists());
+}
+
+/// Gemini CLI's and OpenCode's JSON-with-comments files: the entry added with every comment and
+/// key of the file kept, what the user added to an earlier entry kept, nothing to do the second
+/// time, and a dry run that writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registers_with_gemini_and_opencode_keeping_their_files() {
+    let home = TempDir::new("setup-jsonc").unwrap();
+    let mut env = env(home.path());
+    env.push(("ANTHROPIC_API_KEY".into(), "sk-ant-not-written".into()));
+    let gemini = home.path().join(".gemini/settings.json");
+    std::fs::create_dir_all(gemini.parent().unwrap()).unwrap();
+    let text = "// my Gemini settings\n{\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}}, // keep\n  \"mcpServers\": {\n    \"droid-executor\": {\"command\": \"/old/droid-executor\", \"cwd\": \"/work\"},\n  },\n}\n";
+    std::fs::write(&gemini, text).unwrap();
+    let dry = droid_executor(
+        &["setup", "mcp", "--client", "gemini", "--dry-run"],
+        &env,
+        home.path(),
+    )
+    .await;
+    assert_eq!(dry.code, Some(0), "{dry:#?}");
+    assert!(
+        dry.stdout.starts_with(&format!(
+            "would write {}: mcpServers.droid-executor = ",
+            gemini.display()
+        )),
+        "{dry:#?}"
+    );
+    assert_eq!(std::fs::read_to_string(&gemini).unwrap(), text);
+    let out = droid_executor(&["setup", "mcp", "--client", "gemini"], &env, home.path()).await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let written = std::fs::read_to_string(&gemini).unwrap();
+    assert!(
+        written.starts_with("// my Gemini settings\n{\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}}, // keep\n"),
+        "{written}"
+    );
+    assert!(
+        !written.contains("sk-ant-not-written"),
+        "a value is never written: {written}"
+    );
+    let v = client_setup::jsonc::value(&written).unwrap().unwrap();
+    let entry = &v["mcpServers"]["droid-executor"];
+    assert_eq!(
+        (
+            &entry["command"],
+            &entry["args"],
+            &entry["cwd"],
+            &entry["trust"],
+            &entry["timeout"]
+        ),
+        (
+            &json!(droid_executor_bin().display().to_string()),
+            &json!(["mcp"]),
+            &json!("/work"),
+            &json!(true),
+            &json!(660_000)
+        )
+    );
+    // the variables Gemini strips, passed back by name; the others need no help
+    assert_eq!(entry["env"]["DROID_EXECUTOR_CLIENT"], "gemini");
+    for name in [
+        "FACTORY_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "GEMINI_API_KEY",
+    ] {
+        assert_eq!(entry["env"][name], json!(format!("${name}")), "{entry:#}");
+    }
+    assert!(entry["env"].get("DROID_CLI_CMD").is_none(), "{entry:#}");
+    let again = droid_executor(&["setup", "mcp", "--client", "gemini"], &env, home.path()).await;
+    assert!(again.stdout.contains("nothing to do"), "{again:#?}");
+    assert_eq!(std::fs::read_to_string(&gemini).unwrap(), written);
+
+    let opencode = home.path().join(".config/opencode/opencode.json");
+    std::fs::create_dir_all(opencode.parent().unwrap()).unwrap();
+    let text = "{\n  // my model\n  \"model\": \"mock/mock-model\"\n}\n";
+    std::fs::write(&opencode, text).unwrap();
+    let out = droid_executor(&["setup", "mcp", "--client", "opencode"], &env, home.path()).await;
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let written = std::fs::read_to_string(&opencode).unwrap();
+    assert!(
+        written.starts_with("{\n  // my model\n  \"model\": \"mock/mock-model\",\n"),
+        "{written}"
+    );
+    assert_eq!(
+        client_setup::jsonc::value(&written).unwrap().unwrap()["mcp"]["droid-executor"],
+        json!({
+            "type": "local",
+            "command": [droid_executor_bin().display().to_string(), "mcp"],
+            "enabled": true,
+            "environment": {"DROID_EXECUTOR_CLIENT": "opencode"},
+            "timeout": 660_000,
+        })
+    );
+    std::fs::write(&gemini, "{\"mcpServers\": [}").unwrap();
+    let bad = droid_executor(&["setup", "mcp", "--client", "gemini"], &env, home.path()).await;
+    assert_eq!(bad.code, Some(2), "{bad:#?}");
+    assert!(bad.stderr.contains("line 1, column 17"), "{bad:#?}");
 }

@@ -68,12 +68,25 @@ async fn setup_mcp_for_droid_without_droid_says_what_to_install() {
     )
     .await;
     assert_eq!(dry.code, Some(0), "{dry:#?}");
+    // the command, then droid's settings and what each tool needs
+    let lines: Vec<&str> = dry.stdout.lines().collect();
     assert_eq!(
-        dry.stdout,
+        lines[0],
         format!(
-            "would run: droid mcp add droid-executor -- {} mcp\n",
+            "would run: droid mcp add droid-executor --env DROID_EXECUTOR_CLIENT=droid -- {} mcp",
             droid_executor_bin().display()
         )
+    );
+    assert!(
+        lines[1].starts_with(&format!(
+            "would write {}: blockOnMcpLoad = true",
+            home.path().join(".factory/settings.json").display()
+        )),
+        "{dry:#?}"
+    );
+    assert!(
+        lines[2].starts_with("note: at its default autonomy droid calls "),
+        "{dry:#?}"
     );
     assert!(
         dry.stderr
@@ -149,13 +162,24 @@ async fn setup_skill_and_acp_without_the_client_write_and_say_what_to_install() 
 
     let out = droid_executor(&["setup", "acp", "--client", "zed"], &env, home.path()).await;
     assert_eq!(out.code, Some(0), "{out:#?}");
+    // neither droid (the entry cannot name it) nor Zed
+    let notes: Vec<&str> = out.stderr.lines().collect();
+    assert!(
+        notes[0].starts_with("droid-executor: note: droid is not installed here")
+            && notes[0].ends_with(&format!(
+                "; install it with: {}; the entry names no droid, so the agent looks for it on \
+                 Zed's PATH: run `droid-executor setup acp --client zed` again once it is installed",
+                install_line(ProviderId::Droid)
+            )),
+        "{out:#?}"
+    );
     assert_eq!(
-        out.stderr,
-        format!(
+        notes[1..],
+        [format!(
             "droid-executor: note: Zed is not installed here (no zed or zeditor on PATH, no {}); \
-             it reads this entry once installed: https://zed.dev/download\n",
+             it reads this entry once installed: https://zed.dev/download",
             home.path().join(".config/zed").display()
-        ),
+        )],
         "{out:#?}"
     );
     assert!(home.path().join(".config/zed/settings.json").is_file());

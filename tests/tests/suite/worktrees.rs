@@ -147,9 +147,16 @@ async fn three_worktree_tasks_run_at_once_and_apply_to_their_union_and_a_fourth_
         let r = rec.result.as_ref().unwrap();
         assert_eq!(r.status, Status::Success, "{rec:#?}");
         assert_eq!(worktree(rec).state, WorktreeState::Ready);
-        assert_eq!(worktree(rec).branch, format!("droid-executor/{}", rec.task_id));
+        assert_eq!(
+            worktree(rec).branch,
+            format!("droid-executor/{}", rec.task_id)
+        );
         assert_ne!(worktree(rec).head, worktree(rec).base);
-        assert_eq!(r.tests.passed, Some(true), "verified in the worktree: {r:#?}");
+        assert_eq!(
+            r.tests.passed,
+            Some(true),
+            "verified in the worktree: {r:#?}"
+        );
     }
     // each lists only its own file, relative to the base (the user's edits are not the agent's)
     assert_eq!(paths(&recs[0]), ["a.txt"]);
@@ -220,7 +227,11 @@ async fn three_worktree_tasks_run_at_once_and_apply_to_their_union_and_a_fourth_
     );
     // discard leaves no worktree and no branch
     let discarded = fourth.discard(&four).await.unwrap();
-    assert_eq!(discarded.outcome, WorktreeOutcome::Discarded, "{discarded:#?}");
+    assert_eq!(
+        discarded.outcome,
+        WorktreeOutcome::Discarded,
+        "{discarded:#?}"
+    );
     assert_eq!(git_worktrees(repo), [repo.display().to_string()]);
     assert_eq!(branches(repo), [current_branch(repo)]);
     assert!(!Path::new(&worktree(&four_rec).path).exists());
@@ -231,7 +242,9 @@ async fn three_worktree_tasks_run_at_once_and_apply_to_their_union_and_a_fourth_
 
 /// The name of `repo`'s current branch (git's default may be `master` or `main`).
 fn current_branch(repo: &Path) -> String {
-    git(repo, &["symbolic-ref", "--short", "HEAD"]).trim().to_owned()
+    git(repo, &["symbolic-ref", "--short", "HEAD"])
+        .trim()
+        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -255,7 +268,11 @@ async fn after_sigkill_of_a_worktree_task_the_janitor_leaves_no_orphan_and_touch
     let dead = submit(&hanging, &in_worktree(repo, "die", json!({}))).await;
     reach(&hanging, &dead, TaskState::Running).await;
     let supervisor = store.supervisor(&dead);
-    assert_eq!(git_worktrees(repo).len(), 3, "the live run's worktree is there");
+    assert_eq!(
+        git_worktrees(repo).len(),
+        3,
+        "the live run's worktree is there"
+    );
     // the janitor never touches a live run's worktree
     assert_eq!(hanging.clean(false).await.unwrap(), 0);
     assert_eq!(git_worktrees(repo).len(), 3);
@@ -314,17 +331,23 @@ async fn a_follow_up_turn_of_the_session_runs_in_the_same_worktree() {
     );
     // no isolation named: the session's worktree decides
     let follow = ExecutionRequest::from_value(
-        &request(repo, "turn two", json!({"session_id": "worktree-session-1"})),
+        &request(
+            repo,
+            "turn two",
+            json!({"session_id": "worktree-session-1"}),
+        ),
         None,
     )
     .unwrap();
     let two = submit(&second, &follow).await;
     let two_rec = finish(&second, &two).await;
     let (w1, w2) = (worktree(&one_rec), worktree(&two_rec));
-    assert_eq!((&w2.path, &w2.branch, &w2.base), (&w1.path, &w1.branch, &w1.base));
+    assert_eq!(
+        (&w2.path, &w2.branch, &w2.base),
+        (&w1.path, &w1.branch, &w1.base)
+    );
     assert_ne!(w2.head, w1.head, "{two_rec:#?}");
-    let invocation: Value =
-        serde_json::from_slice(&std::fs::read(&record_file).unwrap()).unwrap();
+    let invocation: Value = serde_json::from_slice(&std::fs::read(&record_file).unwrap()).unwrap();
     assert_eq!(invocation["cwd"], json!(w1.path));
     let argv: Vec<&str> = invocation["argv"]
         .as_array()
@@ -332,7 +355,10 @@ async fn a_follow_up_turn_of_the_session_runs_in_the_same_worktree() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert!(argv.windows(2).any(|w| w == ["-s", "worktree-session-1"]), "{argv:?}");
+    assert!(
+        argv.windows(2).any(|w| w == ["-s", "worktree-session-1"]),
+        "{argv:?}"
+    );
     // relative to the base: both turns' files
     assert_eq!(paths(&two_rec), ["a.txt", "b.txt"]);
     // applying the follow-up applies the worktree's whole change; the first task's is then
@@ -377,7 +403,11 @@ async fn setup_commands_run_before_the_agent_and_worktree_copy_brings_untracked_
     let repo = repo.path();
     std::fs::write(repo.join(".env"), "TOKEN=local\n").unwrap();
     std::fs::create_dir_all(repo.join("node_modules/dep")).unwrap();
-    std::fs::write(repo.join("node_modules/dep/index.js"), "module.exports = 1;\n").unwrap();
+    std::fs::write(
+        repo.join("node_modules/dep/index.js"),
+        "module.exports = 1;\n",
+    )
+    .unwrap();
     let tasks = store.tasks(
         "setup",
         json!([{"sh": "cat .env setup.out > seen.txt"}, {"completion": "done"}]),
@@ -402,7 +432,10 @@ async fn setup_commands_run_before_the_agent_and_worktree_copy_brings_untracked_
     );
     let path = PathBuf::from(worktree(&rec).path);
     assert_eq!(read(&path, "seen.txt"), "TOKEN=local\nset up\n");
-    assert_eq!(read(&path, "node_modules/dep/index.js"), "module.exports = 1;\n");
+    assert_eq!(
+        read(&path, "node_modules/dep/index.js"),
+        "module.exports = 1;\n"
+    );
     // the setup's own output is part of the worktree's change, the copied (ignored) files not
     let mut changed = paths(&rec);
     changed.sort();
@@ -419,7 +452,10 @@ async fn setup_commands_run_before_the_agent_and_worktree_copy_brings_untracked_
     let r = bad_rec.result.as_ref().unwrap();
     assert_eq!(r.status, Status::Error, "{bad_rec:#?}");
     assert_eq!(r.issues[0].kind, IssueType::EnvIssue);
-    assert_eq!(r.issues[0].description, "the setup command `exit 3` exited 3");
+    assert_eq!(
+        r.issues[0].description,
+        "the setup command `exit 3` exited 3"
+    );
     assert_eq!(r.worktree, None);
     assert!(!store.root().join("worktrees").join(&bad).exists());
     assert!(!branches(repo).iter().any(|b| b.contains(&bad)));
@@ -478,7 +514,15 @@ async fn the_cli_runs_applies_and_discards_worktree_tasks() {
     let env = home.env();
     home.play(&json!([{"sh": "echo 'by the agent' >> a.txt"}, {"completion": "Done."}]));
     let run = droid_executor(
-        &["run", "--isolation", "worktree", "--json", "--command", "grep -q agent a.txt", "append"],
+        &[
+            "run",
+            "--isolation",
+            "worktree",
+            "--json",
+            "--command",
+            "grep -q agent a.txt",
+            "append",
+        ],
         &env,
         &repo,
     )
@@ -500,7 +544,12 @@ async fn the_cli_runs_applies_and_discards_worktree_tasks() {
     assert!(line.contains(" ready ") && line.contains("KiB"), "{line}");
     let check = droid_executor(&["tasks", "apply", &id, "--check"], &env, &repo).await;
     assert_eq!(check.code, Some(0), "{check:#?}");
-    assert!(check.stdout.starts_with("clean: the change applies cleanly"), "{check:#?}");
+    assert!(
+        check
+            .stdout
+            .starts_with("clean: the change applies cleanly"),
+        "{check:#?}"
+    );
     assert_eq!(read(&repo, "a.txt"), "a\n");
     let apply = droid_executor(&["tasks", "apply", &id, "--json"], &env, &repo).await;
     assert_eq!(apply.code, Some(0), "{apply:#?}");
@@ -513,7 +562,12 @@ async fn the_cli_runs_applies_and_discards_worktree_tasks() {
 
     // a conflicting task: exit 1, nothing written; then discard
     home.play(&json!([{"sh": "echo 'other agent' >> a.txt"}, {"completion": "Done."}]));
-    let other = droid_executor(&["run", "--isolation", "worktree", "--json", "other"], &env, &repo).await;
+    let other = droid_executor(
+        &["run", "--isolation", "worktree", "--json", "other"],
+        &env,
+        &repo,
+    )
+    .await;
     let other_id = other.result().task_id.unwrap();
     std::fs::write(repo.join("a.txt"), "a\nby the user\n").unwrap();
     let before = state(&repo);
@@ -534,7 +588,11 @@ async fn the_cli_runs_applies_and_discards_worktree_tasks() {
     let discard = droid_executor(&["tasks", "discard", &other_id], &env, &repo).await;
     assert_eq!(discard.code, Some(0), "{discard:#?}");
     assert_eq!(git_worktrees(&repo), [repo.display().to_string()]);
-    assert!(!branches(&repo).iter().any(|b| b.starts_with("droid-executor/")));
+    assert!(
+        !branches(&repo)
+            .iter()
+            .any(|b| b.starts_with("droid-executor/"))
+    );
 }
 
 /// A config for an engine of the store at `root` driving the fake droid with `steps`.
@@ -616,35 +674,65 @@ async fn the_bridge_applies_and_discards_worktree_tasks() {
     )
     .await;
     let repo = b.home.repo();
-    let first = b.submit(&b.request("one", json!({"isolation": "worktree"}))).await;
+    let first = b
+        .submit(&b.request("one", json!({"isolation": "worktree"})))
+        .await;
     b.until_state(&first, "success").await;
     // the second changes the same line, another way, from the same base
-    b.home.play(&json!([{"sh": "echo 'from the second' >> a.txt"}, {"completion": "Done."}]));
-    let second = b.submit(&b.request("two", json!({"isolation": "worktree"}))).await;
+    b.home
+        .play(&json!([{"sh": "echo 'from the second' >> a.txt"}, {"completion": "Done."}]));
+    let second = b
+        .submit(&b.request("two", json!({"isolation": "worktree"})))
+        .await;
     b.until_state(&second, "success").await;
     let refused = b
-        .post("/tasks", &b.request("three", json!({"isolation": "worktree"})))
+        .post(
+            "/tasks",
+            &b.request("three", json!({"isolation": "worktree"})),
+        )
         .await;
     assert_eq!(refused.refusal(409), "worktree", "{refused:#?}");
-    let check = b.raw("POST", &format!("/tasks/{first}/apply?check=true"), &[], b"").await;
+    let check = b
+        .raw(
+            "POST",
+            &format!("/tasks/{first}/apply?check=true"),
+            &[],
+            b"",
+        )
+        .await;
     assert_eq!(check.status, 200, "{check:#?}");
     assert_eq!(check.json()["outcome"], "clean");
-    let bad = b.raw("POST", &format!("/tasks/{first}/apply?check=maybe"), &[], b"").await;
+    let bad = b
+        .raw(
+            "POST",
+            &format!("/tasks/{first}/apply?check=maybe"),
+            &[],
+            b"",
+        )
+        .await;
     assert_eq!(bad.refusal(400), "bad_query");
-    let applied = b.raw("POST", &format!("/tasks/{first}/apply"), &[], b"").await;
+    let applied = b
+        .raw("POST", &format!("/tasks/{first}/apply"), &[], b"")
+        .await;
     assert_eq!(applied.status, 200, "{applied:#?}");
     assert_eq!(applied.json()["outcome"], "applied");
     assert_eq!(read(&repo, "a.txt"), "a\nfrom the bridge\n");
-    let twice = b.raw("POST", &format!("/tasks/{first}/apply"), &[], b"").await;
+    let twice = b
+        .raw("POST", &format!("/tasks/{first}/apply"), &[], b"")
+        .await;
     assert_eq!(twice.status, 409, "{twice:#?}");
     assert_eq!(twice.json()["outcome"], "refused");
     // the second task changed the same line from the same base
-    let conflict = b.raw("POST", &format!("/tasks/{second}/apply"), &[], b"").await;
+    let conflict = b
+        .raw("POST", &format!("/tasks/{second}/apply"), &[], b"")
+        .await;
     assert_eq!(conflict.status, 409, "{conflict:#?}");
     assert_eq!(conflict.json()["conflicts"], json!(["a.txt"]));
     let (_, rec) = b.get(&format!("/tasks/{second}")).await;
     assert_eq!(rec["result"]["worktree"]["state"], "conflicted");
-    let discarded = b.raw("POST", &format!("/tasks/{second}/discard"), &[], b"").await;
+    let discarded = b
+        .raw("POST", &format!("/tasks/{second}/discard"), &[], b"")
+        .await;
     assert_eq!(discarded.status, 200, "{discarded:#?}");
     assert_eq!(discarded.json()["outcome"], "discarded");
     let unknown = b.raw("POST", "/tasks/droid-1-ffff/apply", &[], b"").await;
@@ -681,18 +769,29 @@ async fn the_mcp_tools_apply_and_discard_worktree_tasks() {
             .unwrap_or_else(|| panic!("{submitted:#}"))
             .to_owned();
         let rec = server
-            .call(json!(10 + n), "droid_pend", json!({"task_id": id, "wait_seconds": 60}))
+            .call(
+                json!(10 + n),
+                "droid_pend",
+                json!({"task_id": id, "wait_seconds": 60}),
+            )
             .await;
         let result = &rec["structuredContent"]["result"];
         assert_eq!(
-            (&result["worktree"]["state"], &result["files_changed"][0]["path"]),
+            (
+                &result["worktree"]["state"],
+                &result["files_changed"][0]["path"]
+            ),
             (&json!("ready"), &json!("a.txt")),
             "{rec:#}"
         );
         ids.push(id);
     }
     let check = server
-        .call(json!(20), "droid_apply", json!({"task_id": ids[0], "check": true}))
+        .call(
+            json!(20),
+            "droid_apply",
+            json!({"task_id": ids[0], "check": true}),
+        )
         .await;
     assert_eq!(
         (&check["isError"], &check["structuredContent"]["outcome"]),
@@ -702,7 +801,10 @@ async fn the_mcp_tools_apply_and_discard_worktree_tasks() {
     let applied = server
         .call(json!(21), "droid_apply", json!({"task_id": ids[0]}))
         .await;
-    assert_eq!(applied["structuredContent"]["outcome"], "applied", "{applied:#}");
+    assert_eq!(
+        applied["structuredContent"]["outcome"], "applied",
+        "{applied:#}"
+    );
     assert_eq!(read(&repo, "a.txt"), "a\nfrom mcp\n");
     let conflict = server
         .call(json!(22), "droid_apply", json!({"task_id": ids[1]}))
@@ -710,13 +812,23 @@ async fn the_mcp_tools_apply_and_discard_worktree_tasks() {
     assert_eq!(conflict["isError"], true, "{conflict:#}");
     assert_eq!(conflict["structuredContent"]["conflicts"], json!(["a.txt"]));
     let text = conflict["content"][0]["text"].as_str().unwrap();
-    assert!(text.starts_with("conflict: ") && text.contains("conflicts: a.txt"), "{text}");
+    assert!(
+        text.starts_with("conflict: ") && text.contains("conflicts: a.txt"),
+        "{text}"
+    );
     let discarded = server
         .call(json!(23), "droid_discard", json!({"task_id": ids[1]}))
         .await;
-    assert_eq!(discarded["structuredContent"]["outcome"], "discarded", "{discarded:#}");
+    assert_eq!(
+        discarded["structuredContent"]["outcome"], "discarded",
+        "{discarded:#}"
+    );
     let bad = server
-        .call(json!(24), "droid_discard", json!({"task_id": ids[1], "check": true}))
+        .call(
+            json!(24),
+            "droid_discard",
+            json!({"task_id": ids[1], "check": true}),
+        )
         .await;
     assert_eq!(bad["isError"], true, "{bad:#}");
     assert_eq!(git_worktrees(&repo), [repo.display().to_string()]);
@@ -770,11 +882,18 @@ async fn the_real_droid_completes_a_worktree_task_with_verification() {
     let w = r.worktree.clone().unwrap();
     assert_eq!(w.state, WorktreeState::Ready);
     // droid's own command ran in the worktree (it saw the file untracked there)
-    assert_eq!(r.commands_run[0].stdout_excerpt.trim(), "?? made.txt", "{r:#?}");
+    assert_eq!(
+        r.commands_run[0].stdout_excerpt.trim(),
+        "?? made.txt",
+        "{r:#?}"
+    );
     assert_eq!(state(repo.path()), before);
     engine.settled().await;
     let tasks = Tasks::open(&cfg).unwrap();
-    let a = tasks.apply(r.task_id.as_deref().unwrap(), false).await.unwrap();
+    let a = tasks
+        .apply(r.task_id.as_deref().unwrap(), false)
+        .await
+        .unwrap();
     assert_eq!(a.outcome, WorktreeOutcome::Applied, "{a:#?}");
     assert_eq!(read(repo.path(), "made.txt"), "made by droid\n");
 }
@@ -826,14 +945,25 @@ async fn the_real_codex_completes_a_worktree_task_with_verification() {
     assert_eq!(r.status, Status::Success, "{r:#?}");
     assert_eq!(r.tests.passed, Some(true), "{r:#?}");
     assert_eq!(
-        r.files_changed.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(),
+        r.files_changed
+            .iter()
+            .map(|f| f.path.as_str())
+            .collect::<Vec<_>>(),
         ["made.txt"]
     );
-    assert!(r.task_id.as_deref().is_some_and(|id| id.starts_with("codex-")), "{r:#?}");
+    assert!(
+        r.task_id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("codex-")),
+        "{r:#?}"
+    );
     assert_eq!(state(repo.path()), before);
     engine.settled().await;
     let tasks = Tasks::open(&cfg).unwrap();
-    let a = tasks.apply(r.task_id.as_deref().unwrap(), false).await.unwrap();
+    let a = tasks
+        .apply(r.task_id.as_deref().unwrap(), false)
+        .await
+        .unwrap();
     assert_eq!(a.outcome, WorktreeOutcome::Applied, "{a:#?}");
     assert_eq!(read(repo.path(), "made.txt"), "made by codex\n");
 }
@@ -870,4 +1000,52 @@ async fn at_the_ttl_a_waiting_change_is_kept_on_its_branch() {
         "kept\n",
         "the change is kept on its branch"
     );
+}
+
+/// The user's repository is out of a worktree run's reach: confined, the agent cannot write its
+/// files or its git directory (hooks and config every worktree shares); unconfined, what it
+/// writes in the shared git directory is put back and reported, as in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_repository_and_its_shared_git_directory_are_out_of_reach() {
+    let store = Store::new();
+    let repo = git_repo(&[("a.txt", "a\n")]);
+    let repo = repo.path();
+    let before = state(repo);
+    let hook = repo.join(".git/hooks/pre-commit");
+    let attack = json!([
+        {"sh": format!("echo 'by the agent' >> {}", repo.join("a.txt").display())},
+        {"sh": "printf '#!/bin/sh\\necho planted\\n' > \"$(git rev-parse --git-common-dir)/hooks/pre-commit\""},
+        {"sh": "git config --file \"$(git rev-parse --git-common-dir)/config\" core.fsmonitor planted"},
+        {"completion": "done"}
+    ]);
+    let confined = store.tasks("confined", attack.clone(), |_| {});
+    let id = submit(&confined, &in_worktree(repo, "escape", json!({}))).await;
+    let rec = finish(&confined, &id).await;
+    assert!(!hook.exists(), "{rec:#?}");
+    assert_eq!(state(repo), before);
+    let config = || std::fs::read_to_string(repo.join(".git/config")).unwrap();
+    assert!(!config().contains("planted"), "{}", config());
+    confined.discard(&id).await.unwrap();
+
+    let unconfined = store.tasks("unconfined", attack, |c| {
+        c.sandbox = droid_exec::config::SandboxMode::Off;
+    });
+    let id = submit(&unconfined, &in_worktree(repo, "escape", json!({}))).await;
+    let rec = finish(&unconfined, &id).await;
+    let r = rec.result.as_ref().unwrap();
+    assert!(!hook.exists(), "the hook was put back: {rec:#?}");
+    let restored = r
+        .issues
+        .iter()
+        .find(|i| i.kind == IssueType::Conflict)
+        .unwrap_or_else(|| panic!("no conflict issue: {rec:#?}"));
+    assert!(
+        restored.description.contains(".git/hooks/pre-commit")
+            && restored.description.contains(".git/config"),
+        "{restored:#?}"
+    );
+    // unconfined, the agent could write the repository's files (nothing stops a run with the
+    // sandbox off); its git directory is back as it was
+    assert_eq!(state(repo).refs, before.refs);
+    assert!(!config().contains("planted"), "{}", config());
 }
