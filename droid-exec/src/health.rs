@@ -12,9 +12,9 @@ use droid_contract::ProviderId;
 use serde::Serialize;
 
 use crate::bind_address;
+use crate::config::ENV_NAMES;
 use crate::config::{EngineConfig, EnvMap, Settings, default_config_path};
 use crate::error::EngineError;
-use crate::provenance::ENV_NAMES;
 use crate::providers::droid::{custom_models, install};
 use crate::run::engine::Engine;
 use crate::run::sandbox::SandboxMode;

@@ -10,47 +10,7 @@ use serde_json::Value;
 use crate::config::{EnvMap, Settings, default_store_dir, root_list, var};
 use crate::error::EngineError;
 
-/// The environment variables that set each key, in the order they are applied (a later one
-/// wins). Every key of [`Settings`] is listed (a test checks it); `env_passthrough` has none.
-pub const ENV_NAMES: &[(&str, &[&str])] = &[
-    ("droid_bin", &["DROID_EXECUTOR_DROID_BIN"]),
-    ("codex_bin", &["DROID_EXECUTOR_CODEX_BIN"]),
-    ("claude_bin", &["DROID_EXECUTOR_CLAUDE_BIN"]),
-    ("gemini_bin", &["DROID_EXECUTOR_GEMINI_BIN"]),
-    ("opencode_bin", &["DROID_EXECUTOR_OPENCODE_BIN"]),
-    ("port", &["PORT", "DROID_EXECUTOR_PORT"]),
-    ("host", &["DROID_EXECUTOR_HOST"]),
-    ("allowed_roots", &["DROID_EXECUTOR_ALLOWED_ROOTS"]),
-    ("max_autonomy", &["DROID_EXECUTOR_MAX_AUTONOMY"]),
-    ("allow_unsafe", &["DROID_EXECUTOR_ALLOW_UNSAFE"]),
-    ("max_concurrent", &["DROID_EXECUTOR_MAX_CONCURRENT"]),
-    ("verify", &["DROID_EXECUTOR_VERIFY"]),
-    ("sandbox", &["DROID_EXECUTOR_SANDBOX"]),
-    ("sandbox_writable", &["DROID_EXECUTOR_SANDBOX_WRITABLE"]),
-    ("cgroups", &["DROID_EXECUTOR_CGROUPS"]),
-    ("max_pids", &["DROID_EXECUTOR_MAX_PIDS"]),
-    ("max_memory_mb", &["DROID_EXECUTOR_MAX_MEMORY_MB"]),
-    (
-        "default_timeout",
-        &["DROID_TIMEOUT", "DROID_EXECUTOR_DEFAULT_TIMEOUT"],
-    ),
-    ("task_ttl", &["DROID_EXECUTOR_TASK_TTL"]),
-    ("excerpt_bytes", &["DROID_EXECUTOR_EXCERPT_BYTES"]),
-    ("body_limit", &["DROID_EXECUTOR_BODY_LIMIT"]),
-    ("max_queue", &["DROID_EXECUTOR_MAX_QUEUE"]),
-    ("token_file", &["DROID_EXECUTOR_TOKEN_FILE"]),
-    ("allowed_hosts", &["DROID_EXECUTOR_ALLOWED_HOSTS"]),
-    ("allowed_origins", &["DROID_EXECUTOR_ALLOWED_ORIGINS"]),
-    ("model", &["DROID_EXECUTOR_MODEL"]),
-    ("env_passthrough", &[]),
-    ("store_dir", &["DROID_EXECUTOR_STORE_DIR"]),
-    ("providers", &["DROID_EXECUTOR_PROVIDERS"]),
-    ("toolsets", &["DROID_EXECUTOR_TOOLSETS"]),
-    ("isolation", &["DROID_EXECUTOR_ISOLATION"]),
-    ("setup_commands", &[]),
-    ("worktree_copy", &["DROID_EXECUTOR_WORKTREE_COPY"]),
-    ("max_worktrees", &["DROID_EXECUTOR_MAX_WORKTREES"]),
-];
+pub use crate::config::ENV_NAMES;
 
 /// One setting as `config show` prints it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
