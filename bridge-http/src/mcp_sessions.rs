@@ -330,7 +330,7 @@ mod tests {
         assert!(sessions.get(&ids[0]).is_none());
         assert!(sessions.get(&ids[1]).is_some());
         assert_eq!(sessions.table().len(), MAX_SESSIONS);
-        let closed = &server.closed.lock().unwrap()[0];
+        let closed = Arc::clone(&server.closed.lock().unwrap()[0]);
         for _ in 0..100 {
             if closed.load(Ordering::SeqCst) {
                 break;

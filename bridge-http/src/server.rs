@@ -3,9 +3,10 @@
 //!
 //! Shutdown (the `shutdown` token: SIGTERM or SIGINT in `droid-executor serve`): from then on
 //! every request is answered 503 with `Retry-After` (the listener stays open during the drain,
-//! so clients get an answer rather than a refused connection), event streams end, sync runs get
-//! `drain_grace` to finish and are then cancelled (their clients get the `cancelled` result),
-//! and once the last one has answered the connections are closed and [`serve`] returns.
+//! so clients get an answer rather than a refused connection), event streams end, sync runs (and
+//! MCP requests being answered on `/mcp`) get `drain_grace` to finish and are then cancelled
+//! (their clients get the `cancelled` result), every MCP session is closed, and once the last
+//! one has answered the connections are closed and [`serve`] returns.
 //! Background tasks are not touched: each lives in its own supervisor process.
 //!
 //! Connections are admitted by `conns` (idle ones shed when the table is full, a reserve left to

@@ -1,5 +1,9 @@
 //! The read loop and the dispatch of each message.
 //!
+//! The dispatch ([`dispatch`]) takes the output a message's answer and notifications go to:
+//! the read loop passes stdout's, [`crate::session::Session`] (the bridge's `/mcp`) a fresh
+//! one per posted message. So both transports are served by this one dispatcher.
+//!
 //! Lines are framed with the engine's bounded line reader (a BOM, a trailing `\r` and blank lines
 //! are tolerated). Each request is first given its era ([`Era::of`]): legacy requests are served
 //! by the revision `initialize` negotiated, modern ones (2026-07-28) statelessly by their own

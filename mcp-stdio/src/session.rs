@@ -1,10 +1,10 @@
 //! One client's session over a transport that carries one message per exchange (MCP's
 //! Streamable HTTP, served by the bridge's `/mcp`): the dispatcher of the stdio server
-//! ([`crate::message_processor`]) with what each posted message says on a stream of its own.
+//! (`message_processor.rs`) with what each posted message says on a stream of its own.
 //!
 //! Over stdio every message goes out on one output. Here a posted message gets its own
 //! [`Inbox`]: its progress and log notifications, then its answer, and the inbox ends once the
-//! message has nothing more to say (every task holding its [`Outbox`](crate::server::Outbox) is
+//! message has nothing more to say (every task holding its [`Outbox`] is
 //! done). What relates to no open request (a 2025-11-25 task's status and progress once its
 //! `CreateTaskResult` was sent) goes to the session's own stream ([`Session::messages`]).
 //!
@@ -114,7 +114,7 @@ impl Session {
     }
 
     /// End the session: every running request is cancelled (its run stopped) and given
-    /// [`DRAIN`](crate::SHUTDOWN_DRAIN) to finish; the session's stream ends.
+    /// [`crate::SHUTDOWN_DRAIN`] to finish; the session's stream ends.
     pub async fn close(&self) {
         self.state.close();
         self.shutdown.cancel();

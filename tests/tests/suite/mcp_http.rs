@@ -15,7 +15,9 @@
 //!   2026-07-28 (no session, mirrored headers) and runs the same call;
 //! - a session's own stream (GET): a 2025-11-25 task's status arrives there once its
 //!   `CreateTaskResult` was answered; DELETE ends the session, kills the run it had going and
-//!   ends its streams;
+//!   ends its streams; in revision 2026-07-28, closing a call's stream cancels the call;
+//! - Claude Code 2.1.330, registered with `claude mcp add --transport http … --header`,
+//!   connects (its `mcp list` health check) with the token and is refused without it;
 //! - every answer `/mcp` gives, written by hand: the checks of every route first (Host, token,
 //!   browser Origin, head size: no session is made, nothing runs), then the transport's own
 //!   refusals, each status checked against the OpenAPI document the bridge serves.
@@ -1372,4 +1374,39 @@ impl EventStream {
             self.raw.extend_from_slice(&buf[..n]);
         }
     }
+}
+
+/// Revision 2026-07-28: closing a call's response stream cancels the call: droid and what it
+/// started are killed (the bridge sees the connection close at once, not at the next
+/// keep-alive).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_stateless_calls_stream_cancels_it() {
+    let b = Bridged::start(&json!([]), &[], &[]).await;
+    let pid_file = b.home.fixture("sleep.pid");
+    b.home.play(&leak_then_hang(&pid_file));
+    let call = body(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "execute_droid_task",
+            "arguments": arguments(&b.home.repo(), "Hang."),
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        }}),
+    );
+    let headers = [
+        JSON,
+        ACCEPT,
+        ("MCP-Protocol-Version", MODERN),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "execute_droid_task"),
+    ];
+    let stream = EventStream::open(b.addr(), "POST", &headers, &call).await;
+    assert_eq!(stream.status, 200);
+    assert_eq!(stream.header("content-type"), Some("text/event-stream"));
+    let (run, pids) = hanging_run(&pid_file).await;
+    drop(stream);
+    assert_all_gone(&run, &pids).await;
+    let (code, log) = b.serve.stop().await;
+    assert_eq!(code, Some(0), "{log}");
 }
