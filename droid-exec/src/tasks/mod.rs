@@ -169,8 +169,7 @@ impl Tasks {
             EngineError::TasksUnavailable("no supervisor program configured".into())
         })?;
         // a worktree task beyond max_worktrees is refused here, before it gets an id
-        if crate::worktree::lease::wants_worktree(req, &self.cfg.worktrees, Some(self.store.root()))
-        {
+        if crate::worktree::lease::makes_worktree(req, &self.cfg.worktrees, self.store.root()) {
             crate::worktree::lease::room_for_one(
                 self.store.root(),
                 self.cfg.worktrees.max_worktrees,

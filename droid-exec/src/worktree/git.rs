@@ -73,9 +73,7 @@ impl Git {
     /// Git for commands that never run a filter driver (ref and object plumbing: `branch -D`,
     /// `update-ref`, `rev-parse`), without reading the configuration for filter names first.
     pub(crate) fn for_refs(env: &[(OsString, OsString)]) -> Self {
-        Self {
-            env: env.to_vec(),
-        }
+        Self { env: env.to_vec() }
     }
 
     /// This git with `vars` set for its commands (`GIT_DIR`, `GIT_WORK_TREE`,

@@ -73,6 +73,16 @@ pub(crate) fn wants_worktree(
     }
 }
 
+/// Whether `req` would make a new worktree (it runs in one, and not in its session's): what
+/// counts against `max_worktrees` when it is submitted.
+pub(crate) fn makes_worktree(req: &ExecutionRequest, cfg: &WorktreeConfig, store: &Path) -> bool {
+    wants_worktree(req, cfg, Some(store))
+        && find_session(&Layout::new(store), req)
+            .ok()
+            .flatten()
+            .is_none()
+}
+
 /// The live worktree a follow-up of `req`'s session resumes in: the provider's session ran
 /// there, for this repo_root.
 fn find_session(layout: &Layout, req: &ExecutionRequest) -> Result<Option<Record>, EngineError> {

@@ -87,9 +87,8 @@ impl Repository {
             path(&paths[3]),
             path(&paths[4]),
         ];
-        let top = crate::real_path::canonical(&top).map_err(|e| {
-            EngineError::Worktree(format!("cannot resolve {}: {e}", top.display()))
-        })?;
+        let top = crate::real_path::canonical(&top)
+            .map_err(|e| EngineError::Worktree(format!("cannot resolve {}: {e}", top.display())))?;
         Ok(Self {
             top,
             prefix,
