@@ -146,7 +146,7 @@ fn user_settings(dir: &Path) -> (Value, Vec<String>) {
 /// whether droid's settings let its model see the tools and call them ([`changes`]), with what
 /// each tool needs; the fix is `setup mcp --client droid`.
 pub fn droid_mcp_check(env: &EnvMap, program: Option<&Path>, tools: &[String]) -> Check {
-    let name = "droid mcp";
+    let name = "droid_mcp";
     let dir = match factory_dir(env) {
         Ok(d) => d,
         Err(e) => {

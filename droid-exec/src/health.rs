@@ -599,6 +599,16 @@ fn worktrees_check(cfg: &EngineConfig) -> Check {
             None => states.push((s, 1)),
         }
     }
+    // in a fixed order: those holding a checkout first
+    const ORDER: [&str; 6] = [
+        "running",
+        "ready",
+        "conflicted",
+        "ended",
+        "applied",
+        "discarded",
+    ];
+    states.sort_by_key(|(s, _)| ORDER.iter().position(|o| o == s));
     let said: Vec<String> = states.iter().map(|(s, n)| format!("{n} {s}")).collect();
     let detail = if list.is_empty() {
         format!("none (at most {max}: max_worktrees)")

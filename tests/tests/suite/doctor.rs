@@ -260,7 +260,7 @@ async fn the_skill_line_follows_the_installed_skill() {
             "bridge",
             "worktrees",
             "skill",
-            "droid mcp"
+            "droid_mcp"
         ]
     );
     assert_eq!(

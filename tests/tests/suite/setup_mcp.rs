@@ -110,7 +110,7 @@ async fn registers_with_the_real_droid_once() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["check"] == "droid mcp")
+        .find(|c| c["check"] == "droid_mcp")
         .unwrap_or_else(|| panic!("{doctor:#?}"));
     assert_eq!(line["level"], "ok", "{line:#}");
     assert!(

@@ -53,6 +53,7 @@ const DOCTOR_CHECKS: &[&str] = &[
     "bridge",
     "worktrees",
     "skill",
+    "droid_mcp",
 ];
 /// The task id SKILL.md shows in its examples; replaced by one `run --background` created.
 const EXAMPLE_ID_PREFIX: &str = "droid-";

@@ -582,7 +582,8 @@ async fn the_cli_runs_applies_and_discards_worktree_tasks() {
         .find(|l| l.contains("worktrees"))
         .unwrap_or_else(|| panic!("{doctor:#?}"));
     assert!(
-        worktrees_line.contains("1 of at most 16 (max_worktrees) hold a checkout (1 conflicted"),
+        worktrees_line
+            .contains("1 of at most 16 (max_worktrees) hold a checkout (1 conflicted, 1 applied)"),
         "{worktrees_line}"
     );
     let discard = droid_executor(&["tasks", "discard", &other_id], &env, &repo).await;
