@@ -113,7 +113,7 @@ mod tests {
             );
             assert!(
                 description.contains(&format!(
-                    "ask_{} and pend_{} are not available",
+                    "the MCP tools ask and pend (or ask_{} and pend_{}) are not available",
                     s.provider, s.provider
                 )),
                 "{}: {description}",
