@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use droid_contract::{
-    AgentInfo, Autonomy, ExecutionRequest, ExecutionResult, FileChange, HostCheck, Issue, IssueType,
-    ProviderId, RunEnd, Status, StatusFacts, Tests, Violations, decide,
+    AgentInfo, Autonomy, ExecutionRequest, ExecutionResult, FileChange, HostCheck, Issue,
+    IssueType, ProviderId, RunEnd, Status, StatusFacts, Tests, Violations, decide,
 };
 use serde_json::Value;
 use tokio::sync::mpsc;

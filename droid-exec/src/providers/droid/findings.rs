@@ -3,8 +3,8 @@
 
 use droid_contract::{Issue, IssueType};
 
-use crate::providers::{AgentEvent, Provider as _};
 use crate::providers::findings::Findings;
+use crate::providers::{AgentEvent, Provider as _};
 use crate::run::excerpt::head_str;
 
 /// droid's abort text when a tool call needs more autonomy than the run has.

@@ -14,11 +14,11 @@ use droid_contract::{Autonomy, ProviderId, Usage};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::providers::findings::Findings;
 use crate::providers::{
     AgentEvent, ConfigPath, EnvNames, EventParser, Invocation, ModelUsed, PromptInput, Provider,
     RunFacts, ToolKind, Unsupported, WriteChange,
 };
-use crate::providers::findings::Findings;
 
 mod advice;
 pub(crate) mod custom_models;

@@ -46,10 +46,10 @@ use crate::run::sandbox::{env_path, under};
 
 use droid_contract::{Autonomy, ProviderId};
 
+use crate::providers::findings::Findings;
 use crate::providers::{
     AgentEvent, ConfigPath, EnvNames, EventParser, Invocation, PromptInput, Provider, Unsupported,
 };
-use crate::providers::findings::Findings;
 
 mod events;
 mod findings;
