@@ -282,7 +282,16 @@ async fn after_sigkill_of_a_worktree_task_the_janitor_leaves_no_orphan_and_touch
     )
     .unwrap();
     assert!(wait_gone(supervisor, Duration::from_secs(10)).await);
-    let buried = hanging.status(&dead).await.unwrap();
+    // the store sees the supervisor dead once its lock is free: its agent, killed with it, may
+    // hold the lock a moment longer
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    let buried = loop {
+        let rec = hanging.status(&dead).await.unwrap();
+        if rec.state != TaskState::Running || tokio::time::Instant::now() >= until {
+            break rec;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!(buried.state, TaskState::Error, "{buried:#?}");
     assert_task_ended(&dead, supervisor).await;
     hanging.clean(false).await.unwrap();
