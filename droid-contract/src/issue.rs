@@ -33,6 +33,12 @@ pub enum IssueType {
     PermissionDenied,
     /// droid failed for another reason (bad flags, crash, no result).
     AgentError,
+    /// The model's provider refused for a rate limit, a spent quota or overload (HTTP 429,
+    /// 529, "quota exceeded"): another agent, or the same one later, may get through.
+    RateLimited,
+    /// The run used more tokens than the request's `max_tokens`; it was stopped, and its session
+    /// can be resumed with a larger budget.
+    BudgetExceeded,
     /// A bug in the executor.
     Internal,
 }
@@ -54,6 +60,8 @@ impl IssueType {
             Self::ModelError => "model_error",
             Self::PermissionDenied => "permission_denied",
             Self::AgentError => "agent_error",
+            Self::RateLimited => "rate_limited",
+            Self::BudgetExceeded => "budget_exceeded",
             Self::Internal => "internal",
         }
     }

@@ -14,6 +14,7 @@
 //! trait, which the engine implements; this crate never touches the file system itself.
 #![deny(missing_docs)]
 
+mod attempt;
 mod fit;
 mod isolation;
 mod issue;
@@ -30,6 +31,10 @@ mod text;
 mod violation;
 mod worktree;
 
+pub use attempt::{
+    AgentChoice, Attempt, CheckOutcome, Diffstat, MAX_BEST_OF, MAX_FALLBACK, MAX_TOKEN_BUDGET,
+    MIN_BEST_OF, MIN_TOKEN_BUDGET, warrants_fallback,
+};
 pub use fit::{EXCERPT_KEEP, Omitted, SUMMARY_MAX, TEXT_KEEP};
 pub use isolation::Isolation;
 pub use issue::{Issue, IssueType};

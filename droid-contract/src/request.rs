@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::attempt::{
+    AgentChoice, MAX_BEST_OF, MAX_FALLBACK, MAX_TOKEN_BUDGET, MIN_BEST_OF, MIN_TOKEN_BUDGET,
+};
 use crate::isolation::Isolation;
 use crate::paths::{PathFacts, PathKind, RelPath, RepoRoot};
 use crate::provider::ProviderId;
@@ -181,6 +184,62 @@ pub struct ExecutionRequest {
     #[serde(default)]
     #[schemars(length(max = 100))]
     pub worktree_copy: Vec<RelPath>,
+    /// Agents tried in turn after `provider` when an attempt ends for a reason another agent
+    /// could overcome (not installed, authentication, rate limit or quota, model error), each
+    /// `"codex"`, `"claude:opus"` or `{"provider", "model"}`; the result lists every attempt.
+    #[serde(default)]
+    #[schemars(with = "Vec<AgentChoiceWire>", length(max = 4))]
+    pub fallback: Vec<AgentChoice>,
+    /// 2 to 5 agents that run the task at once, each in its own worktree; the winner is judged
+    /// by ground truth (verification passed, fewer issues, smaller diff, less time) and left
+    /// ready to apply. Needs `suggested_commands`; `model` is then left out, and `provider`
+    /// is the first candidate's.
+    #[serde(default)]
+    #[schemars(with = "Vec<AgentChoiceWire>", length(max = 5))]
+    pub best_of: Vec<AgentChoice>,
+    /// With `best_of`: keep every candidate's worktree, not only the winner's.
+    #[serde(default)]
+    pub keep_all: bool,
+    /// Most input + output tokens one attempt may use, as the agent reports them (cache reads
+    /// apart); over it the attempt ends with `budget_exceeded`, resumable with a larger budget.
+    #[serde(default)]
+    #[schemars(range(min = 100, max = 1_000_000_000))]
+    pub max_tokens: Option<u64>,
+}
+
+/// How the schema shows one agent of `fallback` / `best_of`: a string or an object.
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum AgentChoiceWire {
+    /// `"codex"` or `"claude:opus"`: the provider, then the model after the first `:`.
+    Name(String),
+    /// The provider and its model.
+    Choice(AgentChoice),
+}
+
+/// The request's fields for several agents and tokens, parsed together.
+struct Several {
+    fallback: Vec<AgentChoice>,
+    best_of: Vec<AgentChoice>,
+    keep_all: bool,
+    max_tokens: Option<u64>,
+}
+
+/// A model name's rules (those of `model`): not empty, not too long, no leading `-`, no
+/// whitespace or control characters.
+fn model_name(s: &str) -> Result<(), String> {
+    if s.is_empty() {
+        Err("must not be empty (leave it out instead)".to_owned())
+    } else if s.chars().count() > NAME_MAX {
+        Err(format!("is longer than {NAME_MAX} characters"))
+    } else if s.starts_with('-') {
+        Err("must not start with '-' (the agent CLI would read it as an option)".to_owned())
+    } else if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Err("must not contain whitespace or control characters".to_owned())
+    } else {
+        Ok(())
+    }
 }
 
 /// Host facts plus policy for the checks that need the file system: `repo_root` must exist, be a
@@ -222,6 +281,10 @@ const FIELDS: &[&str] = &[
     "isolation",
     "setup_commands",
     "worktree_copy",
+    "fallback",
+    "best_of",
+    "keep_all",
+    "max_tokens",
 ];
 const CONTEXT_FIELDS: &[&str] = &["repo_root", "files_of_interest"];
 
@@ -565,6 +628,26 @@ impl Parser {
             }
         }
 
+        let several = self.several(obj, provider, model.as_deref(), &suggested_commands);
+        let isolated_by_best_of = !several.best_of.is_empty();
+        if isolated_by_best_of {
+            if isolation == Some(Isolation::None) {
+                self.bad(
+                    "$.isolation",
+                    "must not be \"none\" with best_of: each candidate runs in a worktree of its own",
+                );
+            }
+            if session_id.is_some() {
+                self.bad(
+                    "$.session_id",
+                    "cannot go with best_of: a session belongs to one agent (resume the winner's \
+                     task alone)",
+                );
+            }
+        }
+
+        // with best_of, the request's provider is its first candidate's (task ids start with it)
+        let provider = several.best_of.first().map_or(provider, |c| c.provider);
         Some(ExecutionRequest {
             task_id,
             objective: objective?,
@@ -585,7 +668,206 @@ impl Parser {
             isolation,
             setup_commands,
             worktree_copy,
+            fallback: several.fallback,
+            best_of: several.best_of,
+            keep_all: several.keep_all,
+            max_tokens: several.max_tokens,
         })
+    }
+
+    /// `fallback`, `best_of`, `keep_all` and `max_tokens`, with their rules.
+    fn several(
+        &mut self,
+        obj: &Map<String, Value>,
+        provider: ProviderId,
+        model: Option<&str>,
+        suggested_commands: &[ShellCommand],
+    ) -> Several {
+        let fallback = self.agents(obj, "fallback", MAX_FALLBACK);
+        let best_of = self.agents(obj, "best_of", MAX_BEST_OF);
+        let primary = AgentChoice {
+            provider,
+            model: model.map(str::to_owned),
+        };
+        for (i, a) in fallback.iter().enumerate() {
+            if *a == primary {
+                self.bad(
+                    format!("$.fallback[{i}]"),
+                    format!(
+                        "is the request's own agent ({}); a fallback must be another",
+                        a.label()
+                    ),
+                );
+            }
+        }
+        if !best_of.is_empty() {
+            if best_of.len() < MIN_BEST_OF {
+                self.bad(
+                    "$.best_of",
+                    format!(
+                        "has {} agent; best_of needs {MIN_BEST_OF} to {MAX_BEST_OF} (for one agent, \
+                         name it in provider and model)",
+                        best_of.len()
+                    ),
+                );
+            }
+            if !fallback.is_empty() {
+                self.bad(
+                    "$.fallback",
+                    "cannot go with best_of: best_of already runs several agents (choose one)",
+                );
+            }
+            if suggested_commands.is_empty() {
+                self.bad(
+                    "$.best_of",
+                    "needs suggested_commands: the candidates are judged by the verification \
+                     commands droid-executor re-runs, and without any there is nothing to judge by",
+                );
+            }
+            if let Some(first) = best_of.first()
+                && obj.get("provider").is_some_and(|v| !v.is_null())
+                && provider != first.provider
+            {
+                self.bad(
+                    "$.provider",
+                    format!(
+                        "is the first best_of candidate's ({}) with best_of; leave it out",
+                        first.provider.as_str()
+                    ),
+                );
+            }
+            if model.is_some() {
+                self.bad(
+                    "$.model",
+                    "must be left out with best_of: each candidate names its own model",
+                );
+            }
+        }
+        let keep_all = match obj.get("keep_all") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                self.bad(
+                    "$.keep_all",
+                    format!("must be true or false, got {}", type_name(other)),
+                );
+                false
+            }
+        };
+        if keep_all && best_of.is_empty() {
+            self.bad("$.keep_all", "applies only to best_of");
+        }
+        let max_tokens = match obj.get("max_tokens") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(u) if (MIN_TOKEN_BUDGET..=MAX_TOKEN_BUDGET).contains(&u) => Some(u),
+                _ => {
+                    self.bad(
+                        "$.max_tokens",
+                        format!(
+                            "must be a whole number of tokens from {MIN_TOKEN_BUDGET} to \
+                             {MAX_TOKEN_BUDGET}, got {n}"
+                        ),
+                    );
+                    None
+                }
+            },
+            Some(other) => {
+                self.bad(
+                    "$.max_tokens",
+                    format!("must be a whole number of tokens, got {}", type_name(other)),
+                );
+                None
+            }
+        };
+        Several {
+            fallback,
+            best_of,
+            keep_all,
+            max_tokens,
+        }
+    }
+
+    /// A list of agents (`fallback`, `best_of`): each a string `provider[:model]` or an object
+    /// `{provider, model}`, none twice.
+    fn agents(&mut self, obj: &Map<String, Value>, key: &str, max: usize) -> Vec<AgentChoice> {
+        let path = format!("$.{key}");
+        let items = match obj.get(key) {
+            None | Some(Value::Null) => return Vec::new(),
+            Some(Value::Array(a)) => a,
+            Some(other) => {
+                self.bad(
+                    path,
+                    format!(
+                        "must be a list of agents (\"codex\", \"claude:opus\" or {{\"provider\", \
+                         \"model\"}}), got {}",
+                        type_name(other)
+                    ),
+                );
+                return Vec::new();
+            }
+        };
+        if items.len() > max {
+            self.bad(
+                path.clone(),
+                format!("has {} agents; the limit is {max}", items.len()),
+            );
+        }
+        let mut out: Vec<AgentChoice> = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            let choice = match item {
+                Value::String(s) => AgentChoice::parse(s),
+                Value::Object(o) => self.agent_object(o, &at),
+                other => Err(format!(
+                    "must be a string (\"claude:opus\") or an object {{\"provider\", \"model\"}}, \
+                     got {}",
+                    type_name(other)
+                )),
+            };
+            match choice {
+                Ok(c) => {
+                    if let Some(m) = &c.model
+                        && let Err(e) = model_name(m)
+                    {
+                        self.bad(format!("{at}.model"), e);
+                    } else if out.contains(&c) {
+                        self.bad(at, format!("names {} twice", c.label()));
+                    } else {
+                        out.push(c);
+                    }
+                }
+                Err(e) => self.bad(at, e),
+            }
+        }
+        out
+    }
+
+    fn agent_object(&mut self, o: &Map<String, Value>, at: &str) -> Result<AgentChoice, String> {
+        self.unknown(o, at, &["provider", "model"]);
+        let provider = match o.get("provider") {
+            Some(Value::String(p)) => ProviderId::parse(p).ok_or_else(|| {
+                format!(
+                    "provider {p:?} is unknown; one of {}",
+                    ProviderId::choices()
+                )
+            })?,
+            None | Some(Value::Null) => return Err("needs a provider".to_owned()),
+            Some(other) => {
+                return Err(format!(
+                    "provider must be a string, got {}",
+                    type_name(other)
+                ));
+            }
+        };
+        let model = match o.get("model") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(m)) => Some(m.clone()),
+            Some(other) => {
+                return Err(format!("model must be a string, got {}", type_name(other)));
+            }
+        };
+        Ok(AgentChoice { provider, model })
     }
 
     fn context(

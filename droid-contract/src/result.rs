@@ -11,6 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::attempt::Attempt;
 use crate::issue::{Issue, IssueType};
 use crate::provider::ProviderId;
 use crate::status::Status;
@@ -117,6 +118,36 @@ pub struct Usage {
     pub ttft_ms: Option<f64>,
 }
 
+impl Usage {
+    /// What a token budget (`max_tokens`) counts: input plus output tokens. Cache reads and
+    /// writes are counted apart and not charged (each provider reports them beside its input;
+    /// docs/protocol.md#token-budget).
+    pub fn budget_tokens(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+
+    /// This usage plus `other` (the total of two attempts): counts add up, `ttft_ms` is the
+    /// mean of those known.
+    #[must_use]
+    pub fn plus(&self, other: &Self) -> Self {
+        Self {
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+            cache_read_input_tokens: self
+                .cache_read_input_tokens
+                .saturating_add(other.cache_read_input_tokens),
+            cache_creation_input_tokens: self
+                .cache_creation_input_tokens
+                .saturating_add(other.cache_creation_input_tokens),
+            factory_credits: self.factory_credits.saturating_add(other.factory_credits),
+            ttft_ms: match (self.ttft_ms, other.ttft_ms) {
+                (Some(a), Some(b)) => Some(f64::midpoint(a, b)),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+}
+
 /// What clients read as `droid` before there were other providers: the same facts as
 /// [`AgentInfo`] (with `provider` always `droid`).
 pub type DroidInfo = AgentInfo;
@@ -199,6 +230,14 @@ pub struct ExecutionResult {
     /// The agent that ran (every provider); `null` when none started.
     #[serde(default)]
     pub agent: Option<AgentInfo>,
+    /// Every agent's attempt, when the request named `fallback` or `best_of` (empty otherwise):
+    /// provider, model, status, what ended it, time, tokens, verification, diff.
+    #[serde(default)]
+    pub attempts: Vec<Attempt>,
+    /// Tokens used over every attempt (`agent.usage` is the chosen attempt's); `null` when no
+    /// agent reported any.
+    #[serde(default)]
+    pub usage: Option<Usage>,
     /// What confined the agent's writes (and the verification commands'); `null` when nothing
     /// started.
     #[serde(default)]
@@ -231,6 +270,8 @@ impl ExecutionResult {
             session_id: None,
             duration_ms: 0,
             agent: None,
+            attempts: Vec::new(),
+            usage: None,
             sandbox: None,
             droid: None,
             notes_for_human: None,

@@ -21,7 +21,7 @@ use crate::{
     Objective, ProviderId, RelPath, RepoRoot, Runtime, SandboxInfo, SandboxKind, ShellCommand,
     Status, TaskId, TaskRecord, TaskState, Tests, Usage,
 };
-use crate::{Isolation, WorktreeInfo, WorktreeState};
+use crate::{Attempt, CheckOutcome, Diffstat, Isolation, WorktreeInfo, WorktreeState};
 
 /// Cases per property: enough to hit every variant many times, few enough for a debug build.
 const CASES: u32 = 128;
@@ -281,6 +281,11 @@ fn request() -> impl Strategy<Value = ExecutionRequest> {
             isolation,
             setup_commands,
             worktree_copy,
+            // several agents have their own round trip (request/tests.rs)
+            fallback: Vec::new(),
+            best_of: Vec::new(),
+            keep_all: false,
+            max_tokens: None,
         },
     )
 }
@@ -295,7 +300,7 @@ const STATUSES: [Status; 6] = [
     Status::Cancelled,
     Status::Error,
 ];
-const ISSUE_TYPES: [IssueType; 14] = [
+const ISSUE_TYPES: [IssueType; 16] = [
     IssueType::TestFailure,
     IssueType::EnvIssue,
     IssueType::UnclearRequirement,
@@ -309,6 +314,8 @@ const ISSUE_TYPES: [IssueType; 14] = [
     IssueType::ModelError,
     IssueType::PermissionDenied,
     IssueType::AgentError,
+    IssueType::RateLimited,
+    IssueType::BudgetExceeded,
     IssueType::Internal,
 ];
 const CHANGE_TYPES: [ChangeType; 4] = [
@@ -349,7 +356,9 @@ fn issue_type_index(t: IssueType) -> usize {
         IssueType::ModelError => 10,
         IssueType::PermissionDenied => 11,
         IssueType::AgentError => 12,
-        IssueType::Internal => 13,
+        IssueType::RateLimited => 13,
+        IssueType::BudgetExceeded => 14,
+        IssueType::Internal => 15,
     }
 }
 
@@ -547,11 +556,13 @@ fn result_with(status: impl Strategy<Value = Status>) -> impl Strategy<Value = E
         proptest::option::of(agent_info()),
         proptest::option::of(sandbox_info()),
     );
-    (what, who, proptest::option::of(worktree_info())).prop_map(
+    let several = (vec(attempt(), 0..3), proptest::option::of(usage()));
+    (what, who, proptest::option::of(worktree_info()), several).prop_map(
         |(
             (status, summary, files_changed, commands_run, tests, logs),
             (issues, task_id, session_id, duration_ms, droid, notes_for_human, agent, sandbox),
             worktree,
+            (attempts, usage),
         )| ExecutionResult {
             status,
             summary,
@@ -565,11 +576,65 @@ fn result_with(status: impl Strategy<Value = Status>) -> impl Strategy<Value = E
             session_id,
             duration_ms,
             agent,
+            attempts,
+            usage,
             sandbox,
             droid,
             notes_for_human,
         },
     )
+}
+
+fn attempt() -> impl Strategy<Value = Attempt> {
+    (
+        (
+            select(ProviderId::ALL.to_vec()),
+            proptest::option::of(short()),
+            select(STATUSES.to_vec()),
+            proptest::option::of(select(ISSUE_TYPES.to_vec())),
+            vec(select(ISSUE_TYPES.to_vec()), 0..3),
+            any::<u64>(),
+        ),
+        (
+            proptest::option::of(usage()),
+            vec(
+                (short(), proptest::option::of(any::<i32>()))
+                    .prop_map(|(command, exit_code)| CheckOutcome { command, exit_code }),
+                0..3,
+            ),
+            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
+                |(files, lines_added, lines_removed)| Diffstat {
+                    files,
+                    lines_added,
+                    lines_removed,
+                },
+            ),
+            any::<bool>(),
+            proptest::option::of(short()),
+            proptest::option::of(worktree_info()),
+            short(),
+        ),
+    )
+        .prop_map(
+            |(
+                (provider, model, status, reason, issues, duration_ms),
+                (usage, checks, diffstat, chosen, task_id, worktree, note),
+            )| Attempt {
+                provider,
+                model,
+                status,
+                reason,
+                issues,
+                duration_ms,
+                usage,
+                checks,
+                diffstat,
+                chosen,
+                task_id,
+                worktree,
+                note,
+            },
+        )
 }
 
 fn worktree_info() -> impl Strategy<Value = WorktreeInfo> {
@@ -676,7 +741,7 @@ proptest! {
         let keys: Vec<&str> = wire.as_object().unwrap().keys().map(String::as_str).collect();
         let want = vec![
             "status", "summary", "issues", "files_changed", "tests", "worktree", "task_id",
-            "session_id", "duration_ms", "agent", "sandbox", "droid", "notes_for_human", "commands_run", "logs",
+            "session_id", "duration_ms", "agent", "attempts", "usage", "sandbox", "droid", "notes_for_human", "commands_run", "logs",
         ];
         prop_assert_eq!(keys, want);
     }

@@ -29,6 +29,7 @@ pub mod bind_address;
 pub mod client_env;
 pub mod config;
 pub mod error;
+pub(crate) mod fanout;
 pub mod fnv;
 pub mod health;
 pub mod host;

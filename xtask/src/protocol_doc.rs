@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 const OBJECTS: &[&str] = &[
     "ExecutionRequest",
     "Context",
+    "AgentChoice",
     "ExecutionResult",
     "FileChange",
     "CommandRun",
@@ -23,6 +24,9 @@ const OBJECTS: &[&str] = &[
     "Issue",
     "AgentInfo",
     "Usage",
+    "Attempt",
+    "CheckOutcome",
+    "Diffstat",
     "SandboxInfo",
     "WorktreeInfo",
     "TaskRecord",

@@ -61,7 +61,8 @@ fn a_minimal_request_parses_with_defaults() {
             "suggested_commands": [], "max_runtime_seconds": null, "notes_for_human": null,
             "autonomy": null, "model": null, "reasoning_effort": null, "session_id": null,
             "provider": "droid", "sandbox_writable": [], "isolation": null,
-            "setup_commands": [], "worktree_copy": []
+            "setup_commands": [], "worktree_copy": [], "fallback": [], "best_of": [],
+            "keep_all": false, "max_tokens": null
         })
     );
 }
@@ -154,7 +155,7 @@ fn messages_name_the_problem() {
         vec![
             (
                 "$.bogus".to_string(),
-                "unknown field \"bogus\"; allowed fields: task_id, objective, instructions, context, constraints, acceptance_criteria, execution_mode, suggested_commands, max_runtime_seconds, notes_for_human, autonomy, model, reasoning_effort, session_id, provider, sandbox_writable, isolation, setup_commands, worktree_copy".to_string()
+                "unknown field \"bogus\"; allowed fields: task_id, objective, instructions, context, constraints, acceptance_criteria, execution_mode, suggested_commands, max_runtime_seconds, notes_for_human, autonomy, model, reasoning_effort, session_id, provider, sandbox_writable, isolation, setup_commands, worktree_copy, fallback, best_of, keep_all, max_tokens".to_string()
             ),
             (
                 "$.objective".to_string(),
@@ -376,4 +377,87 @@ mod props {
             ]
         })
     }
+}
+
+#[test]
+fn several_agents_parse_in_both_forms_and_round_trip() {
+    let r = ExecutionRequest::from_value(
+        &json!({"objective": "x", "context": {"repo_root": "/repo"}, "provider": "droid",
+                "fallback": ["codex", {"provider": "claude", "model": "opus"}, "droid:custom:M-0"],
+                "max_tokens": 2000}),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        r.fallback
+            .iter()
+            .map(AgentChoice::label)
+            .collect::<Vec<_>>(),
+        ["codex", "claude:opus", "droid:custom:M-0"]
+    );
+    assert_eq!(r.max_tokens, Some(2000));
+    let again = ExecutionRequest::from_value(&serde_json::to_value(&r).unwrap(), None).unwrap();
+    assert_eq!(again, r);
+
+    let b = ExecutionRequest::from_value(
+        &json!({"objective": "x", "context": {"repo_root": "/repo"},
+                "best_of": ["codex", "claude"], "keep_all": true, "suggested_commands": ["make test"]}),
+        None,
+    )
+    .unwrap();
+    assert_eq!(b.best_of.len(), 2);
+    assert!(b.keep_all);
+    let again = ExecutionRequest::from_value(&serde_json::to_value(&b).unwrap(), None).unwrap();
+    assert_eq!(again, b);
+}
+
+#[test]
+fn several_agents_are_refused_with_their_reasons() {
+    let paths = |v: serde_json::Value| -> Vec<(String, String)> {
+        ExecutionRequest::from_value(&v, None)
+            .unwrap_err()
+            .0
+            .into_iter()
+            .map(|v| (v.path, v.message))
+            .collect()
+    };
+    let got = paths(json!({"objective": "x", "context": {"repo_root": "/repo"},
+                           "best_of": ["codex", "claude"]}));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].0, "$.best_of");
+    assert!(got[0].1.contains("needs suggested_commands"), "{got:?}");
+
+    let got = paths(json!({"objective": "x", "context": {"repo_root": "/repo"},
+                           "provider": "codex", "fallback": ["codex", "cursor", "claude", "claude"],
+                           "keep_all": true, "max_tokens": 5}));
+    let at: Vec<&str> = got.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        at,
+        [
+            "$.fallback[1]",
+            "$.fallback[3]",
+            "$.fallback[0]",
+            "$.keep_all",
+            "$.max_tokens"
+        ],
+        "{got:?}"
+    );
+
+    let got = paths(json!({"objective": "x", "context": {"repo_root": "/repo"},
+                           "provider": "codex", "model": "m", "isolation": "none",
+                           "session_id": "s", "suggested_commands": ["true"],
+                           "best_of": ["claude"], "fallback": ["gemini"]}));
+    let at: Vec<&str> = got.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        at,
+        [
+            "$.best_of",
+            "$.fallback",
+            "$.provider",
+            "$.model",
+            "$.isolation",
+            "$.session_id"
+        ],
+        "{got:?}"
+    );
 }

@@ -384,11 +384,12 @@ impl Engine {
             .await
     }
 
-    /// [`Engine::run`] with the caller's sweep marker (every process of the run carries
-    /// `DROID_EXECUTOR_RUN_ID=<marker>`), submission number (its place in the queue) and
-    /// publisher (a background task's records every event in its log), and the task it is
-    /// (a worktree is made for it: `crate::run::isolation`).
-    pub(crate) async fn run_as(
+    /// One agent's attempt: [`Engine::run`] with the caller's sweep marker (every process of
+    /// the run carries `DROID_EXECUTOR_RUN_ID=<marker>`), submission number (its place in the
+    /// queue) and publisher (a background task's records every event in its log), and the task
+    /// it is (a worktree is made for it: `crate::run::isolation`). Several agents on one task
+    /// (`fallback`, `best_of`) are attempts of this, made by `crate::fanout`.
+    pub(crate) async fn run_once(
         &self,
         req: &ExecutionRequest,
         marker: &str,
@@ -1678,6 +1679,9 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
         session_id,
         duration_ms: 0,
         droid: (a.provider.id() == ProviderId::Droid).then(|| agent.as_droid()),
+        // one attempt: the total is its own (a `fallback` or `best_of` sums them, `fanout/`)
+        usage: agent.usage.clone(),
+        attempts: Vec::new(),
         agent: Some(agent),
         sandbox: Some(a.sandbox.info.clone()),
         notes_for_human: None,
