@@ -79,6 +79,7 @@ mod bench_snapshot;
 mod bench_store;
 mod bench_worktree;
 mod bridge_process;
+mod ci;
 mod demo;
 mod doc_blocks;
 mod droid;
@@ -128,7 +129,7 @@ fn dispatch(args: &[&str]) -> Result<()> {
             }
         }),
         ["test", rest @ ..] => test(rest),
-        ["ci"] => ci(),
+        ["ci"] => ci::ci(),
         ["codegen"] => codegen(false),
         ["codegen", "--check"] => codegen(true),
         ["demo", rest @ ..] => demo::demo(rest),
@@ -168,23 +169,6 @@ fn test_checked(extra: &[&str]) -> Result<()> {
         .args(extra)
         .env("DROID_EXECUTOR_TEST_DROID", &droid);
     run(&mut cmd).context("the test suite failed")
-}
-
-fn ci() -> Result<()> {
-    preflight::require("ci", preflight::TEST)?;
-    run(cargo().args(["fmt", "--all", "--", "--check"]))
-        .context("cargo fmt --check: run `cargo fmt --all`")?;
-    run(cargo().args([
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]))
-    .context("clippy found problems")?;
-    codegen(true)?;
-    test_checked(&[])
 }
 
 fn codegen(check: bool) -> Result<()> {
