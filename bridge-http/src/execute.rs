@@ -75,6 +75,7 @@ where
         };
         let (result, ()) = tokio::join!(b.engine().run(&request, cancel, Some(tx)), watch);
         b.metrics().run(result.status, started.elapsed());
+        b.metrics().agents(&result);
         drop(ticket);
         result
     });

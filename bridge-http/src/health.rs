@@ -89,6 +89,7 @@ async fn count_task_ends(bridge: &Bridge) {
             bridge
                 .metrics()
                 .task_finished(r.status, Duration::from_millis(r.duration_ms));
+            bridge.metrics().agents(&r);
         }
     }
 }

@@ -12,6 +12,12 @@
 //!   counted: when the bridge restarts the counters start again at 0 (Prometheus' `rate()`
 //!   handles such a reset), tasks still running then are counted when they end, and tasks that
 //!   ended while no bridge ran are counted by none.
+//!
+//! Both kinds are also counted per agent run ([`droid_exec::agent_runs`]: each attempt of a
+//! `fallback`, a `best_of` candidate as its own task): runs by provider, failures (any status
+//! but `success`) by provider and reason (the deciding issue's type, `none` without one), and
+//! the tokens they reported by provider and kind (`input` without cache reads, `output`,
+//! `cache_read`, `cache_write`). Labels are bounded: five providers times the issue types.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -19,7 +25,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use droid_contract::{Status, TaskState};
+use droid_contract::{ExecutionResult, Status, TaskState};
 
 /// Upper bounds (seconds) of the run-duration histogram buckets: runs take seconds to an hour.
 const BUCKETS: [f64; 10] = [
@@ -115,6 +121,16 @@ const BACKGROUND: Series = Series {
                      droid_executor_tasks_finished_total.",
 };
 
+/// Add `n` to the counter `key` of `map`.
+fn bump<K: Ord>(map: &Mutex<BTreeMap<K, u64>>, key: K, n: u64) {
+    // a counter map stays consistent whatever panicked while holding it
+    let mut m = map
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let c = m.entry(key).or_default();
+    *c = c.saturating_add(n);
+}
+
 /// Counters since the bridge started.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -122,6 +138,12 @@ pub struct Metrics {
     runs: Outcomes,
     tasks: Outcomes,
     submitted: AtomicU64,
+    /// Agent runs by provider.
+    agent_runs: Mutex<BTreeMap<&'static str, u64>>,
+    /// Agent runs that did not succeed, by provider and reason.
+    agent_failures: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    /// Tokens agents reported, by provider and kind.
+    agent_tokens: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     /// Ids of the stored tasks whose end is accounted for: finished when the bridge first
     /// looked, or counted since. `None` until that first look. Pruned to the ids still in the
     /// store at every look, so it holds no more than the store does.
@@ -155,6 +177,29 @@ impl Metrics {
     /// One sync run finished with `status` after `took`.
     pub fn run(&self, status: Status, took: Duration) {
         self.runs.record(status, took);
+    }
+
+    /// The agent runs of one finished result (a sync run's or a background task's): runs,
+    /// failures and tokens by provider.
+    pub fn agents(&self, result: &ExecutionResult) {
+        for run in droid_exec::agent_runs(result) {
+            let provider = run.provider.as_str();
+            bump(&self.agent_runs, provider, 1);
+            if run.status != Status::Success {
+                let reason = run.reason.map_or("none", |r| r.as_str());
+                bump(&self.agent_failures, (provider, reason), 1);
+            }
+            if let Some(u) = &run.usage {
+                for (kind, n) in [
+                    ("input", u.input_tokens),
+                    ("output", u.output_tokens),
+                    ("cache_read", u.cache_read_input_tokens),
+                    ("cache_write", u.cache_creation_input_tokens),
+                ] {
+                    bump(&self.agent_tokens, (provider, kind), n);
+                }
+            }
+        }
     }
 
     /// One background task submitted.
@@ -211,6 +256,56 @@ impl Metrics {
         new
     }
 
+    /// The per-agent series (see the module doc).
+    fn render_agents(&self, w: &mut String) {
+        let copy = |m: &Mutex<BTreeMap<(&'static str, &'static str), u64>>| {
+            m.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
+        };
+        let _ = writeln!(
+            w,
+            "# HELP droid_executor_agent_runs_total Agent runs (each attempt of a fallback; sync \
+             runs and background tasks) finished while this bridge ran, by provider.\n\
+             # TYPE droid_executor_agent_runs_total counter"
+        );
+        let runs = self
+            .agent_runs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        for (provider, n) in runs {
+            let _ = writeln!(
+                w,
+                "droid_executor_agent_runs_total{{provider=\"{provider}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            w,
+            "# HELP droid_executor_agent_failures_total Agent runs that did not succeed, by \
+             provider and reason (the issue type that decided the run; none without one).\n\
+             # TYPE droid_executor_agent_failures_total counter"
+        );
+        for ((provider, reason), n) in copy(&self.agent_failures) {
+            let _ = writeln!(
+                w,
+                "droid_executor_agent_failures_total{{provider=\"{provider}\",reason=\"{reason}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            w,
+            "# HELP droid_executor_agent_tokens_total Tokens agent runs reported, by provider \
+             and kind (input without cache reads, output, cache_read, cache_write).\n\
+             # TYPE droid_executor_agent_tokens_total counter"
+        );
+        for ((provider, kind), n) in copy(&self.agent_tokens) {
+            let _ = writeln!(
+                w,
+                "droid_executor_agent_tokens_total{{provider=\"{provider}\",kind=\"{kind}\"}} {n}"
+            );
+        }
+    }
+
     /// The Prometheus text.
     pub(crate) fn render(&self, g: &Gauges) -> String {
         let mut out = String::new();
@@ -233,6 +328,7 @@ impl Metrics {
         }
         self.runs.render(w, &SYNC);
         self.tasks.render(w, &BACKGROUND);
+        self.render_agents(w);
         let _ = writeln!(
             w,
             "# HELP droid_executor_tasks_submitted_total Background tasks submitted through this \
@@ -344,6 +440,69 @@ mod tests {
             assert!(text.contains(&format!("# HELP {name} ")), "{name}");
             assert!(text.contains(&format!("# TYPE {name} ")), "{name}");
         }
+    }
+
+    #[test]
+    fn agent_runs_failures_and_tokens_by_provider_and_reason() {
+        use droid_contract::{AgentInfo, Issue, IssueType, ProviderId, Usage};
+        let result = |provider, status, kinds: &[IssueType], input, output, cached| {
+            let mut r = ExecutionResult::error(None, "r", Vec::new());
+            r.status = status;
+            r.issues = kinds.iter().map(|k| Issue::new(*k, "why", "act")).collect();
+            r.agent = Some(AgentInfo {
+                provider,
+                usage: Some(Usage {
+                    input_tokens: input,
+                    output_tokens: output,
+                    cache_read_input_tokens: cached,
+                    ..Usage::default()
+                }),
+                ..AgentInfo::default()
+            });
+            r
+        };
+        let m = Metrics::default();
+        m.agents(&result(
+            ProviderId::Claude,
+            Status::Partial,
+            &[IssueType::TestFailure, IssueType::BudgetExceeded],
+            2000,
+            5,
+            1500,
+        ));
+        m.agents(&result(
+            ProviderId::Claude,
+            Status::Success,
+            &[],
+            100,
+            20,
+            0,
+        ));
+        m.agents(&result(ProviderId::Codex, Status::Failed, &[], 0, 0, 0));
+        // nothing ran: no agent run
+        m.agents(&ExecutionResult::error(None, "refused", Vec::new()));
+        let text = m.render(&Gauges::default());
+        let agent_lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("droid_executor_agent_"))
+            .collect();
+        assert_eq!(
+            agent_lines,
+            [
+                "droid_executor_agent_runs_total{provider=\"claude\"} 2",
+                "droid_executor_agent_runs_total{provider=\"codex\"} 1",
+                "droid_executor_agent_failures_total{provider=\"claude\",reason=\"budget_exceeded\"} 1",
+                "droid_executor_agent_failures_total{provider=\"codex\",reason=\"none\"} 1",
+                "droid_executor_agent_tokens_total{provider=\"claude\",kind=\"cache_read\"} 1500",
+                "droid_executor_agent_tokens_total{provider=\"claude\",kind=\"cache_write\"} 0",
+                "droid_executor_agent_tokens_total{provider=\"claude\",kind=\"input\"} 2100",
+                "droid_executor_agent_tokens_total{provider=\"claude\",kind=\"output\"} 25",
+                "droid_executor_agent_tokens_total{provider=\"codex\",kind=\"cache_read\"} 0",
+                "droid_executor_agent_tokens_total{provider=\"codex\",kind=\"cache_write\"} 0",
+                "droid_executor_agent_tokens_total{provider=\"codex\",kind=\"input\"} 0",
+                "droid_executor_agent_tokens_total{provider=\"codex\",kind=\"output\"} 0",
+            ]
+        );
     }
 
     fn scan(items: &[(&str, bool)]) -> Vec<(String, bool)> {

@@ -9,7 +9,7 @@ use droid_contract::TaskState;
 use droid_exec::{EngineError, TaskFilter, Tasks};
 use http::header::{HeaderValue, LOCATION};
 use http::{Request, Response, StatusCode};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::admit::admit;
 use crate::reply::{Body, error, json, shutting_down};
@@ -97,8 +97,10 @@ where
     }
 }
 
-/// `state` and `limit` from a query string; anything else is an error.
-fn filter(query: Option<&str>) -> Result<TaskFilter, String> {
+/// `state` and `limit` from a query string, and whether `worktrees=true` asks for the
+/// worktrees too; anything else is an error.
+fn filter(query: Option<&str>) -> Result<(TaskFilter, bool), String> {
+    let mut worktrees = false;
     let mut f = TaskFilter {
         state: None,
         limit: Some(DEFAULT_LIMIT),
@@ -117,14 +119,21 @@ fn filter(query: Option<&str>) -> Result<TaskFilter, String> {
                     .ok_or_else(|| format!("limit must be a whole number ≥ 1, got {v:?}"))?;
                 f.limit = Some(n);
             }
+            "worktrees" => {
+                worktrees = match v {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(format!("worktrees must be true or false, got {v:?}")),
+                };
+            }
             other => {
                 return Err(format!(
-                    "unknown query parameter {other:?}; use state, limit"
+                    "unknown query parameter {other:?}; use state, limit, worktrees"
                 ));
             }
         }
     }
-    Ok(f)
+    Ok((f, worktrees))
 }
 
 pub(crate) async fn list(bridge: &Bridge, query: Option<&str>) -> Response<Body> {
@@ -132,18 +141,32 @@ pub(crate) async fn list(bridge: &Bridge, query: Option<&str>) -> Response<Body>
         Ok(t) => t,
         Err(r) => return r,
     };
-    let f = match filter(query) {
+    let (f, with_worktrees) = match filter(query) {
         Ok(f) => f,
         Err(msg) => return error(StatusCode::BAD_REQUEST, "bad_query", msg),
     };
     // an entry of the store that is not a readable task is skipped and named, never a 500
-    match tasks.survey(&f).await {
-        Ok(listing) => json(
-            StatusCode::OK,
-            &json!({ "tasks": listing.tasks, "damaged": listing.damaged }),
-        ),
-        Err(e) => engine_error(&e),
+    let listing = match tasks.survey(&f).await {
+        Ok(listing) => listing,
+        Err(e) => return engine_error(&e),
+    };
+    let mut body = json!({ "tasks": listing.tasks, "damaged": listing.damaged });
+    if with_worktrees {
+        // the disk of each is counted (bounded): asked for, not on every listing
+        let tasks = tasks.clone();
+        match tokio::task::spawn_blocking(move || tasks.worktrees_json()).await {
+            Ok(Ok(list)) => body["worktrees"] = Value::Array(list),
+            Ok(Err(e)) => return engine_error(&e),
+            Err(e) => {
+                return error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    format!("listing the worktrees failed: {e}"),
+                );
+            }
+        }
     }
+    json(StatusCode::OK, &body)
 }
 
 pub(crate) async fn show(bridge: &Bridge, id: &str) -> Response<Body> {
@@ -180,10 +203,13 @@ mod tests {
 
     #[test]
     fn query_filters() {
-        let f = filter(Some("state=running&limit=5")).unwrap();
+        let (f, worktrees) = filter(Some("state=running&limit=5")).unwrap();
+        assert!(!worktrees);
+        assert!(filter(Some("worktrees=true")).unwrap().1);
+        assert!(filter(Some("worktrees=yes")).is_err());
         assert_eq!(f.state, Some(TaskState::Running));
         assert_eq!(f.limit, Some(5));
-        assert_eq!(filter(None).unwrap().limit, Some(DEFAULT_LIMIT));
+        assert_eq!(filter(None).unwrap().0.limit, Some(DEFAULT_LIMIT));
         assert!(
             filter(Some("state=done"))
                 .unwrap_err()

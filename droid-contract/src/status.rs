@@ -85,6 +85,10 @@ pub struct StatusFacts {
     pub suspect_truncated: bool,
     /// droid wrote files outside repo_root.
     pub wrote_outside: bool,
+    /// The agent's reported usage went over the request's `max_tokens`: it was stopped for it
+    /// (`end` is [`RunEnd::Failed`]), or it finished before a count came (a provider that
+    /// reports usage only at its end).
+    pub over_budget: bool,
 }
 
 /// The status and the issues that justify it (non-empty whenever the status is `partial`).
@@ -149,7 +153,18 @@ fn verify_failed(codes: &[Option<i32>]) -> Vec<Issue> {
     issues
 }
 
-/// Decide the status from the facts (docs/architecture.md#engine-phases).
+/// The agent spent more tokens than `max_tokens` allows (the engine says by how much).
+fn over_budget() -> Issue {
+    Issue::new(
+        IssueType::BudgetExceeded,
+        "the agent used more tokens than max_tokens allows",
+        "resume the session with a larger max_tokens, or split the task",
+    )
+}
+
+/// Decide the status from the facts (docs/architecture.md#engine-phases). A run stopped for
+/// its token budget is `partial` when it changed files (they are verified and kept) and
+/// `failed` when it changed nothing; one that finished over budget is `partial`.
 pub fn decide(f: &StatusFacts) -> Verdict {
     let mut reasons = Vec::new();
     let status = match f.end {
@@ -157,7 +172,14 @@ pub fn decide(f: &StatusFacts) -> Verdict {
         RunEnd::TimedOut => Status::Timeout,
         RunEnd::Cancelled => Status::Cancelled,
         RunEnd::Failed => {
-            if f.files_changed > 0 {
+            if f.over_budget {
+                reasons.push(over_budget());
+            }
+            if f.files_changed > 0 && f.over_budget {
+                // stopped for its budget, not broken: the budget says why
+                reasons.extend(verify_failed(&f.verify_exit_codes));
+                Status::Partial
+            } else if f.files_changed > 0 {
                 reasons.push(Issue::new(
                     IssueType::AgentError,
                     format!(
@@ -208,6 +230,9 @@ pub fn decide(f: &StatusFacts) -> Verdict {
                         "droid wrote files outside repo_root",
                         "inspect and revert them; the task was to work inside the repository",
                     ));
+                }
+                if f.over_budget {
+                    reasons.push(over_budget());
                 }
                 if f.suspect_truncated {
                     reasons.push(Issue::new(
@@ -262,10 +287,10 @@ mod tests {
         fn facts()(end in end(), exit_ok: bool, reported in reported(),
                    verify_exit_codes in proptest::collection::vec(proptest::option::of(-1i32..4), 0..5),
                    files_changed in 0usize..4, permission_denied: bool, suspect_truncated: bool,
-                   wrote_outside: bool)
+                   wrote_outside: bool, over_budget: bool)
                    -> StatusFacts {
             StatusFacts { end, exit_ok, reported, verify_exit_codes, files_changed,
-                          permission_denied, suspect_truncated, wrote_outside }
+                          permission_denied, suspect_truncated, wrote_outside, over_budget }
         }
     }
 
@@ -286,6 +311,7 @@ mod tests {
                 prop_assert!(f.exit_ok);
                 prop_assert!(f.verify_exit_codes.iter().all(|c| *c == Some(0)));
                 prop_assert!(!f.permission_denied && !f.suspect_truncated && !f.wrote_outside);
+                prop_assert!(!f.over_budget);
                 prop_assert!(v.reasons.is_empty());
             }
         }
@@ -311,6 +337,38 @@ mod tests {
     }
 
     #[test]
+    fn a_spent_budget_is_partial_with_changes_and_failed_without() {
+        let facts = |end, files_changed| StatusFacts {
+            end,
+            exit_ok: false,
+            reported: None,
+            verify_exit_codes: vec![Some(0)],
+            files_changed,
+            permission_denied: false,
+            suspect_truncated: false,
+            wrote_outside: false,
+            over_budget: true,
+        };
+        let kinds = |v: &Verdict| v.reasons.iter().map(|i| i.kind).collect::<Vec<_>>();
+        let stopped_with_changes = decide(&facts(RunEnd::Failed, 2));
+        assert_eq!(stopped_with_changes.status, Status::Partial);
+        assert_eq!(
+            kinds(&stopped_with_changes),
+            vec![IssueType::BudgetExceeded]
+        );
+        let stopped_empty = decide(&facts(RunEnd::Failed, 0));
+        assert_eq!(stopped_empty.status, Status::Failed);
+        assert_eq!(kinds(&stopped_empty), vec![IssueType::BudgetExceeded]);
+        // a provider that reports usage only at its end finished first
+        let finished_over = decide(&StatusFacts {
+            exit_ok: true,
+            ..facts(RunEnd::Completed, 1)
+        });
+        assert_eq!(finished_over.status, Status::Partial);
+        assert_eq!(kinds(&finished_over), vec![IssueType::BudgetExceeded]);
+    }
+
+    #[test]
     fn a_failing_verify_command_makes_partial() {
         let v = decide(&StatusFacts {
             end: RunEnd::Completed,
@@ -321,6 +379,7 @@ mod tests {
             permission_denied: false,
             suspect_truncated: false,
             wrote_outside: false,
+            over_budget: false,
         });
         assert_eq!(v.status, Status::Partial);
         assert_eq!(v.reasons[0].kind, IssueType::TestFailure);
@@ -344,6 +403,7 @@ mod tests {
             permission_denied: false,
             suspect_truncated: false,
             wrote_outside: false,
+            over_budget: false,
         };
         let kinds = |v: &Verdict| v.reasons.iter().map(|i| i.kind).collect::<Vec<_>>();
         let v = decide(&facts(vec![Some(127)]));

@@ -34,6 +34,11 @@ pub struct Ask<'a> {
     /// Where the agent works (`worktree`: a git worktree of its own, applied later); `None`:
     /// the server's setting.
     pub isolation: Option<Isolation>,
+    /// The request field `fallback` as given (agents tried in turn when this one cannot do
+    /// it), checked with the request.
+    pub fallback: Option<&'a Value>,
+    /// The request field `max_tokens` (a token budget per attempt).
+    pub max_tokens: Option<u64>,
 }
 
 /// The request JSON for `ask` (to be admitted like any other: a message that is empty or too
@@ -65,6 +70,12 @@ pub fn ask_request(ask: &Ask<'_>) -> Value {
     if let Some(i) = ask.isolation {
         req["isolation"] = json!(i);
     }
+    if let Some(f) = ask.fallback {
+        req["fallback"] = f.clone();
+    }
+    if let Some(n) = ask.max_tokens {
+        req["max_tokens"] = json!(n);
+    }
     req
 }
 
@@ -84,6 +95,8 @@ mod tests {
             timeout_s: None,
             session: None,
             isolation: None,
+            fallback: None,
+            max_tokens: None,
         });
         let req = ExecutionRequest::from_value(&v, None).unwrap();
         assert_eq!(req.objective.as_str(), "Why does test_x fail?");
@@ -108,6 +121,8 @@ mod tests {
             timeout_s: Some(30),
             session: Some("abc"),
             isolation: Some(Isolation::Worktree),
+            fallback: None,
+            max_tokens: None,
         });
         let req = ExecutionRequest::from_value(&v, None).unwrap();
         assert_eq!(req.objective.as_str().chars().count(), 500);
@@ -121,6 +136,8 @@ mod tests {
             timeout_s: None,
             session: None,
             isolation: None,
+            fallback: None,
+            max_tokens: None,
         });
         let err = ExecutionRequest::from_value(&empty, None).unwrap_err();
         assert!(err.0.iter().any(|v| v.path == "$.objective"), "{err:?}");

@@ -49,6 +49,7 @@ pub mod worktree;
 
 pub use config::{EngineConfig, EnvMap, Settings};
 pub use error::EngineError;
+pub use fanout::tally::{AgentRun, agent_runs};
 pub use providers::{AgentEvent, Invocation, Provider};
 pub use run::Engine;
 pub use run::event::{EVENT_CHANNEL_CAPACITY, Phase, RunEvent};

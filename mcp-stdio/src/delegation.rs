@@ -29,7 +29,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use droid_contract::{Autonomy, ProviderId, TaskRecord, Violations};
+use droid_contract::{
+    Autonomy, MAX_FALLBACK, MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET, ProviderId, TaskRecord, Violations,
+};
 use droid_exec::ask::{Ask, ask_request};
 use droid_exec::health::{self, Level};
 use serde_json::{Map, Value, json};
@@ -178,11 +180,19 @@ fn ask_properties() -> Map<String, Value> {
         "timeout_s": {"type": "integer", "minimum": 1, "maximum": 86_400},
         "session": {"type": "string", "maxLength": SESSION_MAX},
         "isolation": {"type": "string", "enum": ["none", "worktree"]},
+        "fallback": fallback_schema(),
+        "max_tokens": {"type": "integer", "minimum": MIN_TOKEN_BUDGET, "maximum": MAX_TOKEN_BUDGET},
         "wait_seconds": wait,
     }) else {
         unreachable!("a JSON object literal")
     };
     m
+}
+
+/// The request's `fallback`, compact (the request's rules check each agent): agents, each
+/// `"codex"` / `"claude:opus"` or `{"provider", "model"}`.
+fn fallback_schema() -> Value {
+    json!({"type": "array", "maxItems": MAX_FALLBACK, "items": {"type": ["string", "object"]}})
 }
 
 /// `{"type": "object", "properties": …, "required": …, "additionalProperties": false}`.
@@ -440,6 +450,8 @@ fn argument_of(path: &str) -> &str {
         "$.session_id" => "session",
         "$.autonomy" => "autonomy",
         "$.isolation" => "isolation",
+        p if p.starts_with("$.fallback") => "fallback",
+        "$.max_tokens" => "max_tokens",
         other => other,
     }
 }
@@ -479,6 +491,8 @@ async fn ask(
             "timeout_s",
             "session",
             "isolation",
+            "fallback",
+            "max_tokens",
             "wait_seconds",
         ],
     )?;
@@ -511,6 +525,7 @@ async fn ask(
                 .map_err(|e| bad_arguments(format!("isolation must be none or worktree: {e}")))?,
         ),
     };
+    let max_tokens = opt_int(args, "max_tokens", MIN_TOKEN_BUDGET..=MAX_TOKEN_BUDGET)?;
     let wait = opt_int(args, "wait_seconds", 0..=MAX_WAIT_SECONDS)?.unwrap_or(0);
     let value = ask_request(&Ask {
         provider: p,
@@ -520,6 +535,8 @@ async fn ask(
         timeout_s,
         session,
         isolation,
+        fallback: args.get("fallback").filter(|v| !v.is_null()),
+        max_tokens,
     });
     let req = server.engine().admit(&value).map_err(|v| invalid_ask(&v))?;
     let tasks = tasks_of(server)?;
@@ -813,6 +830,8 @@ mod tests {
                 timeout_s: None,
                 session: None,
                 isolation: None,
+                fallback: None,
+                max_tokens: None,
             }))
             .unwrap();
         let done = droid_contract::ExecutionResult::error(None, "done", Vec::new());

@@ -216,7 +216,7 @@ fn base_definitions() -> Vec<Value> {
         json!({
             "name": "execute_droid_task",
             "title": "Run a coding task with droid (wait for the result)",
-            "description": "Hand one decided, well-specified coding task to droid (or provider codex, claude, gemini, opencode) and wait for the verified result: files_changed from the repository, suggested_commands re-run, status (success, partial, failed, timeout, cancelled, error), issues with actions. Read status and issues: partial is not isError. context.repo_root: absolute. isolation worktree: then droid_apply or droid_discard. Clients often stop waiting after 60 s (runs: max_runtime_seconds, 600): for longer, droid_submit and droid_pend.",
+            "description": "Hand one decided, well-specified coding task to droid (or provider codex, claude, gemini, opencode) and wait for the verified result: files_changed from the repository, suggested_commands re-run, status (success, partial, failed, timeout, cancelled, error), issues with actions. Read status and issues: partial is not isError. context.repo_root: absolute. isolation worktree: then droid_apply or droid_discard. More agents: fallback (next if one cannot run), best_of (2-5 at once in worktrees, judged by suggested_commands; droid_apply the winner), max_tokens. Clients often stop waiting after 60 s (runs: max_runtime_seconds, 600): for longer, droid_submit and droid_pend.",
             "inputSchema": request,
             "outputSchema": result,
             "annotations": {"title": "Run a coding task with droid", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},

@@ -15,7 +15,7 @@
 //! |---|---|
 //! | `output` | Responses: the response's output items (streamed as `response.output_item.done` each, then `response.completed`) |
 //! | `content` | Messages: the message's content blocks (streamed block by block; `stop_reason` is `tool_use` when one is a `tool_use`) |
-//! | `hang`, `status`, `error_message`, `fail_times` | as in the chat-completions script below |
+//! | `hang`, `status`, `error_message`, `error_type`, `fail_times` | as in the chat-completions script below |
 //!
 //! The turn of a Responses request is the number of model outputs in its `input` since the last
 //! user message (consecutive output items count once); of a Messages request, the number of
@@ -32,7 +32,7 @@
 //! | key | effect |
 //! |---|---|
 //! | `parts` | the candidate's parts verbatim (`{"text"}`, `{"functionCall": {"name", "args"}}`, `{"text", "thought": true}`) |
-//! | `status` | answer with this HTTP status and Google's error body `{"error": {"code", "message", "status"}}` (`error_message` sets the message) |
+//! | `status` | answer with this HTTP status and Google's error body `{"error": {"code", "message", "status"}}` (`error_message` sets the message; `status` is Google's name for the code, `RESOURCE_EXHAUSTED` for 429) |
 //! | `hang` | never answer (not even headers) |
 //!
 //! A request that asks for JSON (`generationConfig.responseJsonSchema`: the model router of model
@@ -54,6 +54,7 @@
 //! | `fail_times` | only the first n attempts of this turn get `status`, later ones succeed |
 //! | `headers` | extra headers on the `status` answer (e.g. `retry-after`) |
 //! | `error_message` | the error message (default `mock error <status>`) |
+//! | `error_type` | the error body's `type` and `code` instead of `mock_error` and the status (OpenAI's `insufficient_quota`; on the Messages wire its `type`, by default Anthropic's name for the status) |
 //! | `malformed` | send `data: {this is not json`, a garbage line, `data: [DONE]` |
 //! | `close_mid` | send one chunk `"partial answer "` and drop the socket (no finish, no `[DONE]`) |
 //! | `hang` | never answer (not even headers) |
@@ -61,6 +62,19 @@
 //! | `split_text` | stream the text one word per chunk |
 //! | `reasoning` | reasoning text streamed before the text and tool calls as `delta.reasoning_content` chunks (one word per chunk with `split_text`); in a non-streamed answer, `message.reasoning_content` |
 //! | `reasoning_field` | the delta field the reasoning goes in instead (e.g. `reasoning`) |
+//! | `usage` | the answer's token counts `{"input", "output", "cache_read", "cache_write"}` (see below) |
+//!
+//! # Usage
+//! Every answer reports token usage, by default 10 prompt and 5 completion tokens. A turn's
+//! `usage` key (on every wire) sets it from one neutral shape: `input` is the prompt tokens NOT
+//! read from the cache, `cache_read` those read from it, `cache_write` those written to it, and
+//! `output` the completion tokens (absent keys are 0, `output` 5). Each wire reports it its
+//! own way, as the real API does: chat completions `prompt_tokens = input + cache_read` with
+//! `prompt_tokens_details.cached_tokens`; Responses `input_tokens = input + cache_read` with
+//! `input_tokens_details.cached_tokens`; Messages `input_tokens = input` beside
+//! `cache_read_input_tokens` and `cache_creation_input_tokens` (`message_start` says
+//! `output_tokens: 1`, `message_delta` the real count); Gemini `promptTokenCount = input +
+//! cache_read` with `cachedContentTokenCount`.
 //!
 //! A streamed answer is `data: <chunk json>\n\n` lines ending with `data: [DONE]\n\n` and a closed
 //! connection (`connection: close`); the last chunk carries `finish_reason` (`stop` or
@@ -458,8 +472,13 @@ async fn write_json(
     stream.flush().await
 }
 
-fn error_body(status: u16, message: &str) -> Value {
-    json!({"error": {"message": message, "type": "mock_error", "code": status}})
+/// OpenAI's error body; a turn's `error_type` (`insufficient_quota`, `rate_limit_exceeded`) is
+/// its `type` and `code`, as OpenAI sends them.
+fn error_body(status: u16, message: &str, error_type: Option<&str>) -> Value {
+    match error_type {
+        Some(t) => json!({"error": {"message": message, "type": t, "param": null, "code": t}}),
+        None => json!({"error": {"message": message, "type": "mock_error", "code": status}}),
+    }
 }
 
 /// Python truthiness, which `mock.py` uses for every flag.
@@ -480,6 +499,34 @@ fn seconds(step: &Value, key: &str) -> Option<Duration> {
         .and_then(Value::as_f64)
         .filter(|s| s.is_finite() && *s > 0.0)
         .map(Duration::from_secs_f64)
+}
+
+/// A turn's `usage` key in the neutral shape (see the module doc's "Usage").
+#[derive(Debug, Clone, Copy)]
+struct TurnUsage {
+    input: u64,
+    output: u64,
+    cache_read: u64,
+    cache_write: u64,
+}
+
+impl TurnUsage {
+    /// The turn's `usage`, or `None` for the default (10 prompt, 5 completion tokens).
+    fn of(step: &Value) -> Option<TurnUsage> {
+        let u = step.get("usage").filter(|u| u.is_object())?;
+        let n = |k: &str, default: u64| u.get(k).and_then(Value::as_u64).unwrap_or(default);
+        Some(TurnUsage {
+            input: n("input", 0),
+            output: n("output", 5),
+            cache_read: n("cache_read", 0),
+            cache_write: n("cache_write", 0),
+        })
+    }
+
+    /// OpenAI counts cached prompt tokens inside the prompt tokens.
+    fn prompt_with_cache(self) -> u64 {
+        self.input + self.cache_read
+    }
 }
 
 /// The turn of a request: the number of assistant messages in it.
@@ -580,7 +627,14 @@ async fn chat_completions(
                         .collect()
                 })
                 .unwrap_or_default();
-            write_json(stream, status, &extra, &error_body(status, message)).await?;
+            let error_type = step.get("error_type").and_then(Value::as_str);
+            write_json(
+                stream,
+                status,
+                &extra,
+                &error_body(status, message, error_type),
+            )
+            .await?;
             return Ok(After::KeepAlive);
         }
     }
@@ -591,7 +645,12 @@ async fn chat_completions(
         "created": unix_seconds(),
         "model": body.get("model").cloned().unwrap_or(Value::Null),
     });
-    let usage = json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15});
+    let usage = match TurnUsage::of(&step) {
+        None => json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}),
+        Some(u) => json!({"prompt_tokens": u.prompt_with_cache(), "completion_tokens": u.output,
+                          "total_tokens": u.prompt_with_cache() + u.output,
+                          "prompt_tokens_details": {"cached_tokens": u.cache_read}}),
+    };
     let calls: Vec<Value> = step
         .get("tool")
         .and_then(Value::as_array)
@@ -873,10 +932,11 @@ async fn agent_turn(
             .get("error_message")
             .and_then(Value::as_str)
             .unwrap_or(&default_message);
+        let error_type = step.get("error_type").and_then(Value::as_str);
         let body = match wire {
-            Wire::Responses => error_body(status, message),
+            Wire::Responses => error_body(status, message, error_type),
             Wire::Messages => json!({"type": "error",
-                                     "error": {"type": anthropic_error_type(status), "message": message}}),
+                                     "error": {"type": error_type.unwrap_or(anthropic_error_type(status)), "message": message}}),
         };
         write_json(stream, status, &[], &body).await?;
         return Ok(After::KeepAlive);
@@ -909,9 +969,16 @@ async fn agent_turn(
                 )
                 .await?;
             }
-            let usage = json!({"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
-                               "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
-                               "total_tokens": 15});
+            let u = TurnUsage::of(&step).unwrap_or(TurnUsage {
+                input: 10,
+                output: 5,
+                cache_read: 0,
+                cache_write: 0,
+            });
+            let usage = json!({"input_tokens": u.prompt_with_cache(),
+                               "input_tokens_details": {"cached_tokens": u.cache_read},
+                               "output_tokens": u.output, "output_tokens_details": {"reasoning_tokens": 0},
+                               "total_tokens": u.prompt_with_cache() + u.output});
             sse.named(
                 "response.completed",
                 &json!({"type": "response.completed", "sequence_number": seq + 1,
@@ -935,8 +1002,15 @@ async fn agent_turn(
             } else {
                 "end_turn"
             };
-            let usage = json!({"input_tokens": 10, "output_tokens": 1,
-                               "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0});
+            let u = TurnUsage::of(&step).unwrap_or(TurnUsage {
+                input: 10,
+                output: 5,
+                cache_read: 0,
+                cache_write: 0,
+            });
+            let usage = json!({"input_tokens": u.input, "output_tokens": 1,
+                               "cache_creation_input_tokens": u.cache_write,
+                               "cache_read_input_tokens": u.cache_read});
             sse.named(
                 "message_start",
                 &json!({"type": "message_start", "message": {
@@ -977,7 +1051,7 @@ async fn agent_turn(
                 "message_delta",
                 &json!({"type": "message_delta",
                         "delta": {"stop_reason": stop, "stop_sequence": null},
-                        "usage": {"output_tokens": 5}}),
+                        "usage": {"output_tokens": u.output}}),
             )
             .await?;
             sse.named("message_stop", &json!({"type": "message_stop"}))
@@ -997,6 +1071,20 @@ fn anthropic_error_type(status: u16) -> &'static str {
         429 => "rate_limit_error",
         529 => "overloaded_error",
         _ => "api_error",
+    }
+}
+
+/// The `status` of Google's error body for an HTTP status (as the Gemini API names them: a rate
+/// limit or spent quota is `RESOURCE_EXHAUSTED`).
+fn google_status(status: u16) -> &'static str {
+    match status {
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        429 => "RESOURCE_EXHAUSTED",
+        500 => "INTERNAL",
+        503 => "UNAVAILABLE",
+        _ => "INVALID_ARGUMENT",
     }
 }
 
@@ -1082,14 +1170,20 @@ async fn gemini_turn(
             .and_then(Value::as_str)
             .unwrap_or(&default_message);
         let error =
-            json!({"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}});
+            json!({"error": {"code": status, "message": message, "status": google_status(status)}});
         write_json(stream, status, &[], &error).await?;
         return Ok(After::KeepAlive);
     }
     let answer = json!({
         "candidates": [{"content": {"role": "model", "parts": step.get("parts").cloned().unwrap_or_else(|| json!([]))},
                         "finishReason": "STOP", "index": 0}],
-        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+        "usageMetadata": match TurnUsage::of(&step) {
+            None => json!({"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}),
+            Some(u) => json!({"promptTokenCount": u.prompt_with_cache(),
+                              "cachedContentTokenCount": u.cache_read,
+                              "candidatesTokenCount": u.output,
+                              "totalTokenCount": u.prompt_with_cache() + u.output}),
+        },
         "modelVersion": "scripted",
         "responseId": format!("r{turn}"),
     });

@@ -109,6 +109,8 @@ pub(crate) async fn ask(args: AskArgs, config: Option<&PathBuf>) -> ExitCode {
         timeout_s: args.timeout,
         session: args.session.as_deref(),
         isolation: args.isolation,
+        fallback: None,
+        max_tokens: None,
     });
     let cfg = engine_config(&settings, &env);
     if args.provider == ProviderId::Droid {

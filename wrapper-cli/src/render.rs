@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 use droid_contract::{
-    ChangeType, CommandRun, CommandSource, ExecutionResult, SandboxInfo, SandboxKind, cannot_run,
+    AgentChoice, Attempt, ChangeType, CommandRun, CommandSource, ExecutionResult, SandboxInfo,
+    SandboxKind, cannot_run,
 };
 use droid_exec::RunEvent;
 use tokio::sync::mpsc;
@@ -78,6 +79,54 @@ fn sandbox_line(sb: &SandboxInfo) -> String {
     }
 }
 
+/// The most characters of an attempt's note on its line of the report.
+const NOTE_WIDTH: usize = 100;
+
+/// One attempt (`fallback`, `best_of`) as one line: `* codex  success  3.1 s  15 tokens` for
+/// the chosen one, `  droid:custom:M-0  failed (rate_limited)  90.4 s  0 tokens  — HTTP 429 …`
+/// for another.
+fn attempt_line(a: &Attempt) -> String {
+    let label = AgentChoice {
+        provider: a.provider,
+        model: a.model.clone(),
+    }
+    .label();
+    let status = match a.reason {
+        Some(why) => format!("{} ({})", a.status.as_str(), why.as_str()),
+        None => a.status.as_str().to_owned(),
+    };
+    let tokens = a.usage.as_ref().map_or_else(
+        || "? tokens".to_owned(),
+        |u| {
+            count(
+                usize::try_from(u.budget_tokens()).unwrap_or(usize::MAX),
+                "token",
+                "tokens",
+            )
+        },
+    );
+    let mut line = format!(
+        "{} {label}  {status}  {:.1} s  {tokens}",
+        if a.chosen { '*' } else { ' ' },
+        a.duration_ms as f64 / 1000.0
+    );
+    if !a.chosen && !a.note.is_empty() {
+        let note: String = a
+            .note
+            .chars()
+            .take(NOTE_WIDTH)
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect();
+        let cut = if a.note.chars().nth(NOTE_WIDTH).is_some() {
+            "…"
+        } else {
+            ""
+        };
+        let _ = write!(line, "  — {note}{cut}");
+    }
+    format!(" {line}")
+}
+
 /// The result as a short report.
 pub(crate) fn report(r: &ExecutionResult) -> String {
     report_with(r, true)
@@ -119,6 +168,12 @@ fn report_with(r: &ExecutionResult, with_summary: bool) -> String {
     }
     if let Some(w) = &r.worktree {
         let _ = writeln!(s, "{}", worktree_line(w));
+    }
+    if !r.attempts.is_empty() {
+        let _ = writeln!(s, "attempts:");
+        for a in &r.attempts {
+            let _ = writeln!(s, "{}", attempt_line(a));
+        }
     }
     if with_summary {
         let _ = writeln!(s, "summary: {}", r.summary);
@@ -286,4 +341,54 @@ fn worktree_line(w: &droid_contract::WorktreeInfo) -> String {
         ));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use droid_contract::{Diffstat, IssueType, ProviderId, Status, Usage};
+
+    #[test]
+    fn each_attempt_is_one_line_with_the_chosen_marked() {
+        let attempt = |provider, model: Option<&str>, status, reason, chosen| Attempt {
+            provider,
+            model: model.map(str::to_owned),
+            status,
+            reason,
+            issues: reason.into_iter().collect(),
+            duration_ms: 90_400,
+            usage: Some(Usage {
+                input_tokens: 10,
+                output_tokens: 5,
+                ..Usage::default()
+            }),
+            checks: Vec::new(),
+            diffstat: Diffstat::default(),
+            chosen,
+            task_id: None,
+            worktree: None,
+            note: "droid's model provider refused for a rate limit\nsecond line".into(),
+        };
+        assert_eq!(
+            attempt_line(&attempt(
+                ProviderId::Droid,
+                Some("custom:M-0"),
+                Status::Failed,
+                Some(IssueType::RateLimited),
+                false
+            )),
+            "   droid:custom:M-0  failed (rate_limited)  90.4 s  15 tokens  — droid's model \
+             provider refused for a rate limit?second line"
+        );
+        assert_eq!(
+            attempt_line(&attempt(
+                ProviderId::Codex,
+                None,
+                Status::Success,
+                None,
+                true
+            )),
+            " * codex  success  90.4 s  15 tokens"
+        );
+    }
 }

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use droid_contract::INSTRUCTIONS_MAX;
-use droid_contract::{ExecutionResult, Status, Violation, Violations};
+use droid_contract::{AgentChoice, ExecutionResult, Status, Violation, Violations};
 use droid_exec::input::{Input, read_input};
 use droid_exec::{EVENT_CHANNEL_CAPACITY, Engine, RunEvent, Tasks};
 use serde_json::{Map, Value, json};
@@ -61,6 +61,24 @@ pub(crate) struct RunArgs {
     /// Time budget in seconds (default 600, or DROID_TIMEOUT).
     #[arg(long, value_name = "SECONDS")]
     pub max_runtime: Option<u64>,
+    /// Token budget: input + output tokens the agent may report (cache reads apart); over it,
+    /// the agent is stopped with `budget_exceeded`, and its session can be resumed with a
+    /// larger one.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// Agents tried in turn after this one when it cannot do the task (not installed,
+    /// authentication, rate limit or quota, model error): provider or provider:model, comma
+    /// separated, e.g. `codex,claude:opus`.
+    #[arg(long, value_name = "AGENTS", value_delimiter = ',', value_parser = agent_choice)]
+    pub fallback: Vec<AgentChoice>,
+    /// Run the task on 2 to 5 agents at once, each in a worktree, and keep the one the
+    /// verification commands (--command) judge best: provider or provider:model, comma
+    /// separated, e.g. `codex,claude:opus`.
+    #[arg(long, value_name = "AGENTS", value_delimiter = ',', value_parser = agent_choice)]
+    pub best_of: Vec<AgentChoice>,
+    /// With --best-of: keep every candidate's worktree, not only the winner's.
+    #[arg(long)]
+    pub keep_all: bool,
     /// read_only | low | medium | high (capped by max_autonomy).
     #[arg(long, value_name = "LEVEL")]
     pub autonomy: Option<String>,
@@ -125,6 +143,11 @@ pub(crate) enum Via {
     InProcess,
     /// Through the HTTP bridge (`droid-executor serve`).
     Bridge,
+}
+
+/// One agent of --fallback or --best-of: `provider` or `provider:model`.
+fn agent_choice(s: &str) -> Result<AgentChoice, String> {
+    AgentChoice::parse(s.trim())
 }
 
 fn set(obj: &mut Map<String, Value>, key: &str, v: Option<Value>) {
@@ -278,6 +301,17 @@ fn build_request(a: &RunArgs, body_limit: usize) -> Result<Value, Violations> {
         &mut obj,
         "max_runtime_seconds",
         a.max_runtime.map(Value::from),
+    );
+    set(&mut obj, "max_tokens", a.max_tokens.map(Value::from));
+    let agents = |list: &[AgentChoice]| {
+        (!list.is_empty()).then(|| list.iter().map(|c| Value::from(c.label())).collect())
+    };
+    set(&mut obj, "fallback", agents(&a.fallback));
+    set(&mut obj, "best_of", agents(&a.best_of));
+    set(
+        &mut obj,
+        "keep_all",
+        a.keep_all.then_some(Value::Bool(true)),
     );
     set(&mut obj, "autonomy", a.autonomy.clone().map(Value::from));
     set(&mut obj, "model", a.model.clone().map(Value::from));

@@ -46,9 +46,12 @@ enum TasksCommand {
         /// At most this many.
         #[arg(long)]
         limit: Option<usize>,
-        /// Print the task records as a JSON array.
+        /// Print the task records as a JSON array (with --worktrees: the worktrees).
         #[arg(long)]
         json: bool,
+        /// List the worktrees of worktree tasks (state, disk, path) instead of the tasks.
+        #[arg(long)]
+        worktrees: bool,
     },
     /// Show a task (default: the latest).
     Show {
@@ -224,10 +227,32 @@ pub(crate) async fn tasks(args: TasksArgs, config: Option<&PathBuf>) -> ExitCode
         Err(e) => return fail(e),
     };
     match args.command {
-        TasksCommand::List { state, limit, json } => {
+        TasksCommand::List {
+            state,
+            limit,
+            json,
+            worktrees: only_worktrees,
+        } => {
             // only a listing cleans: looking at one task reads that task alone (an expired one
             // is removed by the look itself)
             clean_expired(&tasks).await;
+            if only_worktrees {
+                if !json {
+                    let text = worktrees(&tasks);
+                    out(text.trim_start_matches('\n'));
+                    if text.is_empty() {
+                        out("no worktrees");
+                    }
+                    return ExitCode::SUCCESS;
+                }
+                return match tasks.worktrees_json() {
+                    Ok(list) => {
+                        out(&json_text(&list));
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => fail(e),
+                };
+            }
             let filter = TaskFilter {
                 state,
                 limit,
@@ -338,7 +363,7 @@ fn worktrees(tasks: &Tasks) -> String {
         // discarded one is only a record until its task expires)
         Ok(l) => l
             .into_iter()
-            .filter(|w| w.running || w.state.is_none_or(|s| s.is_live()))
+            .filter(droid_exec::WorktreeEntry::holds_checkout)
             .collect::<Vec<_>>(),
         Err(e) => return format!("\n\nworktrees: cannot be listed: {e}"),
     };
@@ -361,11 +386,7 @@ fn worktrees(tasks: &Tasks) -> String {
         "DISK"
     );
     for w in &list {
-        let state = match (w.running, w.state) {
-            (true, _) => "running",
-            (false, Some(s)) => s.as_str(),
-            (false, None) => "ended",
-        };
+        let state = w.state_str();
         text.push_str(&format!(
             "\n{:<25} {:<10} {:>9}  {}",
             w.id,

@@ -50,6 +50,8 @@
 //!   (made, run, discarded) against the same run in place, next to `git worktree add` plus
 //!   `remove` on 1k/10k/100k-file repositories; four worktree tasks of an agent sleeping 2 s at
 //!   once against one.
+//! - `bench fanout [--runs N] [--files N] [--bins DIR]`: a `best_of` of three fake agents that
+//!   sleep 2 s against one such worktree task (the ratio of wall times).
 //! - `bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR]`:
 //!   droid's native ACP mode against `droid-executor acp` on the same scripted scenarios (plain
 //!   streamed answer, tools with permissions, a reject, a cancel mid-stream, a model switch,
@@ -72,6 +74,7 @@ mod bench;
 mod bench_acp;
 mod bench_bridge;
 mod bench_completion;
+mod bench_fanout;
 mod bench_processes;
 mod bench_report;
 mod bench_sandbox;
@@ -117,7 +120,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--providers] [--check-readme | --write-readme] | bench engine [--runs N] [--provider P|all] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--seconds S] [--repos R] | bench report [--quick] [--write] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | bench sandbox [--runs N] [--bins DIR] | bench worktree [--runs N] [--files N,N,...] [--bins DIR] | bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
+const USAGE: &str = "usage: cargo xtask <preflight | fetch-droid | fetch-interop | test | ci | codegen [--check] | demo [--providers] [--check-readme | --write-readme] | bench engine [--runs N] [--provider P|all] | bench mcp [--calls N] [--starts K] | bench completion [--runs N] [--real] [--executor PATH] | bench bridge [--seconds S] [--repos R] | bench report [--quick] [--write] | bench store [--tasks N] [--runs R] [--debug] | bench processes [--runs N] [--idle K,K,...] [--bins DIR] | bench snapshot [--runs N] [--files N,N,...] [--bins DIR] | bench sandbox [--runs N] [--bins DIR] | bench worktree [--runs N] [--files N,N,...] [--bins DIR] | bench fanout [--runs N] [--files N] [--bins DIR] | bench acp [--runs N] [--agent native|ours|both] [--debug] [--ours FILE] [--keep DIR] | reliability [--from FILE | --check [--observed FILE]] | soak [--time SECS] [--check] | fuzz [--time SECS] [--target NAME] [--stable]>";
 
 fn dispatch(args: &[&str]) -> Result<()> {
     match args {
@@ -144,6 +147,7 @@ fn dispatch(args: &[&str]) -> Result<()> {
         ["bench", "report", rest @ ..] => bench_report::report(rest),
         ["bench", "sandbox", rest @ ..] => bench_sandbox::sandbox(rest),
         ["bench", "worktree", rest @ ..] => bench_worktree::worktree(rest),
+        ["bench", "fanout", rest @ ..] => bench_fanout::fanout(rest),
         ["soak", rest @ ..] => soak::soak(rest),
         ["fuzz", rest @ ..] => fuzz::fuzz(rest),
         ["reliability", rest @ ..] => reliability::reliability(rest),

@@ -7,4 +7,9 @@
 //! [`Engine::run_once`]: crate::run::engine::Engine::run_once
 //! [`Engine::run_as`]: crate::run::engine::Engine::run_as
 
+pub(crate) mod attempt;
+mod best_of;
+mod fallback;
+mod judge;
 mod route;
+pub mod tally;

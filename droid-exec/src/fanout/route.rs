@@ -21,6 +21,15 @@ impl Engine {
         publish: Publisher,
         task: Option<&TaskKey>,
     ) -> ExecutionResult {
+        if !req.best_of.is_empty() {
+            // the candidates are tasks of their own, with their own markers and numbers
+            return self.run_best_of(req, cancel, publish, task).await;
+        }
+        if !req.fallback.is_empty() {
+            return self
+                .run_fallback(req, marker, seq, cancel, publish, task)
+                .await;
+        }
         self.run_once(req, marker, seq, cancel, publish, task).await
     }
 }

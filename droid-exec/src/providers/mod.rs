@@ -180,6 +180,11 @@ pub enum AgentEvent {
         /// Token usage.
         usage: Option<Usage>,
     },
+    /// Token usage so far in this run, as soon as the CLI reports it (after a model call, where
+    /// it does: docs/providers.md#token-usage): the running total, which replaces the previous
+    /// one; normalised so `input_tokens` excludes cache reads. A token budget (`max_tokens`)
+    /// is checked against it.
+    Usage(Usage),
     /// The agent reported an error.
     Error {
         /// Where it came from (the CLI's own word: `agent_loop`, `cli`, `turn`, `api`, …).
@@ -305,6 +310,14 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
             model: run.reported_model.or(run.model).map(str::to_owned),
             note: None,
         }
+    }
+    /// The run's token usage so far from where the CLI keeps it outside its events, read while
+    /// it runs when a token budget is set (droid's record of the session, which it rewrites
+    /// after every model call while its stream-json says usage only at the end). `None` by
+    /// default: the events say all there is (docs/providers.md#token-usage).
+    fn usage_so_far(&self, run: &RunFacts<'_>) -> Option<Usage> {
+        let _ = run;
+        None
     }
     /// Make the suggested actions of the run's `issues` name what this setup needs (droid: an
     /// authentication failure names the custom model ids to pass). Nothing by default.

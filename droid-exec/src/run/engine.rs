@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use droid_contract::{
     AgentInfo, Autonomy, ExecutionRequest, ExecutionResult, FileChange, HostCheck, Issue,
-    IssueType, ProviderId, RunEnd, Status, StatusFacts, Tests, Violations, decide,
+    IssueType, ProviderId, RunEnd, Status, StatusFacts, Tests, Usage, Violations, decide,
 };
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -20,6 +20,7 @@ use crate::config::EngineConfig;
 use crate::error::EngineError;
 use crate::host::FsFacts;
 use crate::providers::{self, AgentEvent, Invocation, PromptInput, Provider, RunFacts};
+use crate::run::budget;
 use crate::run::cgroup::{Host, Leaf};
 use crate::run::child::RunChild;
 use crate::run::classify::{agent_commands, inside_repo, tool_files};
@@ -68,7 +69,7 @@ static VERSIONS: std::sync::OnceLock<
 /// or a cold disk cache can take seconds).
 const VERSION_LIMIT: Duration = Duration::from_secs(10);
 /// Most log lines in one result.
-const MAX_LOGS: usize = 200;
+pub(crate) const MAX_LOGS: usize = 200;
 /// Longest log line.
 const LOG_LINE_MAX: usize = 2000;
 /// Longest summary taken from droid's final message.
@@ -376,7 +377,8 @@ impl Engine {
         events: Option<mpsc::Sender<RunEvent>>,
     ) -> ExecutionResult {
         // a worktree task's change waits for `tasks apply <id>`: the run is a task of the store
-        if self.in_worktree(req) && self.cfg.store_dir.is_some() {
+        // (a best_of's winner too: its candidates are tasks of the store, `crate::fanout`)
+        if (self.in_worktree(req) || !req.best_of.is_empty()) && self.cfg.store_dir.is_some() {
             return self.run_as_task(req, cancel, events).await;
         }
         let marker = format!("run-{}", unique_id());
@@ -859,6 +861,11 @@ impl Engine {
             kill_grace: cfg.kill_grace,
             marker: marker.clone(),
             tree,
+            budget: req.max_tokens.map(|max_tokens| crate::run::budget::Budget {
+                max_tokens,
+                cwd: root.to_path_buf(),
+                env: agent_env.clone(),
+            }),
         };
         // `--version` (a second start of the CLI when its package.json says nothing) runs beside
         // the run, not before it
@@ -1367,7 +1374,8 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
                 logs.push(format!("{n} {source} error: {message}"));
             }
             AgentEvent::Unknown(line) => logs.push(format!("{n} output: {line}")),
-            AgentEvent::Message { .. }
+            AgentEvent::Usage(_)
+            | AgentEvent::Message { .. }
             | AgentEvent::ToolCall { .. }
             | AgentEvent::ToolResult { .. } => {}
         }
@@ -1543,7 +1551,19 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
 
     let exit_code = sup.exit.and_then(|s| s.code());
     let exit_ok = (sup.stopped_by_us && completed) || exit_code == Some(0);
-    let usage = completion.as_ref().and_then(|(_, _, u)| u.clone());
+    // the completion's count, else the last the agent reported (a run stopped early)
+    let usage = completion
+        .as_ref()
+        .and_then(|(_, _, u)| u.clone())
+        .or_else(|| sup.usage.clone());
+    let over_budget = a
+        .req
+        .max_tokens
+        .filter(|max| usage.as_ref().is_some_and(|u| u.budget_tokens() > *max));
+    if let (Some(max), Some(spent)) = (over_budget, usage.as_ref()) {
+        // first: it is what ended the run (docs/protocol.md#token-budget)
+        issues.insert(0, budget::exceeded(n, spent, max, sup.budget_stop));
+    }
     let suspect_truncated = completed
         && usage
             .as_ref()
@@ -1560,7 +1580,8 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
             format!("the run was cancelled and {n} was stopped"),
             "partial changes are listed in files_changed; submit again if still wanted",
         )),
-        RunEnd::Failed if found.issues.is_empty() => {
+        // stopped for its budget: that is why it has no final event
+        RunEnd::Failed if found.issues.is_empty() && !sup.budget_stop => {
             let why = match (a.provider.exit_note(exit_code), exit_code, sup.exit) {
                 (Some(note), _, _) => note,
                 (None, Some(code), _) => {
@@ -1625,6 +1646,7 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
         permission_denied: found.permission_denied || sandbox_denied,
         suspect_truncated,
         wrote_outside,
+        over_budget: over_budget.is_some(),
     });
     for r in verdict.reasons {
         push_issue(&mut issues, r);
@@ -1641,6 +1663,12 @@ fn assemble(a: &Assembly<'_>) -> ExecutionResult {
         ),
         (None, RunEnd::Cancelled) => format!(
             "cancelled; {} file(s) changed before {n} was stopped",
+            files.len()
+        ),
+        (None, RunEnd::Failed) if sup.budget_stop => format!(
+            "stopped: {n} used {} of its {} tokens; {} file(s) changed before it was stopped",
+            usage.as_ref().map_or(0, Usage::budget_tokens),
+            a.req.max_tokens.unwrap_or(0),
             files.len()
         ),
         (None, RunEnd::Failed | RunEnd::NotStarted) => match &found.headline {

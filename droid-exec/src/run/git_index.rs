@@ -204,6 +204,13 @@ impl<'a> Reader<'a> {
 
 /// Parses a whole index file.
 pub(crate) fn parse(bytes: &[u8]) -> Result<Index, Unsupported> {
+    parse_with_tree(bytes).map(|(index, _)| index)
+}
+
+/// Parses a whole index file, and the root of its cache tree (`TREE` extension) when that is
+/// valid and covers every entry: the tree `git write-tree` would write from this index, without
+/// hashing anything (used to prove a work tree is HEAD's, `crate::worktree::clean`).
+pub(crate) fn parse_with_tree(bytes: &[u8]) -> Result<(Index, Option<[u8; 20]>), Unsupported> {
     // The checksum is not read, only kept out of the way.
     let bytes = bytes
         .get(..bytes.len().saturating_sub(OID_LEN))
@@ -231,6 +238,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Index, Unsupported> {
         entries.push(entry);
     }
     let entries_end = reader.pos;
+    let mut tree = None;
 
     while !reader.rest().is_empty() {
         let signature = reader.array::<4>("extension header")?;
@@ -250,6 +258,9 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Index, Unsupported> {
         if &signature == b"EOIE" && !eoie_ok {
             return Err(corrupt_at(entries_end, "entries do not end as `EOIE` says"));
         }
+        if &signature == b"TREE" {
+            tree = cache_tree_root(data, entries.len());
+        }
     }
     // Checked only now, so that a split index (`link`), whose entries may have empty
     // paths, is reported as such.
@@ -261,7 +272,20 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Index, Unsupported> {
     if entries.iter().any(|entry| entry.path.is_empty()) {
         return Err(Unsupported::Corrupt("empty path".to_owned()));
     }
-    Ok(Index { version, entries })
+    Ok((Index { version, entries }, tree))
+}
+
+/// The root entry of a `TREE` extension (`\0<entry count> <subtrees>\n<oid>`), when it is
+/// valid (its count not -1) and covers all `entries` of the index.
+fn cache_tree_root(data: &[u8], entries: usize) -> Option<[u8; 20]> {
+    let rest = data.strip_prefix(b"\0")?;
+    let space = rest.iter().position(|&b| b == b' ')?;
+    let count: i64 = std::str::from_utf8(rest.get(..space)?).ok()?.parse().ok()?;
+    let newline = rest.iter().position(|&b| b == b'\n')?;
+    if usize::try_from(count).ok()? != entries {
+        return None;
+    }
+    rest.get(newline + 1..)?.first_chunk().copied()
 }
 
 /// Parses the entry at the reader's position; `prev` is the previous entry's path (v4).

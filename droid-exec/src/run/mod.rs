@@ -1,24 +1,26 @@
 //! One run, from an admitted request to its result: the engine's entry point ([`Engine`]), the
 //! spawn of the agent CLI in a cgroup leaf ([`cgroup`]) or under a per-run supervisor
 //! ([`guard`], [`spawn`]), reading its output
-//! ([`lines`], [`supervise`]), ending what it started ([`sweep`], [`reap`]), ground truth
+//! ([`lines`], [`supervise`], held to its token [`budget`]), ending what it started
+//! ([`sweep`], [`reap`]), ground truth
 //! ([`snapshot`] of the repository before and after, [`verify`] re-running the suggested
 //! commands), reading the agent's events ([`classify`], [`report`]), and the result's hygiene
 //! ([`redact`], [`excerpt`]), and where it works (`isolation`: in place, or in a worktree of
 //! `crate::worktree`). What is specific to one agent CLI lives in `crate::providers`.
 
+pub(crate) mod budget;
 pub mod cgroup;
 pub(crate) mod child;
 pub mod classify;
 pub(crate) mod engine;
 pub mod event;
 pub mod excerpt;
-mod git_dir;
+pub(crate) mod git_dir;
 pub(crate) mod git_guard;
-mod git_index;
+pub(crate) mod git_index;
 pub mod guard;
 pub(crate) mod guarded_tree;
-mod ignore_rules;
+pub(crate) mod ignore_rules;
 mod isolation;
 pub mod limits;
 mod line_diff;

@@ -1,8 +1,10 @@
 //! Supervising one agent process: read its events as they come, publish them, and stop it on
 //! timeout, cancellation, or as soon as its completion event arrives.
 //!
-//! `select!` over: the next stdout line, the process exiting, the deadline and the cancel token.
-//! On timeout or cancellation droid is ended here before supervision returns (through its
+//! `select!` over: the next stdout line, the process exiting, the deadline and the cancel token
+//! (and, with a token budget, a look at the provider's record of the usage every
+//! [`PROBE_EVERY`]). On timeout, cancellation or a spent budget ([`crate::run::budget`]: the
+//! running total of the agent's reported usage over `max_tokens`) droid is ended here before supervision returns (through its
 //! supervisor, [`crate::run::guard::stop`]; without one SIGTERM, `kill_grace`, SIGKILL, sweep). On its completion event supervision returns at once: droid's turn is over
 //! and its session is on disk, so the result need not wait for it (droid can linger ~6 s flushing
 //! telemetry when not in airgap mode); droid gets SIGTERM (through its supervisor when it has one)
@@ -13,13 +15,14 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use crate::run::child::RunChild;
-use droid_contract::RunEnd;
+use droid_contract::{RunEnd, Usage};
 use tokio::io::BufReader;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::providers::{AgentEvent, EventParser, Provider};
+use crate::run::budget::{Budget, PROBE_EVERY};
 use crate::run::event::RunEvent;
 use crate::run::excerpt::{Tail, head_str, tail_str};
 use crate::run::lines::{Line, Lines, MAX_LINE_BYTES};
@@ -56,6 +59,9 @@ pub struct Publisher {
     /// messages reach MCP
     /// progress notifications and the CLI's progress line as they are.
     redact: Option<Redactor>,
+    /// [`RunEvent::Completed`] is not published: one attempt of several ended, not the run
+    /// (`crate::fanout`, whose caller publishes the end).
+    hold_completed: bool,
 }
 
 impl Publisher {
@@ -66,6 +72,15 @@ impl Publisher {
             dropped: std::sync::Arc::default(),
             log: None,
             redact: None,
+            hold_completed: false,
+        }
+    }
+
+    /// This publisher for one attempt of several: everything but [`RunEvent::Completed`].
+    pub(crate) fn for_attempt(&self) -> Self {
+        Self {
+            hold_completed: true,
+            ..self.clone()
         }
     }
 
@@ -90,7 +105,9 @@ impl Publisher {
 
     /// Send `ev`; when the channel is full the event is dropped and counted.
     pub fn send(&self, ev: RunEvent) {
-        if self.tx.is_none() && self.log.is_none() {
+        if (self.tx.is_none() && self.log.is_none())
+            || (self.hold_completed && matches!(ev, RunEvent::Completed { .. }))
+        {
             // nobody reads it (the bridge's `/execute`): not even masked
             return;
         }
@@ -137,6 +154,10 @@ pub(crate) struct Supervised {
     /// droid's stderr as read so far (after a completion event, still being read while droid
     /// shuts down: read it when the result is assembled).
     pub stderr: StderrTail,
+    /// The agent's token usage so far, as its events (or its record outside them) last said.
+    pub usage: Option<Usage>,
+    /// The token budget was spent and the agent stopped for it.
+    pub budget_stop: bool,
 }
 
 /// The last [`STDERR_KEEP`] bytes of droid's stderr, filled by a reader task.
@@ -194,6 +215,8 @@ pub(crate) struct Limits {
     /// The control pipe of the supervisor the child is ([`crate::run::guard`]), which ends droid's
     /// whole tree itself; `None`: the child is droid, its tree is ended by the marker sweep.
     pub tree: Option<crate::run::guard::TreeControl>,
+    /// The request's token budget (`max_tokens`).
+    pub budget: Option<Budget>,
 }
 
 enum Stop {
@@ -202,6 +225,8 @@ enum Stop {
     Completed,
     Timeout,
     Cancel,
+    /// The token budget is spent.
+    Budget,
 }
 
 pub(crate) async fn supervise(
@@ -218,6 +243,9 @@ pub(crate) async fn supervise(
         .take_stdout()
         .map(|s| Lines::new(BufReader::with_capacity(64 * 1024, s), MAX_LINE_BYTES));
     let mut obs = Observed::new(provider);
+    let budget = limits.budget.as_ref();
+    // only with a budget: a provider's record outside its events is read while it runs
+    let mut probe = budget.map(|_| tokio::time::interval(PROBE_EVERY));
     let stop = loop {
         tokio::select! {
             biased;
@@ -230,6 +258,9 @@ pub(crate) async fn supervise(
                     if obs.completed {
                         break Stop::Completed;
                     }
+                    if budget.is_some_and(|b| b.over(obs.usage.as_ref())) {
+                        break Stop::Budget;
+                    }
                 }
                 None => {
                     lines = None;
@@ -239,8 +270,28 @@ pub(crate) async fn supervise(
                     }
                 }
             },
+            () = tick(&mut probe) => {
+                if let Some(b) = budget {
+                    if let Some(u) = b.probe(provider, obs.session_id.as_deref()) {
+                        obs.usage = Some(u);
+                    }
+                    if b.over(obs.usage.as_ref()) {
+                        break Stop::Budget;
+                    }
+                }
+            }
         }
     };
+    if let (Stop::Budget, Some(b), Some(u)) = (&stop, budget, obs.usage.as_ref()) {
+        publish.send(RunEvent::Warning {
+            message: format!(
+                "{} used {} tokens of its budget of {}: stopping it",
+                provider.name(),
+                u.budget_tokens(),
+                b.max_tokens
+            ),
+        });
+    }
     let mut proven = false;
     let (exit, stopped_by_us) = match stop {
         Stop::Exited(status) => {
@@ -259,7 +310,7 @@ pub(crate) async fn supervise(
             proven = ended;
             (status, false)
         }
-        Stop::Timeout | Stop::Cancel => (
+        Stop::Timeout | Stop::Cancel | Stop::Budget => (
             match &limits.tree {
                 Some(tree) => {
                     crate::run::guard::stop(&mut child, tree, limits.kill_grace, &limits.marker)
@@ -298,8 +349,10 @@ pub(crate) async fn supervise(
         _ if obs.completed => RunEnd::Completed,
         Stop::Timeout => RunEnd::TimedOut,
         Stop::Cancel => RunEnd::Cancelled,
-        Stop::Exited(_) | Stop::Completed => RunEnd::Failed,
+        // stopped before it finished, like a crash: its changes are verified and kept
+        Stop::Budget | Stop::Exited(_) | Stop::Completed => RunEnd::Failed,
     };
+    let budget_stop = matches!(stop, Stop::Budget) && !obs.completed;
     Supervised {
         end,
         exit,
@@ -311,6 +364,8 @@ pub(crate) async fn supervise(
         unknown_lines: obs.unknown,
         oversized: obs.oversized,
         stderr,
+        usage: obs.usage,
+        budget_stop,
     }
 }
 
@@ -344,6 +399,18 @@ fn hand_over<K: Send + 'static>(
         unknown_lines: obs.unknown,
         oversized: obs.oversized,
         stderr,
+        usage: obs.usage,
+        budget_stop: false,
+    }
+}
+
+/// The next tick of `probe`; never without one.
+async fn tick(probe: &mut Option<tokio::time::Interval>) {
+    match probe {
+        Some(p) => {
+            p.tick().await;
+        }
+        None => std::future::pending().await,
     }
 }
 
@@ -375,6 +442,10 @@ struct Observed {
     oversized: Vec<u64>,
     /// A completion event arrived.
     completed: bool,
+    /// The session, as the agent's events named it.
+    session_id: Option<String>,
+    /// Token usage so far: the last [`AgentEvent::Usage`], or the completion's.
+    usage: Option<Usage>,
 }
 
 impl Observed {
@@ -391,6 +462,8 @@ impl Observed {
             unknown: 0,
             oversized: Vec::new(),
             completed: false,
+            session_id: None,
+            usage: None,
         }
     }
 
@@ -496,11 +569,30 @@ impl Observed {
                 }
                 self.tool_text += text.len();
             }
-            AgentEvent::Completion { .. } => self.completed = true,
+            AgentEvent::Usage(u) => {
+                // only the latest total matters: not kept
+                self.usage = Some(u.clone());
+                return;
+            }
+            AgentEvent::Completion {
+                usage, session_id, ..
+            } => {
+                self.completed = true;
+                if usage.is_some() {
+                    self.usage.clone_from(usage);
+                }
+                if session_id.is_some() {
+                    self.session_id.clone_from(session_id);
+                }
+            }
             AgentEvent::Error { source, message } => publish.send(RunEvent::Warning {
                 message: format!("{} {source} error: {}", self.agent, head_str(message, 2048)),
             }),
-            AgentEvent::Init { .. } => {}
+            AgentEvent::Init { session_id, .. } => {
+                if session_id.is_some() {
+                    self.session_id.clone_from(session_id);
+                }
+            }
         }
         self.events.push(ev);
     }

@@ -168,8 +168,19 @@ impl Tasks {
         let program = self.cfg.supervisor.clone().ok_or_else(|| {
             EngineError::TasksUnavailable("no supervisor program configured".into())
         })?;
-        // a worktree task beyond max_worktrees is refused here, before it gets an id
-        if crate::worktree::lease::makes_worktree(req, &self.cfg.worktrees, self.store.root()) {
+        // a worktree task beyond max_worktrees is refused here, before it gets an id; a
+        // best_of makes one worktree per candidate
+        if !req.best_of.is_empty() {
+            crate::worktree::lease::room_for(
+                self.store.root(),
+                self.cfg.worktrees.max_worktrees,
+                req.best_of.len(),
+            )?;
+        } else if crate::worktree::lease::makes_worktree(
+            req,
+            &self.cfg.worktrees,
+            self.store.root(),
+        ) {
             crate::worktree::lease::room_for_one(
                 self.store.root(),
                 self.cfg.worktrees.max_worktrees,

@@ -54,7 +54,54 @@ pub struct WorktreeEntry {
     pub disk: DiskUse,
 }
 
+impl WorktreeEntry {
+    /// It holds a checkout: a run works there, or its change waits (`ready`, `conflicted`). An
+    /// applied or discarded worktree is only a record until its tasks expire; `tasks list`
+    /// leaves those out.
+    pub fn holds_checkout(&self) -> bool {
+        self.running || self.state.is_none_or(WorktreeState::is_live)
+    }
+
+    /// What it is now: `running`, the state of its change, or `ended` (its first run ended
+    /// before committing: the janitor removes it).
+    pub fn state_str(&self) -> &'static str {
+        match (self.running, self.state) {
+            (true, _) => "running",
+            (false, Some(s)) => s.as_str(),
+            (false, None) => "ended",
+        }
+    }
+
+    /// As `tasks list --worktrees --json` and `GET /tasks?worktrees=true` give it
+    /// (docs/protocol.md).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "task_id": self.id,
+            "state": self.state_str(),
+            "disk_bytes": self.disk.bytes,
+            "disk_partial": self.disk.partial,
+            "path": self.path.display().to_string(),
+            "branch": self.branch,
+            "repo": self.repo.display().to_string(),
+        })
+    }
+}
+
 impl Tasks {
+    /// The worktrees holding a checkout ([`WorktreeEntry::holds_checkout`]), newest first, as
+    /// JSON ([`WorktreeEntry::to_json`]): what every front-end's listing shows.
+    ///
+    /// # Errors
+    /// As [`Tasks::worktrees`].
+    pub fn worktrees_json(&self) -> Result<Vec<serde_json::Value>, EngineError> {
+        Ok(self
+            .worktrees()?
+            .iter()
+            .filter(|w| w.holds_checkout())
+            .map(WorktreeEntry::to_json)
+            .collect())
+    }
+
     fn layout(&self) -> Layout {
         Layout::new(self.store.root())
     }
@@ -339,18 +386,28 @@ impl Tasks {
     }
 
     /// The `worktree` block of `result` as the worktree is now (its state changes after the
-    /// result: applied, discarded, conflicted).
+    /// result: applied, discarded, conflicted), and those of its `attempts` (a `best_of`'s).
     pub(crate) fn worktree_now(&self, result: &mut ExecutionResult) {
-        let Some(info) = result.worktree.as_mut() else {
-            return;
+        let layout = self.layout();
+        let now = |info: &mut droid_contract::WorktreeInfo| {
+            let Some(wt) = id_of_branch(&info.branch) else {
+                return;
+            };
+            if let Ok(Some(record)) = Record::read(&layout.record(&wt))
+                && let Some(state) = record.state
+            {
+                info.state = state;
+            }
         };
-        let Some(wt) = id_of_branch(&info.branch) else {
-            return;
-        };
-        if let Ok(Some(record)) = Record::read(&self.layout().record(&wt))
-            && let Some(state) = record.state
+        if let Some(info) = result.worktree.as_mut() {
+            now(info);
+        }
+        for info in result
+            .attempts
+            .iter_mut()
+            .filter_map(|a| a.worktree.as_mut())
         {
-            info.state = state;
+            now(info);
         }
     }
 
@@ -441,20 +498,22 @@ impl Tasks {
                 .filter_map(|t| TaskKey::parse(t).ok())
                 .any(|t| self.store.has_record(&t));
             match record.state {
+                None | Some(WorktreeState::Ready | WorktreeState::Conflicted) if !tasks_left => {
+                    // expired, or an orphan (the store lost its tasks, no run holds it): what
+                    // the checkout holds is committed, the checkout goes, the change stays on
+                    // its branch
+                    if self.keep_on_branch(&layout, &id, record).await {
+                        removed += 1;
+                    }
+                }
                 None => {
-                    // its first run died (its lock is free): nothing to review
+                    // its first run died (its lock is free), and its task says so: nothing to
+                    // review
                     let left = remove(&layout, &record, &self.cfg.env, false).await;
                     if left.is_empty() && remove_dir(&layout, &id) {
                         removed += 1;
                     } else {
                         tracing::warn!(worktree = %id, "the janitor could not remove all: {left:?}");
-                    }
-                }
-                Some(WorktreeState::Ready | WorktreeState::Conflicted) if !tasks_left => {
-                    // expired: the checkout goes, the change stays on its branch
-                    let left = remove(&layout, &record, &self.cfg.env, true).await;
-                    if left.is_empty() && remove_dir(&layout, &id) {
-                        removed += 1;
                     }
                 }
                 Some(WorktreeState::Applied | WorktreeState::Discarded) if !tasks_left => {
@@ -469,6 +528,47 @@ impl Tasks {
             removed += orphan_entries(&layout, &common);
         }
         removed
+    }
+}
+
+impl Tasks {
+    /// Keep the change of worktree `id`, which nobody can review through a task any more, on
+    /// its branch, then remove the worktree: what its checkout holds is committed first (a run
+    /// that died, or the user, may have left changes there), and the branch is kept unless it
+    /// holds nothing beyond its base. False when the change could not be committed (then
+    /// nothing is removed: the janitor tries again next time) or the worktree is not wholly
+    /// removed.
+    async fn keep_on_branch(&self, layout: &Layout, id: &TaskKey, mut record: Record) -> bool {
+        // only a checkout of this worktree's own directory is ever committed from or removed
+        if record.checkout.parent() != Some(layout.dir(id).as_path()) {
+            tracing::warn!(worktree = %id, "the janitor skips a worktree whose checkout is elsewhere");
+            return false;
+        }
+        if record.checkout.is_dir() {
+            let message = format!(
+                "droid-executor: what the worktree of {id} held\n\nCommitted by the janitor \
+                 before the worktree was removed (its tasks expired or are gone)."
+            );
+            match crate::worktree::commit::commit(layout, &record, None, &self.cfg.env, &message)
+                .await
+            {
+                Ok(done) => {
+                    record.head = done.head;
+                    record.head_tree = Some(done.tree);
+                }
+                Err(e) => {
+                    tracing::warn!(worktree = %id, "the janitor keeps a worktree whose change it could not commit: {e}");
+                    return false;
+                }
+            }
+        }
+        let keep_branch = record.head != record.base;
+        let left = remove(layout, &record, &self.cfg.env, keep_branch).await;
+        if !left.is_empty() {
+            tracing::warn!(worktree = %id, "the janitor could not remove all: {left:?}");
+            return false;
+        }
+        remove_dir(layout, id)
     }
 }
 

@@ -8,9 +8,12 @@
 //! When the tree is HEAD's, the base is HEAD itself; otherwise a commit of the tree whose parent
 //! is HEAD, on no ref (the task's branch makes it reachable).
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 use crate::error::EngineError;
+use crate::run::git_dir::{self, Found};
+use crate::worktree::clean::unchanged;
 use crate::worktree::git::Git;
 use crate::worktree::repository::Repository;
 
@@ -58,6 +61,36 @@ pub(crate) async fn state_tree(
         ));
     }
     Ok(tree)
+}
+
+/// HEAD's tree when the user's working tree provably is HEAD's (their index records HEAD's tree
+/// in its cache tree, every file is as the index cached it and nothing else is there that is not
+/// ignored: [`crate::worktree::clean`]), found in-process; `None` when not proven (then
+/// [`state_tree`] asks git).
+pub(crate) async fn proven_head_tree(
+    repo: &Repository,
+    env: &[(OsString, OsString)],
+) -> Option<String> {
+    let head_tree = repo.head_tree.clone()?;
+    let excludes = excludes_of(&repo.top, env)?;
+    let (top, index) = (repo.top.clone(), repo.index.clone());
+    let proven = tokio::task::spawn_blocking(move || unchanged(&top, &index, &excludes))
+        .await
+        .ok()??;
+    (proven.tree.as_deref() == Some(head_tree.as_str())).then_some(head_tree)
+}
+
+/// The exclude files of the repository around `top` (`info/exclude`, `core.excludesFile`),
+/// when its layout is read in-process with certainty.
+pub(crate) fn excludes_of(top: &Path, env: &[(OsString, OsString)]) -> Option<Vec<PathBuf>> {
+    match git_dir::locate(top, env) {
+        Found::Repo(dirs) => {
+            let mut files = vec![dirs.common_dir.join("info/exclude")];
+            files.extend(dirs.excludes_file);
+            Some(files)
+        }
+        Found::NotARepo | Found::Unusable(_) => None,
+    }
 }
 
 /// The commit a worktree task starts from: HEAD when the working tree is HEAD's tree, else a

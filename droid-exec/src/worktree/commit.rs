@@ -17,7 +17,8 @@ use droid_contract::FileChange;
 
 use crate::error::EngineError;
 use crate::run::snapshot::parse_diff_tree;
-use crate::worktree::base::commit as commit_tree;
+use crate::worktree::base::{commit as commit_tree, excludes_of};
+use crate::worktree::clean::unchanged;
 use crate::worktree::git::Git;
 use crate::worktree::layout::Layout;
 use crate::worktree::record::{Record, replace};
@@ -57,13 +58,42 @@ pub(crate) async fn commit(
         Some(g) => g.with(&[("GIT_DIR", &record.common_dir)]),
         None => Git::at(&record.common_dir, env).await?,
     };
+    let cwd = record.common_dir.as_path();
+    // the agent changed nothing, proven in-process: the tree is the last one, nothing to stage
+    if let Some(tree) = unchanged_tree(layout, &id, record, env).await {
+        let head = record.head.clone();
+        point_at(&git, record, &head).await?;
+        // the worktree's index as ours, should the agent have rewritten it
+        let ours = std::fs::read(layout.index(&id))
+            .map_err(EngineError::io("read", &layout.index(&id)))?;
+        let theirs = std::fs::read(record.admin_dir.join("index")).unwrap_or_default();
+        if theirs != ours && ours.len() as u64 <= INDEX_LIMIT {
+            replace(&record.admin_dir.join("index"), &ours)?;
+        }
+        let (files, warnings) = changes(&git, cwd, &record.base, &head, &record.prefix).await?;
+        return Ok(Committed {
+            head,
+            tree,
+            files,
+            warnings,
+        });
+    }
     let index = layout.tmp(&id).join("commit.index");
-    std::fs::copy(layout.index(&id), &index).map_err(|e| {
-        EngineError::Worktree(format!(
-            "cannot copy the worktree's index {}: {e}",
-            layout.index(&id).display()
-        ))
-    })?;
+    std::fs::create_dir_all(layout.tmp(&id))
+        .map_err(EngineError::io("create directory", &layout.tmp(&id)))?;
+    match std::fs::copy(layout.index(&id), &index) {
+        Ok(_) => {}
+        // gone (a store partly lost): staged from nothing, every file hashed
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let _ = std::fs::remove_file(&index);
+        }
+        Err(e) => {
+            return Err(EngineError::Worktree(format!(
+                "cannot copy the worktree's index {}: {e}",
+                layout.index(&id).display()
+            )));
+        }
+    }
     let in_tree = git.with(&[
         ("GIT_DIR", &record.admin_dir),
         ("GIT_WORK_TREE", &record.checkout),
@@ -73,7 +103,6 @@ pub(crate) async fn commit(
         .out(&record.checkout, &["add", "-A", "--", "."])
         .await?;
     let tree = in_tree.line(&record.checkout, &["write-tree"]).await?;
-    let cwd = record.common_dir.as_path();
     let parent_tree = match &record.head_tree {
         Some(t) => t.clone(),
         None => {
@@ -91,28 +120,7 @@ pub(crate) async fn commit(
         )
         .await?
     };
-    let full_ref = format!("refs/heads/{}", record.branch);
-    // the branch at our commit, and the worktree's HEAD on the branch, whatever the agent did
-    // with git (each written only when it is not so already: a file read, not a process)
-    let loose = std::fs::read_to_string(record.common_dir.join(&full_ref)).unwrap_or_default();
-    if loose.trim() != head {
-        git.out(
-            cwd,
-            &[
-                "update-ref",
-                "-m",
-                "droid-executor: commit",
-                &full_ref,
-                &head,
-            ],
-        )
-        .await?;
-    }
-    let at = std::fs::read_to_string(record.admin_dir.join("HEAD")).unwrap_or_default();
-    if at.trim() != format!("ref: {full_ref}") {
-        let admin = git.with(&[("GIT_DIR", &record.admin_dir)]);
-        admin.out(cwd, &["symbolic-ref", "HEAD", &full_ref]).await?;
-    }
+    point_at(&git, record, &head).await?;
     // the worktree's index and ours: the one just staged, matching the branch's commit
     let bytes = std::fs::read(&index)
         .map_err(|e| EngineError::Worktree(format!("cannot read {}: {e}", index.display())))?;
@@ -129,6 +137,56 @@ pub(crate) async fn commit(
         files,
         warnings,
     })
+}
+
+/// The branch at `head`, and the worktree's HEAD on the branch, whatever the agent did with
+/// git (each written only when it is not so already: a file read, not a process).
+async fn point_at(git: &Git, record: &Record, head: &str) -> Result<(), EngineError> {
+    let cwd = record.common_dir.as_path();
+    let full_ref = format!("refs/heads/{}", record.branch);
+    let loose = std::fs::read_to_string(record.common_dir.join(&full_ref)).unwrap_or_default();
+    if loose.trim() != head {
+        git.out(
+            cwd,
+            &[
+                "update-ref",
+                "-m",
+                "droid-executor: commit",
+                &full_ref,
+                head,
+            ],
+        )
+        .await?;
+    }
+    let at = std::fs::read_to_string(record.admin_dir.join("HEAD")).unwrap_or_default();
+    if at.trim() != format!("ref: {full_ref}") {
+        let admin = git.with(&[("GIT_DIR", &record.admin_dir)]);
+        admin.out(cwd, &["symbolic-ref", "HEAD", &full_ref]).await?;
+    }
+    Ok(())
+}
+
+/// The worktree's last tree (`head_tree`) when its checkout provably still holds what our copy
+/// of its index records ([`crate::worktree::clean`]; that copy and `head_tree` are written
+/// together), with the user's repository's exclude files; `None` when not proven.
+async fn unchanged_tree(
+    layout: &Layout,
+    id: &crate::tasks::store::TaskKey,
+    record: &Record,
+    env: &[(OsString, OsString)],
+) -> Option<String> {
+    let tree = record.head_tree.clone()?;
+    let excludes = excludes_of(&record.repo, env)?;
+    let (checkout, index) = (record.checkout.clone(), layout.index(id));
+    let proven = tokio::task::spawn_blocking(move || unchanged(&checkout, &index, &excludes))
+        .await
+        .ok()??;
+    // a cache tree, when the index holds one, must say the same
+    proven
+        .tree
+        .as_deref()
+        .is_none_or(|t| t == tree)
+        .then_some(tree)
 }
 
 /// The files that differ between the commits `from` and `to`, relative to `prefix` (paths

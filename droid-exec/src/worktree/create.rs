@@ -1,7 +1,9 @@
 //! Making a task's worktree: the base commit from the user's working tree
-//! ([`crate::worktree::base`]), then `git worktree add -b droid-executor/<id> <checkout>
-//! <base>` under the store, our copy of the checkout's fresh index (what the commit of the
-//! agent's change starts from), and the `worktree_copy` paths.
+//! ([`crate::worktree::base`]), then `git worktree add --no-checkout -b droid-executor/<id>
+//! <checkout> <base>` under the store (one add at a time per repository) and its checkout
+//! (`reset --hard` in it, as `worktree add` does, at once with other adds), our copy of the
+//! checkout's fresh index (what the commit of the agent's change starts from), and the
+//! `worktree_copy` paths.
 //!
 //! What the user has is only read: their index is copied, their working tree staged into a
 //! temporary index, and the one ref made is the task's own branch. git's `post-checkout` hook
@@ -16,7 +18,7 @@ use droid_contract::ProviderId;
 use crate::error::EngineError;
 use crate::run::no_follow as nf;
 use crate::tasks::store::TaskKey;
-use crate::worktree::base::{base_commit, state_tree};
+use crate::worktree::base::{base_commit, proven_head_tree, state_tree};
 use crate::worktree::copy_in::{Copied, copy_in};
 use crate::worktree::git::Git;
 use crate::worktree::layout::{Layout, checkout_name};
@@ -49,15 +51,21 @@ pub(crate) async fn create(
     provider: ProviderId,
     copies: &[&Path],
 ) -> Result<Created, EngineError> {
-    let git = Git::new(root, env).await?;
-    let repo = Repository::locate(root, &git).await?;
+    // the filter names and the repository's paths at once (rev-parse runs no filter)
+    let plain = Git::for_refs(env);
+    let (git, repo) = tokio::join!(Git::new(root, env), Repository::locate(root, &plain));
+    let (git, repo) = (git?, repo?);
     let tmp = layout.tmp(id);
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&tmp)
         .map_err(EngineError::io("create directory", &tmp))?;
-    let tree = state_tree(&repo, &git, &tmp.join("base.index")).await?;
+    // a tree that is HEAD's, proven in-process, needs no staging
+    let tree = match proven_head_tree(&repo, env).await {
+        Some(tree) => tree,
+        None => state_tree(&repo, &git, &tmp.join("base.index")).await?,
+    };
     let base = base_commit(&repo, &git, &tree, id.as_str()).await?;
     let checkout = layout.dir(id).join(checkout_name(&repo.top));
     let branch = branch_of(id);
@@ -82,22 +90,32 @@ pub(crate) async fn create(
     // written before the worktree exists: whoever finds it half-made knows what to remove
     record.write_quick(&layout.record(id))?;
     let checkout_arg = checkout.to_string_lossy().into_owned();
-    let add = git
-        .with(&[("GIT_DIR", &repo.git_dir)])
-        .run(
-            &repo.top,
-            &[
-                "worktree",
-                "add",
-                "--quiet",
-                "-b",
-                &branch,
-                &checkout_arg,
-                &base,
-            ],
-            None,
-        )
-        .await?;
+    // git reads every worktree's entry while it adds one, and fails on an entry another add is
+    // still writing (`failed to read …/commondir`): the adds of one repository take turns (a
+    // `best_of` makes its candidates' worktrees at once), each without its checkout, which
+    // is then written outside the turn as `git worktree add` would (`reset --hard`)
+    let add = {
+        let turn = layout.add_lock(&repo.common_dir);
+        let _turn = tokio::task::spawn_blocking(move || crate::tasks::lock::exclusive(&turn))
+            .await
+            .map_err(|e| EngineError::Worktree(format!("waiting to add the worktree: {e}")))??;
+        git.with(&[("GIT_DIR", &repo.git_dir)])
+            .run(
+                &repo.top,
+                &[
+                    "worktree",
+                    "add",
+                    "--quiet",
+                    "--no-checkout",
+                    "-b",
+                    &branch,
+                    &checkout_arg,
+                    &base,
+                ],
+                None,
+            )
+            .await?
+    };
     if !add.success {
         return Err(EngineError::Worktree(format!(
             "git worktree add failed for {}: {}",
@@ -107,7 +125,25 @@ pub(crate) async fn create(
     }
     record.admin_dir = admin_dir(&checkout, &repo.common_dir)?;
     record.write_quick(&layout.record(id))?;
+    let checked_out = git
+        .with(&[("GIT_DIR", &record.admin_dir), ("GIT_WORK_TREE", &checkout)])
+        .run(
+            &checkout,
+            &["reset", "--hard", "--quiet", "--no-recurse-submodules"],
+            None,
+        )
+        .await?;
+    if !checked_out.success {
+        return Err(EngineError::Worktree(format!(
+            "the checkout of the new worktree {} failed: {}",
+            checkout.display(),
+            checked_out.message
+        )));
+    }
     let index = record.admin_dir.join("index");
+    // a new file: its mtime, taken after git wrote the checkout and before any agent runs
+    // there, is the time before which the checkout's cached stat data is trusted by
+    // `crate::worktree::clean` (a file the agent writes gets a later time)
     std::fs::copy(&index, layout.index(id)).map_err(|e| {
         EngineError::Worktree(format!(
             "cannot copy the new worktree's index {}: {e}",

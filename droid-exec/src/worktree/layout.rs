@@ -3,6 +3,8 @@
 //! ```text
 //! <store>/worktrees/                 0700
 //!   create.lock                      held while a worktree is counted and its directory made
+//!   add-<hash>.lock                  held while `git worktree add` runs in the repository whose
+//!                                    common git directory hashes to <hash> (one add at a time)
 //!   <id>/                            0700, one per worktree (id: the task that made it)
 //!     worktree.json                  the record (see `record`)
 //!     lock                           held (flock) by the run working there, from creation
@@ -59,6 +61,15 @@ impl Layout {
     /// The lock held while a worktree is counted against `max_worktrees` and made.
     pub(crate) fn create_lock(&self) -> PathBuf {
         self.root.join("create.lock")
+    }
+
+    /// The lock `git worktree add` runs under for the repository whose common git directory
+    /// is `common`: git is not safe against two adds in one repository at once.
+    pub(crate) fn add_lock(&self, common: &Path) -> PathBuf {
+        self.root.join(format!(
+            "add-{}.lock",
+            crate::fnv::hex(common.as_os_str().as_encoded_bytes())
+        ))
     }
 
     /// The directory of worktree `id`.

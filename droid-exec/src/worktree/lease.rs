@@ -382,12 +382,26 @@ fn live_count(layout: &Layout) -> Result<usize, EngineError> {
 
 /// `Err` naming the limit when `max` worktrees exist already.
 fn room(layout: &Layout, max: usize) -> Result<(), EngineError> {
+    room_for_n(layout, max, 1)
+}
+
+/// `Err` naming the limit when `n` more worktrees would take the store past `max`.
+fn room_for_n(layout: &Layout, max: usize, n: usize) -> Result<(), EngineError> {
     let live = live_count(layout)?;
-    if live >= max {
+    if live.saturating_add(n) > max {
+        let what = if n == 1 {
+            format!("max_worktrees ({max}) is reached")
+        } else {
+            format!(
+                "best_of needs {n} worktrees at once (one per candidate) and max_worktrees \
+                 ({max}) leaves room for {}",
+                max.saturating_sub(live)
+            )
+        };
         return Err(EngineError::Worktree(format!(
-            "max_worktrees ({max}) is reached: {live} worktrees are running or waiting for \
-             review; apply or discard some (droid-executor tasks list shows them), or raise \
-             max_worktrees (DROID_EXECUTOR_MAX_WORKTREES)"
+            "{what}: {live} worktrees are running or waiting for review; apply or discard some \
+             (droid-executor tasks list shows them), or raise max_worktrees \
+             (DROID_EXECUTOR_MAX_WORKTREES)"
         )));
     }
     Ok(())
@@ -400,6 +414,15 @@ fn room(layout: &Layout, max: usize) -> Result<(), EngineError> {
 /// [`EngineError::Worktree`] naming `max_worktrees` when it is reached.
 pub(crate) fn room_for_one(store: &Path, max: usize) -> Result<(), EngineError> {
     room(&Layout::new(store), max)
+}
+
+/// Whether the store at `store` has room for `n` more worktrees (the candidates of a
+/// `best_of`, checked before any of them runs; each run checks again for its own).
+///
+/// # Errors
+/// [`EngineError::Worktree`] naming `max_worktrees` and `n` when they would not fit.
+pub(crate) fn room_for(store: &Path, max: usize, n: usize) -> Result<(), EngineError> {
+    room_for_n(&Layout::new(store), max, n)
 }
 
 /// Count the worktrees, and when there is room, make `id`'s directory and take its lock, all

@@ -12,6 +12,7 @@
 
 pub(crate) mod apply;
 pub(crate) mod base;
+pub(crate) mod clean;
 pub(crate) mod commit;
 pub mod config;
 pub(crate) mod copy_in;

@@ -406,7 +406,7 @@ async fn bad_arguments_are_errors_naming_the_argument() {
         (
             "ask_codex",
             json!({"message": "hi", "verbose": true}),
-            "unknown argument \"verbose\"; this tool takes message, repo_root, autonomy, timeout_s, session, isolation, wait_seconds".to_owned(),
+            "unknown argument \"verbose\"; this tool takes message, repo_root, autonomy, timeout_s, session, isolation, fallback, max_tokens, wait_seconds".to_owned(),
         ),
         (
             "ask_codex",
@@ -464,7 +464,7 @@ async fn bad_arguments_are_errors_naming_the_argument() {
         (
             "ask",
             json!({"provider": "codex", "message": "hi", "verbose": true}),
-            "unknown argument \"verbose\"; this tool takes provider, message, repo_root, autonomy, timeout_s, session, isolation, wait_seconds".to_owned(),
+            "unknown argument \"verbose\"; this tool takes provider, message, repo_root, autonomy, timeout_s, session, isolation, fallback, max_tokens, wait_seconds".to_owned(),
         ),
         (
             "pend",

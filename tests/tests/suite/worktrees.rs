@@ -551,6 +551,24 @@ async fn the_cli_runs_applies_and_discards_worktree_tasks() {
         .find(|l| l.starts_with(&id) && l.contains(&w.path))
         .unwrap_or_else(|| panic!("no worktree line for {id}: {}", list.stdout));
     assert!(line.contains(" ready ") && line.contains("KiB"), "{line}");
+    // the same listing as JSON
+    let listed = droid_executor(&["tasks", "list", "--worktrees", "--json"], &env, &repo).await;
+    assert_eq!(listed.code, Some(0), "{listed:#?}");
+    let mut entries: Value = serde_json::from_str(&listed.stdout).unwrap();
+    let disk = entries[0]["disk_bytes"].take();
+    assert!(disk.as_u64().unwrap_or(0) > 0, "{listed:#?}");
+    assert_eq!(
+        entries,
+        json!([{
+            "task_id": id,
+            "state": "ready",
+            "disk_bytes": null,
+            "disk_partial": false,
+            "path": w.path,
+            "branch": w.branch,
+            "repo": repo.display().to_string(),
+        }])
+    );
     let check = droid_executor(&["tasks", "apply", &id, "--check"], &env, &repo).await;
     assert_eq!(check.code, Some(0), "{check:#?}");
     assert!(
@@ -740,6 +758,21 @@ async fn the_bridge_applies_and_discards_worktree_tasks() {
     assert_eq!(conflict.json()["conflicts"], json!(["a.txt"]));
     let (_, rec) = b.get(&format!("/tasks/{second}")).await;
     assert_eq!(rec["result"]["worktree"]["state"], "conflicted");
+    // the listing gives the worktrees when asked (the applied one holds no checkout any more)
+    let (_, listed) = b.get("/tasks?worktrees=true").await;
+    let held = listed["worktrees"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed:#}"));
+    assert_eq!(held.len(), 1, "{listed:#}");
+    assert_eq!(held[0]["task_id"], json!(second));
+    assert_eq!(held[0]["state"], "conflicted");
+    assert_eq!(held[0]["branch"], json!(format!("droid-executor/{second}")));
+    assert!(
+        held[0]["disk_bytes"].as_u64().unwrap_or(0) > 0,
+        "{listed:#}"
+    );
+    let (_, plain) = b.get("/tasks").await;
+    assert_eq!(plain.get("worktrees"), None, "only when asked: {plain:#}");
     let discarded = b
         .raw("POST", &format!("/tasks/{second}/discard"), &[], b"")
         .await;
@@ -1058,4 +1091,92 @@ async fn the_repository_and_its_shared_git_directory_are_out_of_reach() {
     // sandbox off); its git directory is back as it was
     assert_eq!(state(repo).refs, before.refs);
     assert!(!config().contains("planted"), "{}", config());
+}
+
+/// A worktree whose tasks the store no longer knows (the task's records deleted, or the whole
+/// store's tasks lost) and that no run holds is an orphan: the janitor commits what its checkout
+/// holds (the agent's change, and edits made there since) to its branch, removes the checkout
+/// and git's record of it, and touches no other worktree. A run that died before committing
+/// (SIGKILL) and whose task the store lost too is kept the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_its_task_in_the_store_an_orphan_worktree_goes_and_its_change_stays_on_its_branch()
+{
+    let store = Store::new();
+    let repo = git_repo(&[("a.txt", "a\n")]);
+    let repo = repo.path();
+    let tasks = store.tasks(
+        "orphan",
+        json!([{"sh": "echo agent > agent.txt"}, {"completion": "done"}]),
+        |_| {},
+    );
+    let lost = submit(&tasks, &in_worktree(repo, "lost", json!({}))).await;
+    let lost_w = worktree(&finish(&tasks, &lost).await);
+    let kept = submit(&tasks, &in_worktree(repo, "kept", json!({}))).await;
+    let kept_w = worktree(&finish(&tasks, &kept).await);
+    // a run that dies after writing, before its change is committed
+    let hanging = store.tasks(
+        "hang",
+        json!([{"sh": "echo unfinished > unfinished.txt"}, {"hang": true}]),
+        |_| {},
+    );
+    let dead = submit(&hanging, &in_worktree(repo, "die", json!({}))).await;
+    reach(&hanging, &dead, TaskState::Running).await;
+    let supervisor = store.supervisor(&dead);
+    let dead_checkout = store
+        .root()
+        .join("worktrees")
+        .join(&dead)
+        .join(repo.file_name().unwrap());
+    // the dying agent has written its file
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !dead_checkout.join("unfinished.txt").exists() {
+        assert!(tokio::time::Instant::now() < until, "the agent never wrote");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // someone edits in the waiting worktree, then the store loses both tasks
+    std::fs::write(Path::new(&lost_w.path).join("by-hand.txt"), "by hand\n").unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(supervisor),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    assert!(wait_gone(supervisor, Duration::from_secs(10)).await);
+    // the store sees the supervisor dead (and ends what it left) once its lock is free
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    while hanging.status(&dead).await.unwrap().state == TaskState::Running
+        && tokio::time::Instant::now() < until
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_task_ended(&dead, supervisor).await;
+    for id in [&lost, &dead] {
+        std::fs::remove_dir_all(store.root().join("tasks").join(id)).unwrap();
+    }
+    // the dead run's agent may hold its worktree's lock a moment longer
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    while dead_checkout.exists() && tokio::time::Instant::now() < until {
+        tasks.clean(false).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tasks.clean(false).await.unwrap();
+    assert_eq!(
+        git_worktrees(repo),
+        [repo.display().to_string(), kept_w.path.clone()],
+        "only the orphans went"
+    );
+    for id in [&lost, &dead] {
+        assert!(!store.root().join("worktrees").join(id).exists(), "{id}");
+    }
+    let show = |branch: &str, file: &str| git(repo, &["show", &format!("{branch}:{file}")]);
+    assert_eq!(show(&lost_w.branch, "agent.txt"), "agent\n");
+    assert_eq!(show(&lost_w.branch, "by-hand.txt"), "by hand\n");
+    assert_eq!(
+        show(&format!("droid-executor/{dead}"), "unfinished.txt"),
+        "unfinished\n"
+    );
+    // the other task's worktree is as it was, and still applies
+    assert_eq!(read(Path::new(&kept_w.path), "agent.txt"), "agent\n");
+    let a = tasks.apply(&kept, false).await.unwrap();
+    assert_eq!(a.outcome, WorktreeOutcome::Applied, "{a:#?}");
+    assert_eq!(read(repo, "agent.txt"), "agent\n");
 }

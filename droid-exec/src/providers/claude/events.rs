@@ -49,6 +49,10 @@ pub(crate) struct ClaudeParser {
     denied: HashSet<String>,
     /// The text of the synthetic API-error message already reported.
     api_error: Option<String>,
+    /// Usage of the model calls before the current one (docs/providers.md#token-usage).
+    usage_done: Usage,
+    /// The current model call: its message id and its usage as its `assistant` events say.
+    usage_call: Option<(String, Usage)>,
 }
 
 fn s<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -164,7 +168,23 @@ fn diffstat(tool_use_result: Option<&Value>) -> Option<(u64, u64)> {
     Some((added, removed))
 }
 
+/// `a` with each count raised to `b`'s where `b`'s is larger.
+fn max_each(a: &Usage, b: &Usage) -> Usage {
+    Usage {
+        input_tokens: a.input_tokens.max(b.input_tokens),
+        output_tokens: a.output_tokens.max(b.output_tokens),
+        cache_read_input_tokens: a.cache_read_input_tokens.max(b.cache_read_input_tokens),
+        cache_creation_input_tokens: a
+            .cache_creation_input_tokens
+            .max(b.cache_creation_input_tokens),
+        factory_credits: 0,
+        ttft_ms: None,
+    }
+}
+
 /// Claude Code's cumulative usage (`result.usage`), read leniently: a missing or odd count is 0.
+/// Also one model call's (`assistant`'s `message.usage`). Anthropic's `input_tokens` already
+/// leaves out the cache reads and writes.
 fn usage(v: Option<&Value>) -> Option<Usage> {
     let v = v.filter(|u| u.is_object())?;
     let n = |key: &str| v.get(key).and_then(Value::as_u64).unwrap_or(0);
@@ -179,6 +199,28 @@ fn usage(v: Option<&Value>) -> Option<Usage> {
 }
 
 impl ClaudeParser {
+    /// The run's usage so far, counting this `assistant` event's model call: Claude Code sends
+    /// one event per content block, each with the call's usage as the stream began (exact
+    /// input and cache counts, `output_tokens` the stream's first count, not its last), so a
+    /// call is counted once, by its message id, with its largest counts. The `result` event
+    /// has the exact total.
+    fn call_usage(&mut self, v: &Value) -> Option<Usage> {
+        let message = v.get("message")?;
+        let id = s(message, "id")?;
+        let this = usage(message.get("usage"))?;
+        match &mut self.usage_call {
+            Some((current, u)) if current == id => *u = max_each(u, &this),
+            slot => {
+                if let Some((_, previous)) = slot.take() {
+                    self.usage_done = self.usage_done.plus(&previous);
+                }
+                *slot = Some((id.to_owned(), this));
+            }
+        }
+        let (_, current) = self.usage_call.as_ref()?;
+        Some(self.usage_done.plus(current))
+    }
+
     fn system(&mut self, v: &Value, out: &mut Vec<AgentEvent>) -> bool {
         match s(v, "subtype") {
             Some("init") => out.push(AgentEvent::Init {
@@ -237,6 +279,9 @@ impl ClaudeParser {
                 message: text,
             });
             return true;
+        }
+        if let Some(total) = self.call_usage(v) {
+            out.push(AgentEvent::Usage(total));
         }
         let timestamp_ms = s(v, "timestamp").and_then(epoch_ms);
         for b in blocks {
@@ -436,6 +481,8 @@ pub(crate) mod tests {
             p.line(line, &mut out);
         }
         p.end(&mut out);
+        // the running usage has a test of its own
+        out.retain(|e| !matches!(e, AgentEvent::Usage(_)));
         out
     }
 
@@ -673,5 +720,51 @@ pub(crate) mod tests {
         assert_eq!(bash_exit("Exit code 137"), Some((137, "")));
         assert_eq!(bash_exit("Exit code x\n"), None);
         assert_eq!(bash_exit("touch needs approval"), None);
+    }
+
+    /// Recorded against the scripted model answering three calls with 100/20 (50 read from
+    /// the cache, 30 written to it), 200/40 (60) and 300/60 (70) tokens: each call's
+    /// `assistant` events carry its input and cache counts and an output of 1 (the stream's
+    /// first count); `result` has the exact total.
+    #[test]
+    fn usage_goes_out_after_every_model_call() {
+        let text = std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/fixtures/claude-code-2.1.330/usage-cache.ndjson"),
+        )
+        .unwrap();
+        let mut p = ClaudeParser::default();
+        let mut out = Vec::new();
+        for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            p.line(line, &mut out);
+        }
+        let total = |input, output, read, write| Usage {
+            input_tokens: input,
+            output_tokens: output,
+            cache_read_input_tokens: read,
+            cache_creation_input_tokens: write,
+            ..Usage::default()
+        };
+        let usages: Vec<Usage> = out
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Usage(u) => Some(u.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            usages,
+            [
+                total(100, 1, 50, 30),
+                total(100, 1, 50, 30),
+                total(300, 2, 110, 30),
+                total(600, 3, 180, 30)
+            ]
+        );
+        let completion = out.iter().find_map(|e| match e {
+            AgentEvent::Completion { usage, .. } => usage.clone(),
+            _ => None,
+        });
+        assert_eq!(completion, Some(total(600, 120, 180, 30)));
     }
 }

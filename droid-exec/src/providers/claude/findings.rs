@@ -11,7 +11,7 @@
 use droid_contract::{Issue, IssueType};
 
 use crate::providers::AgentEvent;
-use crate::providers::findings::Findings;
+use crate::providers::findings::{Findings, rate_limit_text, rate_limited};
 use crate::run::excerpt::head_str;
 
 use super::events::{API_RETRY, PERMISSION_DENIED};
@@ -99,6 +99,21 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
                     "set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) for the endpoint in \
                      ANTHROPIC_BASE_URL, or log in with `claude` (its credentials live in \
                      CLAUDE_CONFIG_DIR, default ~/.claude)",
+                ));
+            }
+            // `error: rate_limit` and "API Error: Request rejected (429) · …" (429), `error:
+            // server_error` and "API Error: 529 Overloaded. …" (529), after the retries
+            // CLAUDE_CODE_MAX_RETRIES allows (fixtures rate-limit-429, overloaded-529)
+            _ if source == "rate_limit"
+                || ((message.starts_with("API Error") || source == "api_error")
+                    && rate_limit_text(message)) =>
+            {
+                f.headline_once(message);
+                f.add(rate_limited(
+                    "claude",
+                    message,
+                    "the limits are the API key's (ANTHROPIC_API_KEY) or the plan's of the \
+                     login in CLAUDE_CONFIG_DIR",
                 ));
             }
             _ if message.starts_with("API Error") || source == "api_error" => {
@@ -246,6 +261,20 @@ mod tests {
             )
         );
         assert_eq!(kinds("max-turns-1", "").0, vec![IssueType::AgentError]);
+        // recorded 2026-12-07 against the scripted model answering 429 and 529 (the README)
+        assert_eq!(
+            kinds("rate-limit-429", ""),
+            (
+                vec![IssueType::RateLimited],
+                false,
+                Some(
+                    "API Error: Request rejected (429) · Number of request tokens has exceeded \
+                     your per-minute rate limit"
+                        .into()
+                )
+            )
+        );
+        assert_eq!(kinds("overloaded-529", "").0, vec![IssueType::RateLimited]);
         assert_eq!(kinds("basic-tool-turn", ""), (vec![], false, None));
         for case in ["resume-unknown-session", "resume-not-a-uuid"] {
             let (k, _, headline) = kinds(case, &stderr_of(case));

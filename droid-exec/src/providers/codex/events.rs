@@ -290,8 +290,10 @@ impl EventParser for CodexParser {
                 final_text: self.last_message.take().unwrap_or_default(),
                 num_turns: None,
                 session_id: self.session_id.clone(),
+                // OpenAI's input count includes the cached tokens; ours leaves them out
+                // (docs/providers.md#token-usage)
                 usage: usage.map(|u| Usage {
-                    input_tokens: u.input_tokens,
+                    input_tokens: u.input_tokens.saturating_sub(u.cached_input_tokens),
                     output_tokens: u.output_tokens,
                     cache_read_input_tokens: u.cached_input_tokens,
                     cache_creation_input_tokens: u.cache_write_input_tokens,
@@ -552,5 +554,36 @@ mod tests {
                 usage: None
             }
         );
+    }
+
+    /// Recorded against the scripted model answering three calls with 100/20 (50 read from
+    /// the cache), 200/40 (60) and 300/60 (70) tokens: Codex says so only at the end, its
+    /// `input_tokens` (780) counting the cached ones (180); ours leaves them out.
+    #[test]
+    fn usage_comes_at_the_end_without_the_cache_reads() {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/fixtures/codex-0.169.0/usage-cache.ndjson"),
+        )
+        .unwrap();
+        let mut p = CodexParser::default();
+        let mut out = Vec::new();
+        for l in text.lines() {
+            p.line(l.as_bytes(), &mut out);
+        }
+        let usage = out.iter().find_map(|e| match e {
+            AgentEvent::Completion { usage, .. } => usage.clone(),
+            _ => None,
+        });
+        assert_eq!(
+            usage,
+            Some(Usage {
+                input_tokens: 600,
+                output_tokens: 120,
+                cache_read_input_tokens: 180,
+                ..Usage::default()
+            })
+        );
+        assert!(!out.iter().any(|e| matches!(e, AgentEvent::Usage(_))));
     }
 }

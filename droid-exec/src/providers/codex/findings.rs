@@ -26,7 +26,7 @@
 use droid_contract::{Issue, IssueType};
 
 use crate::providers::AgentEvent;
-use crate::providers::findings::Findings;
+use crate::providers::findings::{Findings, rate_limit_text, rate_limited};
 use crate::run::excerpt::head_str;
 
 /// stderr lines Codex prints on healthy runs.
@@ -65,6 +65,10 @@ const AUTH_ACTION: &str = "set the key variable that the model provider's env_ke
 const MODEL_ACTION: &str = "check the model provider in $CODEX_HOME/config.toml (base_url, \
      wire_api = \"responses\"), the model (request field model, Codex's -m) and the endpoint's \
      limits, then run the task again";
+
+/// Where Codex's limits are set, for a `rate_limited` issue.
+const LIMITS: &str = "Codex's limits are the plan's of its login (`codex login`) or the key's \
+     of its model provider; Codex itself does not retry a 429";
 
 fn auth_text(m: &str) -> bool {
     m.contains("401 Unauthorized")
@@ -125,6 +129,8 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
                         format!("codex could not authenticate: {}", head_str(message, 300)),
                         AUTH_ACTION,
                     ));
+                } else if rate_limit_text(message) {
+                    f.add(rate_limited("codex", message, LIMITS));
                 } else if model_text(message) {
                     f.add(Issue::new(
                         IssueType::ModelError,
@@ -148,19 +154,23 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
         && let Some(message) = last_stream_error
     {
         f.headline_once(message);
-        let (kind, action) = if auth_text(message) {
-            (IssueType::AuthFailure, AUTH_ACTION)
+        if rate_limit_text(message) {
+            f.add(rate_limited("codex", message, LIMITS));
         } else {
-            (IssueType::ModelError, MODEL_ACTION)
-        };
-        f.add(Issue::new(
-            kind,
-            format!(
-                "codex did not finish; its last error was: {}",
-                head_str(message, 500)
-            ),
-            action,
-        ));
+            let (kind, action) = if auth_text(message) {
+                (IssueType::AuthFailure, AUTH_ACTION)
+            } else {
+                (IssueType::ModelError, MODEL_ACTION)
+            };
+            f.add(Issue::new(
+                kind,
+                format!(
+                    "codex did not finish; its last error was: {}",
+                    head_str(message, 500)
+                ),
+                action,
+            ));
+        }
     }
 
     let lines: Vec<&str> = stderr.lines().filter(|l| !noise(l)).collect();
@@ -286,6 +296,29 @@ mod tests {
         );
         assert_eq!(kinds("server-down").0, vec![IssueType::ModelError]);
         assert_eq!(kinds("auth-401").0, vec![IssueType::AuthFailure]);
+        // HTTP 429 from the model, plain, `insufficient_quota` and `usage_limit_reached`
+        // (recorded 2026-12-07, the fixtures' README): "exceeded retry limit, last status: 429
+        // Too Many Requests", "Quota exceeded. Check your plan and billing details.", "You’ve
+        // hit your usage limit. Try again later."
+        for case in ["rate-limit-429", "quota-429", "usage-limit-429"] {
+            assert_eq!(kinds(case).0, vec![IssueType::RateLimited], "{case}");
+        }
+        // a 503 is retried (5 × `Reconnecting...`) and stays a model error
+        let overloaded = "unexpected status 503 Service Unavailable: mock error 503, url: \
+                          http://127.0.0.1:1/v1/responses";
+        assert_eq!(
+            findings(
+                &[AgentEvent::Error {
+                    source: "turn".into(),
+                    message: overloaded.into()
+                }],
+                "",
+                false
+            )
+            .issues[0]
+                .kind,
+            IssueType::ModelError
+        );
         assert_eq!(
             kinds("missing-env-key"),
             (

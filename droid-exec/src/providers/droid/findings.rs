@@ -3,7 +3,7 @@
 
 use droid_contract::{Issue, IssueType};
 
-use crate::providers::findings::Findings;
+use crate::providers::findings::{Findings, rate_limit_text, rate_limited};
 use crate::providers::{AgentEvent, Provider as _};
 use crate::run::excerpt::head_str;
 
@@ -69,6 +69,16 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
                     ));
                 } else if message.contains(PERMISSION_ABORT) {
                     f.permission_denied = true;
+                } else if source == "agent_loop" && rate_limit_text(message) {
+                    // `429 Rate limit exceeded` after droid's own 5 attempts over ~90 s
+                    // (tests/fixtures/droid/http429-stream-json.ndjson)
+                    f.headline = Some(message.clone());
+                    f.add(rate_limited(
+                        "droid",
+                        message,
+                        "a custom model's limits are its endpoint's (baseUrl in \
+                         ~/.factory/settings.json), Factory's models' are your plan's",
+                    ));
                 } else if source == "agent_loop" && model_error_text(message) {
                     f.headline = Some(message.clone());
                     f.add(Issue::new(
@@ -162,6 +172,11 @@ mod tests {
         assert_eq!(
             kinds("http400-stream-json"),
             (vec![IssueType::ModelError], false)
+        );
+        // recorded from droid 0.225.2 against a model answering 429 every time (its README)
+        assert_eq!(
+            kinds("http429-stream-json"),
+            (vec![IssueType::RateLimited], false)
         );
         assert_eq!(
             kinds("auth-builtin-model-noairgap-stream-json"),

@@ -279,6 +279,13 @@ impl Provider for Droid {
         session_settings::model_used(run)
     }
 
+    /// droid's record of the session (see [`session_settings`]): its stream-json says usage
+    /// only in `completion`.
+    fn usage_so_far(&self, run: &RunFacts<'_>) -> Option<Usage> {
+        let home = run.var("HOME")?;
+        session_settings::usage(Path::new(home), run.cwd, run.session_id?)
+    }
+
     fn advise(&self, run: &RunFacts<'_>, issues: &mut [droid_contract::Issue]) {
         advice::advise(run, issues);
     }

@@ -5,6 +5,12 @@
 //! custom model, this file names the custom model (measured with 0.225.2: `"model":
 //! "custom:Dup-0"`).
 //!
+//! droid rewrites the file after every model call with the session's `tokenUsage` so far
+//! (`inputTokens` without the cache reads, `outputTokens`, `cacheReadTokens`,
+//! `cacheCreationTokens`, `factoryCredits`; measured with 0.225.2), which its stream-json says
+//! only in `completion`: [`usage`] reads it while droid runs, for a token budget
+//! (docs/providers.md#token-usage).
+//!
 //! The file is in droid's state directory, which the run may write: it is read after the run
 //! with every component below `$HOME` opened without following a symlink, a FIFO not waited
 //! on, at most [`SETTINGS_MAX`] bytes, and only a short model id is taken from it.
@@ -12,6 +18,7 @@
 use std::ffi::OsStr;
 use std::path::Path;
 
+use droid_contract::Usage;
 use serde_json::Value;
 
 use crate::providers::droid::custom_models::airgap;
@@ -74,6 +81,30 @@ pub(crate) fn dir_name(cwd: &Path) -> String {
 
 /// The model droid's session `session_id`, run in `cwd` with `home` as `HOME`, ran with.
 pub(crate) fn model(home: &Path, cwd: &Path, session_id: &str) -> Option<String> {
+    let v = settings(home, cwd, session_id)?;
+    let m = v.get("model")?.as_str()?.trim();
+    (!m.is_empty() && m.chars().count() <= MODEL_MAX && !m.chars().any(char::is_control))
+        .then(|| m.to_owned())
+}
+
+/// The token usage of droid's session `session_id` so far (its `tokenUsage`), run in `cwd`
+/// with `home` as `HOME`; `None` before droid wrote it.
+pub(crate) fn usage(home: &Path, cwd: &Path, session_id: &str) -> Option<Usage> {
+    let v = settings(home, cwd, session_id)?;
+    let t = v.get("tokenUsage").filter(|t| t.is_object())?;
+    let n = |k: &str| t.get(k).and_then(Value::as_u64).unwrap_or(0);
+    Some(Usage {
+        input_tokens: n("inputTokens"),
+        output_tokens: n("outputTokens"),
+        cache_read_input_tokens: n("cacheReadTokens"),
+        cache_creation_input_tokens: n("cacheCreationTokens"),
+        factory_credits: n("factoryCredits"),
+        ttft_ms: None,
+    })
+}
+
+/// droid's record of the session `session_id` run in `cwd` with `home` as `HOME`, parsed.
+fn settings(home: &Path, cwd: &Path, session_id: &str) -> Option<Value> {
     if session_id.is_empty()
         || session_id.contains('/')
         || session_id.contains('\0')
@@ -93,10 +124,7 @@ pub(crate) fn model(home: &Path, cwd: &Path, session_id: &str) -> Option<String>
     let dir = no_follow::open_dir(&sessions, OsStr::new(&dir_name)).ok()?;
     let name = format!("{session_id}.settings.json");
     let (bytes, _) = no_follow::read_at(&dir, OsStr::new(&name), SETTINGS_MAX).ok()??;
-    let v: Value = serde_json::from_slice(&bytes).ok()?;
-    let m = v.get("model")?.as_str()?.trim();
-    (!m.is_empty() && m.chars().count() <= MODEL_MAX && !m.chars().any(char::is_control))
-        .then(|| m.to_owned())
+    serde_json::from_slice(&bytes).ok()
 }
 
 #[cfg(test)]
@@ -176,6 +204,32 @@ mod tests {
                 model: Some("custom:B-0".into()),
                 note: None
             }
+        );
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+
+    /// droid's record of a session recorded against the scripted model (three calls of
+    /// 100/20, 200/40 and 300/60 uncached tokens, 50, 60 and 70 read from the cache).
+    #[test]
+    fn the_usage_so_far_is_read_from_the_record_droid_rewrites_after_each_call() {
+        let home = std::env::temp_dir().join(format!("droid-session-usage-{}", std::process::id()));
+        let cwd = Path::new("/w/repo");
+        let dir = home.join(".factory/sessions").join(dir_name(cwd));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(usage(&home, cwd, "s1"), None);
+        std::fs::write(
+            dir.join("s1.settings.json"),
+            include_str!("../../../../tests/fixtures/droid/usage-cache-session.settings.json"),
+        )
+        .unwrap();
+        assert_eq!(
+            usage(&home, cwd, "s1"),
+            Some(Usage {
+                input_tokens: 600,
+                output_tokens: 120,
+                cache_read_input_tokens: 180,
+                ..Usage::default()
+            })
         );
         std::fs::remove_dir_all(&home).unwrap();
     }

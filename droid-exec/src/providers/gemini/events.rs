@@ -93,6 +93,9 @@ struct Stats {
     output_tokens: u64,
     #[serde(default)]
     cached: u64,
+    /// The input tokens not read from the cache (`input_tokens` counts them too).
+    #[serde(default)]
+    input: Option<u64>,
 }
 
 /// What a Gemini tool call does: `run_shell_command` runs `command`; `write_file` writes
@@ -284,8 +287,12 @@ impl EventParser for GeminiParser {
                         final_text: self.final_text.trim().to_owned(),
                         num_turns: Some(self.turns),
                         session_id: self.session_id.clone(),
+                        // `input_tokens` includes the cached tokens, `input` does not
+                        // (docs/providers.md#token-usage)
                         usage: stats.map(|s| Usage {
-                            input_tokens: s.input_tokens,
+                            input_tokens: s
+                                .input
+                                .unwrap_or_else(|| s.input_tokens.saturating_sub(s.cached)),
                             output_tokens: s.output_tokens,
                             cache_read_input_tokens: s.cached,
                             ..Usage::default()
@@ -482,5 +489,35 @@ pub(crate) mod tests {
         assert_eq!(epoch_ms("2026-11-22 04:22:05Z"), None);
         assert_eq!(epoch_ms("2026-11-22T04:22:05+01:00"), None);
         assert_eq!(epoch_ms("é"), None);
+    }
+
+    /// Recorded against the scripted model answering three calls with 100/20 (50 read from
+    /// the cache), 200/40 (60) and 300/60 (70) tokens: Gemini CLI says so only in `result`,
+    /// `input_tokens` (780) counting the cached ones (180), `input` (600) not.
+    #[test]
+    fn usage_comes_at_the_end_without_the_cache_reads() {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/fixtures/gemini-cli-0.61.0/usage-cache.ndjson"),
+        )
+        .unwrap();
+        let mut p = GeminiParser::default();
+        let mut out = Vec::new();
+        for l in text.lines() {
+            p.line(l.as_bytes(), &mut out);
+        }
+        let usage = out.iter().find_map(|e| match e {
+            AgentEvent::Completion { usage, .. } => usage.clone(),
+            _ => None,
+        });
+        assert_eq!(
+            usage,
+            Some(Usage {
+                input_tokens: 600,
+                output_tokens: 120,
+                cache_read_input_tokens: 180,
+                ..Usage::default()
+            })
+        );
     }
 }

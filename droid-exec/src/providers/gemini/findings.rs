@@ -17,7 +17,7 @@
 use droid_contract::{Issue, IssueType};
 
 use crate::providers::AgentEvent;
-use crate::providers::findings::Findings;
+use crate::providers::findings::{Findings, rate_limit_text, rate_limited};
 use crate::run::excerpt::head_str;
 
 /// Tools Gemini's headless mode withholds below `yolo` (`write_file`, `replace` in `default`;
@@ -69,6 +69,22 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
                     format!("gemini's approval mode does not offer {tool} at this autonomy level"),
                     "raise the autonomy if that is wanted (low: file edits; medium: edits and \
                      shell commands; high: every tool), within the server's max_autonomy",
+                ));
+            }
+            // HTTP 429 `RESOURCE_EXHAUSTED`, after Gemini's own 10 attempts (≈ 230 s;
+            // settings.json `general.maxAttempts` lowers them; fixture rate-limit-429)
+            AgentEvent::Error { source, message }
+                if source == "result"
+                    && message.contains("[API Error")
+                    && rate_limit_text(message) =>
+            {
+                f.headline = Some(message.clone());
+                f.add(rate_limited(
+                    "gemini",
+                    message,
+                    "the limits are the key's (GEMINI_API_KEY) or the project's quota; Gemini \
+                     CLI retries a 429 up to 10 times over about 4 minutes first (settings.json \
+                     general.maxAttempts lowers that)",
                 ));
             }
             AgentEvent::Error { source, message } if source == "result" => {
@@ -138,8 +154,18 @@ pub(crate) fn findings(events: &[AgentEvent], stderr: &str, completed: bool) -> 
             format!("gemini refused the folder: {}", head_str(first, 500)),
             "set GEMINI_CLI_TRUST_WORKSPACE=true for the server, or trust repo_root in gemini",
         ));
-    } else if all.contains("Error when talking to Gemini API") && !has(IssueType::ModelError) {
-        if !completed {
+    } else if all.contains("Error when talking to Gemini API")
+        && !has(IssueType::ModelError)
+        && !has(IssueType::RateLimited)
+    {
+        if !completed && rate_limit_text(&all) {
+            f.headline_once(first);
+            f.add(rate_limited(
+                "gemini",
+                first,
+                "the limits are the key's (GEMINI_API_KEY) or the project's quota",
+            ));
+        } else if !completed {
             f.headline_once(first);
             f.add(Issue::new(
                 IssueType::ModelError,
@@ -186,6 +212,23 @@ mod tests {
         assert_eq!(kinds(&f), vec![IssueType::AuthFailure]);
         assert!(f.issues[0].suggested_action.contains("selectedType"));
         assert_eq!(f.headline.as_deref(), Some("Invalid auth method selected."));
+
+        // recorded 2026-12-07: HTTP 429 `RESOURCE_EXHAUSTED` every time (the README): "[API
+        // Error: Resource has been exhausted (e.g. check quota).]\nPlease wait and try again
+        // later. …" in the result, "Attempt N failed with status 429. Retrying with
+        // backoff..." and "Error when talking to Gemini API … RetryableQuotaError" on stderr
+        let stderr = stderr_of("rate-limit-429");
+        let f = findings(&recorded("rate-limit-429"), &stderr, false);
+        assert_eq!(kinds(&f), vec![IssueType::RateLimited]);
+        assert!(
+            f.headline
+                .as_deref()
+                .unwrap_or("")
+                .contains("[API Error: Resource has been exhausted (e.g. check quota).]")
+        );
+        // stopped while it retries: stderr alone says so
+        let f = findings(&[], &stderr, false);
+        assert_eq!(kinds(&f), vec![IssueType::RateLimited]);
 
         let f = findings(&recorded("max-session-turns-1"), "", false);
         assert_eq!(kinds(&f), vec![IssueType::AgentError]);

@@ -157,6 +157,9 @@ impl OpencodeParser {
         self.usage.output_tokens += n(&["output"]) + n(&["reasoning"]);
         self.usage.cache_read_input_tokens += n(&["cache", "read"]);
         self.usage.cache_creation_input_tokens += n(&["cache", "write"]);
+        // each step is one model call and reports its own tokens: the running total goes out
+        // at once, for a token budget (docs/providers.md#token-usage)
+        out.push(AgentEvent::Usage(self.usage.clone()));
         let reason = str_at(part, &["reason"]).unwrap_or_default().to_owned();
         if reason == "stop" && !self.completed {
             self.completed = true;
@@ -266,6 +269,8 @@ pub(crate) mod tests {
             p.line(l.as_bytes(), &mut out);
         }
         p.end(&mut out);
+        // the running usage has a test of its own
+        out.retain(|e| !matches!(e, AgentEvent::Usage(_)));
         out
     }
 
@@ -415,6 +420,11 @@ pub(crate) mod tests {
                     session_id: Some("ses_1".into()),
                     model: None
                 },
+                AgentEvent::Usage(Usage {
+                    input_tokens: 1,
+                    output_tokens: 2,
+                    ..Usage::default()
+                }),
                 AgentEvent::Unknown("not json".into()),
                 AgentEvent::Unknown(r#"{"type":"brand_new"}"#.into()),
                 AgentEvent::Error {
@@ -424,5 +434,49 @@ pub(crate) mod tests {
                 },
             ]
         );
+    }
+
+    /// Recorded against the scripted model answering three calls with 100/20 (50 read from
+    /// the cache), 200/40 (60) and 300/60 (70) tokens: each `step_finish` gives its call's
+    /// tokens, `input` without the cache reads; the running total goes out after each.
+    #[test]
+    fn usage_goes_out_after_every_step() {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/fixtures/opencode-1.18.33/usage-cache.ndjson"),
+        )
+        .unwrap();
+        let mut p = OpencodeParser::default();
+        let mut out = Vec::new();
+        for l in text.lines() {
+            p.line(l.as_bytes(), &mut out);
+        }
+        let total = |input, output, read| Usage {
+            input_tokens: input,
+            output_tokens: output,
+            cache_read_input_tokens: read,
+            ..Usage::default()
+        };
+        let usages: Vec<Usage> = out
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Usage(u) => Some(u.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            usages,
+            [
+                total(100, 20, 50),
+                total(300, 60, 110),
+                total(600, 120, 180)
+            ]
+        );
+        let completion = out.iter().find_map(|e| match e {
+            AgentEvent::Completion { usage, .. } => usage.clone(),
+            _ => None,
+        });
+        assert_eq!(completion, Some(total(600, 120, 180)));
+        assert_eq!(completion.map(|u| u.budget_tokens()), Some(720));
     }
 }

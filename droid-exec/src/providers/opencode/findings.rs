@@ -6,7 +6,7 @@ use droid_contract::{Issue, IssueType};
 
 use super::events::{DENIED_BY_RULE, GOVERNED_TOOLS, REJECTED, UNAVAILABLE_TOOL};
 use crate::providers::AgentEvent;
-use crate::providers::findings::Findings;
+use crate::providers::findings::{Findings, rate_limit_text, rate_limited};
 use crate::run::excerpt::head_str;
 
 /// OpenCode's stderr line when `run` auto-rejects a permission `ask`.
@@ -45,6 +45,19 @@ fn plain(text: &str) -> String {
 fn error_issue(f: &mut Findings, source: &str, message: &str) {
     let lower = message.to_ascii_lowercase();
     let status = http_status(message);
+    // `APIError` with `statusCode: 429` after OpenCode's own retries (fixture rate-limit-429)
+    if matches!(status, Some(429 | 529))
+        || (!matches!(status, Some(401 | 403)) && rate_limit_text(message))
+    {
+        f.headline_once(message);
+        f.add(rate_limited(
+            "opencode",
+            message,
+            "the limits are the model provider's key's (opencode.json \
+             `provider.<id>.options.apiKey`); OpenCode retries a 429 for about 2 minutes first",
+        ));
+        return;
+    }
     let (kind, description, action) = if source.contains("Auth")
         || matches!(status, Some(401 | 403))
         || lower.contains("api key")
@@ -241,6 +254,14 @@ mod tests {
         assert_eq!(
             f.headline.as_deref(),
             Some("mock: invalid request (scripted 400) (HTTP 400)")
+        );
+
+        // recorded 2026-12-07 against the scripted model answering 429 (the README)
+        let f = findings(&recorded("rate-limit-429"), "", false);
+        assert_eq!(kinds(&f), vec![IssueType::RateLimited]);
+        assert_eq!(
+            f.headline.as_deref(),
+            Some("Rate limit reached for requests (HTTP 429)")
         );
 
         let f = findings(
