@@ -4,7 +4,7 @@
 
 use droid_contract::{Issue, IssueType};
 
-use crate::run::excerpt::head_str;
+use crate::excerpt::head_str;
 
 /// Issues a provider read from its agent's events and stderr.
 #[derive(Debug, Default)]

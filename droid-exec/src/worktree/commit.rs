@@ -16,7 +16,7 @@ use std::path::Path;
 use droid_contract::FileChange;
 
 use crate::error::EngineError;
-use crate::run::snapshot::parse_diff_tree;
+use crate::snapshot::parse_diff_tree;
 use crate::worktree::base::commit as commit_tree;
 use crate::worktree::git::Git;
 use crate::worktree::layout::Layout;

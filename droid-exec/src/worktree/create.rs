@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use droid_contract::ProviderId;
 
 use crate::error::EngineError;
-use crate::run::no_follow as nf;
-use crate::tasks::store::TaskKey;
+use crate::no_follow as nf;
+use crate::task_key::TaskKey;
 use crate::worktree::base::{base_commit, state_tree};
 use crate::worktree::copy_in::{Copied, copy_in};
 use crate::worktree::git::Git;
