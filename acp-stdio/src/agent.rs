@@ -13,11 +13,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use droid_exec::Engine;
-use droid_exec::run::lines::{Line, Lines};
 use droid_exec::run::redact::Redactor;
 use droid_exec::session::history;
+use jsonrpc_lines::{Frame, Reader};
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -127,7 +127,7 @@ impl Agent {
         let id = params
             .get("sessionId")
             .and_then(Value::as_str)
-            .ok_or_else(|| RpcError::params("sessionId (a string) is required"))?;
+            .ok_or_else(|| RpcError::invalid_params("sessionId (a string) is required"))?;
         self.sessions.lock().await.get(id).cloned().ok_or_else(|| {
             RpcError::new(
                 jsonrpc::SESSION_NOT_FOUND,
@@ -175,7 +175,7 @@ impl Agent {
         let asked = params
             .get("protocolVersion")
             .and_then(Value::as_u64)
-            .ok_or_else(|| RpcError::params("protocolVersion (an integer) is required"))?;
+            .ok_or_else(|| RpcError::invalid_params("protocolVersion (an integer) is required"))?;
         let terminal = params
             .pointer("/clientCapabilities/terminal")
             .and_then(Value::as_bool)
@@ -217,7 +217,7 @@ impl Agent {
         let method = params
             .get("methodId")
             .and_then(Value::as_str)
-            .ok_or_else(|| RpcError::params("methodId (a string) is required"))?;
+            .ok_or_else(|| RpcError::invalid_params("methodId (a string) is required"))?;
         let env = &self.engine.config().env;
         match method {
             "factory-api-key" => {
@@ -263,7 +263,7 @@ impl Agent {
                     ))
                 }
             }
-            other => Err(RpcError::params(format!(
+            other => Err(RpcError::invalid_params(format!(
                 "unknown methodId {other:?}; the methods are factory-api-key and custom-models"
             ))),
         }
@@ -273,14 +273,14 @@ impl Agent {
         let cwd = match params.get("cwd") {
             None | Some(Value::Null) => None,
             Some(Value::String(c)) => Some(PathBuf::from(c)),
-            Some(_) => return Err(RpcError::params("cwd must be a string")),
+            Some(_) => return Err(RpcError::invalid_params("cwd must be a string")),
         };
         let start = match params.get("cursor") {
             None | Some(Value::Null) => 0,
             Some(Value::String(c)) => c.parse::<usize>().map_err(|_| {
-                RpcError::params(format!("cursor {c:?} is not one this agent gave"))
+                RpcError::invalid_params(format!("cursor {c:?} is not one this agent gave"))
             })?,
-            Some(_) => return Err(RpcError::params("cursor must be a string")),
+            Some(_) => return Err(RpcError::invalid_params("cursor must be a string")),
         };
         let Some(home) = self.home() else {
             return Ok(json!({"sessions": []}));
@@ -324,9 +324,10 @@ where
     let writer = tokio::spawn(async move {
         let mut output = output;
         while let Some(msg) = rx.recv().await {
-            let mut line = msg.to_string().into_bytes();
-            line.push(b'\n');
-            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
+            if jsonrpc_lines::write_message(&mut output, &msg)
+                .await
+                .is_err()
+            {
                 writer_gone.cancel();
                 break;
             }
@@ -345,39 +346,42 @@ where
         slots: Arc::new(tokio::sync::Semaphore::new(MAX_SESSIONS)),
     });
     let mut tasks = JoinSet::new();
-    let mut lines = Lines::new(BufReader::new(input), MAX_LINE_BYTES);
+    let mut lines = Reader::new(input, MAX_LINE_BYTES);
     loop {
-        let line = tokio::select! {
-            l = lines.next() => l,
+        let frame = tokio::select! {
+            f = lines.next() => f,
             () = shutdown.cancelled() => None,
             () = gone.cancelled() => None,
         };
-        let Some(line) = line else { break };
+        let Some(frame) = frame else { break };
         // reap finished request tasks as we go
         while tasks.try_join_next().is_some() {}
-        let text = match line {
-            Line::Text(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Line::Oversized(n) => {
-                agent
-                    .send(jsonrpc::response(
-                        &Value::Null,
-                        Err(RpcError::new(
-                            jsonrpc::INVALID_REQUEST,
-                            format!(
-                                "Invalid request: a line of {n} bytes; at most {MAX_LINE_BYTES}"
-                            ),
-                        )),
-                    ))
-                    .await;
+        let refused = |e: RpcError| jsonrpc::response(&Value::Null, Err(e));
+        let incoming = match frame {
+            Frame::Oversized(n) => Err(refused(jsonrpc::invalid_request(format!(
+                "a line of {n} bytes; at most {MAX_LINE_BYTES}"
+            )))),
+            Frame::Unparsable(e) => Err(refused(RpcError::new(
+                jsonrpc::PARSE_ERROR,
+                format!("Parse error: {e}"),
+            ))),
+            Frame::Message(Value::Array(_)) => Err(refused(jsonrpc::invalid_request(
+                "batches are not part of ACP; send one JSON-RPC object per line",
+            ))),
+            Frame::Message(msg) => Ok(jsonrpc::classify(&msg)),
+        };
+        let incoming = match incoming {
+            Ok(incoming) => incoming,
+            Err(answer) => {
+                agent.send(answer).await;
                 continue;
             }
         };
-        if text.trim().is_empty() {
-            continue;
-        }
-        match jsonrpc::classify(&text) {
-            Incoming::Invalid { id, error } => {
-                agent.send(jsonrpc::response(&id, Err(error))).await;
+        match incoming {
+            Incoming::Invalid { id, fault } => {
+                agent
+                    .send(jsonrpc::response(&id, Err(jsonrpc::invalid_request(fault))))
+                    .await;
             }
             Incoming::Response { id, outcome } => agent.answered(&id, outcome),
             Incoming::Notification { method, params } => match method.as_str() {

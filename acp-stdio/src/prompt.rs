@@ -48,21 +48,21 @@ pub struct Prompt {
 /// An `image` block as droid takes it, or why not.
 fn image(i: usize, b: &Value) -> Result<PromptImage, RpcError> {
     let mime = b.get("mimeType").and_then(Value::as_str).ok_or_else(|| {
-        RpcError::params(format!("prompt[{i}]: an image block needs \"mimeType\""))
+        RpcError::invalid_params(format!("prompt[{i}]: an image block needs \"mimeType\""))
     })?;
     if !IMAGE_TYPES.contains(&mime) {
-        return Err(RpcError::params(format!(
+        return Err(RpcError::invalid_params(format!(
             "prompt[{i}]: image type {mime:?} is not one droid takes ({})",
             IMAGE_TYPES.join(", ")
         )));
     }
     let data = b.get("data").and_then(Value::as_str).ok_or_else(|| {
-        RpcError::params(format!(
+        RpcError::invalid_params(format!(
             "prompt[{i}]: an image block needs \"data\" (base64)"
         ))
     })?;
     if data.len() > IMAGE_MAX_BYTES {
-        return Err(RpcError::params(format!(
+        return Err(RpcError::invalid_params(format!(
             "prompt[{i}]: the image is {} bytes of base64; at most {IMAGE_MAX_BYTES}",
             data.len()
         )));
@@ -75,7 +75,7 @@ fn image(i: usize, b: &Value) -> Result<PromptImage, RpcError> {
             .all(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/')
         && data.len() - data.trim_end_matches('=').len() <= 2;
     if !base64 {
-        return Err(RpcError::params(format!(
+        return Err(RpcError::invalid_params(format!(
             "prompt[{i}]: the image's data is not base64"
         )));
     }
@@ -93,9 +93,9 @@ fn image(i: usize, b: &Value) -> Result<PromptImage, RpcError> {
 pub fn build(blocks: &Value, root: &Path) -> Result<Prompt, RpcError> {
     let blocks = blocks
         .as_array()
-        .ok_or_else(|| RpcError::params("prompt must be an array of content blocks"))?;
+        .ok_or_else(|| RpcError::invalid_params("prompt must be an array of content blocks"))?;
     if blocks.is_empty() {
-        return Err(RpcError::params("prompt is empty"));
+        return Err(RpcError::invalid_params("prompt is empty"));
     }
     let mut text = String::new();
     let mut first_text: Option<String> = None;
@@ -118,7 +118,7 @@ pub fn build(blocks: &Value, root: &Path) -> Result<Prompt, RpcError> {
         match kind {
             "text" => {
                 let t = b.get("text").and_then(Value::as_str).ok_or_else(|| {
-                    RpcError::params(format!("prompt[{i}]: a text block needs \"text\""))
+                    RpcError::invalid_params(format!("prompt[{i}]: a text block needs \"text\""))
                 })?;
                 if first_text.is_none() {
                     first_text = Some(t.to_owned());
@@ -133,7 +133,7 @@ pub fn build(blocks: &Value, root: &Path) -> Result<Prompt, RpcError> {
             }
             "resource_link" => {
                 let uri = b.get("uri").and_then(Value::as_str).ok_or_else(|| {
-                    RpcError::params(format!("prompt[{i}]: a resource_link needs \"uri\""))
+                    RpcError::invalid_params(format!("prompt[{i}]: a resource_link needs \"uri\""))
                 })?;
                 match file_path(uri) {
                     Some(p) if inside(root, &p).is_some() => {
@@ -147,7 +147,9 @@ pub fn build(blocks: &Value, root: &Path) -> Result<Prompt, RpcError> {
             }
             "resource" => {
                 let r = b.get("resource").ok_or_else(|| {
-                    RpcError::params(format!("prompt[{i}]: a resource block needs \"resource\""))
+                    RpcError::invalid_params(format!(
+                        "prompt[{i}]: a resource block needs \"resource\""
+                    ))
                 })?;
                 let uri = r.get("uri").and_then(Value::as_str).unwrap_or("(no uri)");
                 match r.get("text").and_then(Value::as_str) {
@@ -159,19 +161,19 @@ pub fn build(blocks: &Value, root: &Path) -> Result<Prompt, RpcError> {
             }
             "image" => {
                 if images.len() >= MAX_IMAGES {
-                    return Err(RpcError::params(format!(
+                    return Err(RpcError::invalid_params(format!(
                         "prompt[{i}]: more than {MAX_IMAGES} images in one prompt"
                     )));
                 }
                 images.push(image(i, b)?);
             }
             "audio" => {
-                return Err(RpcError::params(format!(
+                return Err(RpcError::invalid_params(format!(
                     "prompt[{i}]: audio content is not supported (promptCapabilities.audio is false)"
                 )));
             }
             other => {
-                return Err(RpcError::params(format!(
+                return Err(RpcError::invalid_params(format!(
                     "prompt[{i}]: unknown content block type {other:?}"
                 )));
             }
@@ -188,7 +190,7 @@ pub fn build(blocks: &Value, root: &Path) -> Result<Prompt, RpcError> {
         }
     }
     if text.len() > PROMPT_MAX_BYTES {
-        return Err(RpcError::params(format!(
+        return Err(RpcError::invalid_params(format!(
             "the prompt is {} bytes with its context; at most {PROMPT_MAX_BYTES}",
             text.len()
         )));

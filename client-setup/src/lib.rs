@@ -11,7 +11,7 @@
 //!
 //! It must not depend on a front-end crate (wrapper-cli, bridge-http, mcp-stdio), hyper or clap;
 //! every process it starts (`droid mcp add`, `claude mcp add`) is started through the engine's
-//! `droid_exec::run::spawn`.
+//! `droid_exec::process::spawn`.
 
 pub mod droid_settings;
 pub mod fallback_skills;

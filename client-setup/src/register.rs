@@ -43,8 +43,8 @@ use serde_json::{Value, json};
 use droid_exec::EngineError;
 use droid_exec::client_env::CLIENT_VAR;
 use droid_exec::config::{EngineConfig, EnvMap};
-use droid_exec::run::spawn::{SpawnSpec, capture};
-use droid_exec::tasks::store::write_atomic;
+use droid_exec::process::spawn::{SpawnSpec, capture};
+use droid_exec::state_file::write_atomic;
 
 use crate::jsonc;
 
@@ -632,7 +632,7 @@ pub async fn apply(plan: &Plan, cfg: &EngineConfig) -> Result<String, EngineErro
                 stdin_piped: false,
                 stdin_file: None,
                 detach_log: None,
-                rlimits: droid_exec::run::limits::Rlimits::NONE,
+                rlimits: droid_exec::process::limits::Rlimits::NONE,
             };
             let marker = format!("setup-{}", std::process::id());
             let out = capture(&spec, None, Duration::from_secs(60), 16 * 1024, &marker).await?;

@@ -39,7 +39,7 @@ pub use fit::{EXCERPT_KEEP, Omitted, SUMMARY_MAX, TEXT_KEEP};
 pub use isolation::Isolation;
 pub use issue::{Issue, IssueType};
 pub use paths::{PathFacts, PathKind, RelPath, RepoRoot, normalize};
-pub use provider::ProviderId;
+pub use provider::{PROVIDERS, ProviderId, ProviderInfo};
 pub use request::{Autonomy, Context, ExecutionMode, ExecutionRequest, HostCheck};
 pub use result::{
     AgentInfo, ChangeType, CommandRun, CommandSource, DroidInfo, ExecutionResult, FileChange,

@@ -26,7 +26,7 @@
 use droid_contract::ProviderId;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{EnvMap, Settings, var};
+use crate::env_map::{EnvMap, var};
 use crate::providers::provider;
 
 /// The variable naming the MCP client that started this server (`setup mcp` writes it).
@@ -121,15 +121,18 @@ const NAMED_UNDER_PREFIX: &[&str] = &[
 
 /// The variables a client that filters the environment (Codex's `env_vars`, Gemini's `env`) is
 /// asked to pass to droid-executor by name, never by value: what the server itself reads
-/// ([`crate::config::server_env_names`]), then for each provider of the setting `providers` its
+/// (`server_names`: `config::server_env_names`), then for each of `providers` (the setting) its
 /// credentials, its exact names and the [`NAMED_UNDER_PREFIX`] names under its prefixes, then
 /// every variable of `env` (the environment `setup` runs in) that one of those providers reads
 /// (`ANTHROPIC_FOO` set now is passed too). In order, each once.
-pub fn pass_names(settings: &Settings, env: &EnvMap) -> Vec<String> {
-    let mut names = listed_names(settings);
+pub fn pass_names(
+    server_names: Vec<String>,
+    providers: &[ProviderId],
+    env: &EnvMap,
+) -> Vec<String> {
+    let mut names = listed_names(server_names, providers);
     for name in env.keys() {
-        let read = settings
-            .providers
+        let read = providers
             .iter()
             .any(|&p| provider(p).env_names().contains(name));
         if read && !names.contains(name) {
@@ -141,9 +144,9 @@ pub fn pass_names(settings: &Settings, env: &EnvMap) -> Vec<String> {
 
 /// [`pass_names`] without the part read from the environment: what every `setup mcp` with these
 /// settings lists, whatever the environment it ran in.
-fn listed_names(settings: &Settings) -> Vec<String> {
-    let mut names = crate::config::server_env_names(settings);
-    for &p in &settings.providers {
+fn listed_names(server_names: Vec<String>, providers: &[ProviderId]) -> Vec<String> {
+    let mut names = server_names;
+    for &p in providers {
         let cli = provider(p);
         let env_names = cli.env_names();
         let own = cli
@@ -193,8 +196,8 @@ pub struct ClientEnv {
 
 impl ClientEnv {
     /// The origin `env` names ([`CLIENT_VAR`]; absent: a shell), with what `setup mcp` lists
-    /// under `settings`.
-    pub fn of(env: &EnvMap, settings: &Settings) -> ClientEnv {
+    /// for a server reading `server_names` and delegating to `providers` ([`pass_names`]).
+    pub fn of(env: &EnvMap, server_names: Vec<String>, providers: &[ProviderId]) -> ClientEnv {
         let origin = match var(env, CLIENT_VAR).map(String::as_str) {
             None => Origin::Shell,
             Some(name) => ProviderId::parse(name)
@@ -203,7 +206,7 @@ impl ClientEnv {
         let listed = match origin {
             Origin::Client {
                 client: ProviderId::Codex | ProviderId::Gemini,
-            } => listed_names(settings),
+            } => listed_names(server_names, providers),
             _ => Vec::new(),
         };
         let present = match origin {
@@ -357,7 +360,9 @@ mod tests {
             Some(c) => env(&[(CLIENT_VAR, c)]),
             None => env(&[]),
         };
-        ClientEnv::of(&e, &Settings::default())
+        let settings = crate::config::Settings::default();
+        let names = crate::config::server_env_names(&settings);
+        ClientEnv::of(&e, names, &settings.providers)
     }
 
     const HINT: &str = "set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), or log in with `claude`";
@@ -473,12 +478,10 @@ mod tests {
 
     #[test]
     fn setup_lists_each_enabled_providers_names_and_what_is_set() {
-        let settings = Settings {
-            providers: vec![ProviderId::Claude],
-            ..Settings::default()
-        };
+        let settings = crate::config::Settings::default();
         let names = pass_names(
-            &settings,
+            crate::config::server_env_names(&settings),
+            &[ProviderId::Claude],
             &env(&[
                 ("ANTHROPIC_CUSTOM_HEADERS", "x"),
                 ("OPENAI_API_KEY", "sk"),

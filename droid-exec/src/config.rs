@@ -3,22 +3,21 @@
 //! docs/architecture.md#origin) < command-line flags (applied by the front-end). The environment is
 //! passed in as a map, never read here, so tests and front-ends decide what the engine sees.
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use droid_contract::{Autonomy, Isolation, ProviderId};
+use droid_contract::{Autonomy, Isolation, PROVIDERS, ProviderId};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
 use crate::locate::{Located, locate_agent, locate_droid};
-pub use crate::run::limits::RunLimits;
-pub use crate::run::sandbox::SandboxMode;
+pub use crate::process::limits::RunLimits;
+pub use crate::process::sandbox::SandboxMode;
 pub use crate::worktree::config::WorktreeConfig;
 
-/// A snapshot of environment variables (name → value).
-pub type EnvMap = BTreeMap<String, String>;
+pub use crate::env_map::EnvMap;
+pub(crate) use crate::env_map::var;
 
 /// The settings file and environment, merged (docs/architecture.md#configuration).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -126,8 +125,8 @@ impl Default for Settings {
             sandbox: SandboxMode::Auto,
             sandbox_writable: Vec::new(),
             cgroups: true,
-            max_pids: crate::run::limits::DEFAULT_MAX_PIDS,
-            max_memory_mb: crate::run::limits::DEFAULT_MAX_MEMORY_MB,
+            max_pids: crate::process::limits::DEFAULT_MAX_PIDS,
+            max_memory_mb: crate::process::limits::DEFAULT_MAX_MEMORY_MB,
             default_timeout: 600,
             task_ttl: 24 * 3600,
             excerpt_bytes: 4096,
@@ -166,12 +165,6 @@ pub fn default_config_path(env: &EnvMap) -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| var(env, "HOME").map(|h| Path::new(h).join(".config")))?;
     Some(base.join("droid-executor").join("config.toml"))
-}
-
-/// The value of the variable `name`, if it is set to something: every variable set to `""`
-/// counts as unset, for every setting alike (and [`crate::provenance`] labels by the same rule).
-pub(crate) fn var<'a>(env: &'a EnvMap, name: &str) -> Option<&'a String> {
-    env.get(name).filter(|v| !v.is_empty())
 }
 
 /// The directories a `:`-separated list names; empty items are dropped (an empty root is a
@@ -309,17 +302,11 @@ impl Settings {
 
     fn apply_env(&mut self, env: &EnvMap) -> Result<(), EngineError> {
         // a variable set to "" counts as unset (an empty allowed_roots would allow every path)
-        if let Some(v) = var(env, "DROID_EXECUTOR_DROID_BIN") {
-            self.droid_bin = Some(PathBuf::from(v));
-        }
-        for (slot, name) in [
-            (&mut self.codex_bin, "DROID_EXECUTOR_CODEX_BIN"),
-            (&mut self.claude_bin, "DROID_EXECUTOR_CLAUDE_BIN"),
-            (&mut self.gemini_bin, "DROID_EXECUTOR_GEMINI_BIN"),
-            (&mut self.opencode_bin, "DROID_EXECUTOR_OPENCODE_BIN"),
-        ] {
-            if let Some(v) = var(env, name) {
-                *slot = Some(PathBuf::from(v));
+        for row in PROVIDERS {
+            for name in row.bin_vars {
+                if let Some(v) = var(env, name) {
+                    *self.bin_slot(row.id) = Some(PathBuf::from(v));
+                }
             }
         }
         if let Some(v) = parse_env::<u16>(env, "PORT")? {
@@ -497,6 +484,21 @@ impl Settings {
         }
     }
 
+    /// The field of the setting `<provider>_bin` ([`droid_contract::ProviderInfo::bin_setting`]).
+    /// The programs' settings are the one part of a provider's row that is also a field here:
+    /// the file is read with `deny_unknown_fields` (a typo is an error, with its line and
+    /// column), which serde's `flatten` cannot keep; the compiler names a new provider's arm,
+    /// and a test checks every row's key is a key of the file.
+    fn bin_slot(&mut self, id: ProviderId) -> &mut Option<PathBuf> {
+        match id {
+            ProviderId::Droid => &mut self.droid_bin,
+            ProviderId::Codex => &mut self.codex_bin,
+            ProviderId::Claude => &mut self.claude_bin,
+            ProviderId::Gemini => &mut self.gemini_bin,
+            ProviderId::Opencode => &mut self.opencode_bin,
+        }
+    }
+
     /// Find the other providers' programs per these settings and `env`: `<provider>_bin` (set
     /// in the file or by `DROID_EXECUTOR_<PROVIDER>_BIN`, which wins as every variable does),
     /// then the program's name on `PATH`.
@@ -554,7 +556,11 @@ impl Settings {
                 worktree_copy: self.worktree_copy.clone(),
                 max_worktrees: self.max_worktrees,
             },
-            client_env: crate::client_env::ClientEnv::of(env, self),
+            client_env: crate::client_env::ClientEnv::of(
+                env,
+                server_env_names(self),
+                &self.providers,
+            ),
         }
     }
 }
@@ -618,13 +624,19 @@ pub fn child_env(env: &EnvMap, extra: &[String]) -> Vec<(OsString, OsString)> {
 }
 
 /// The environment variables that set each key, in the order they are applied (a later one
-/// wins). Every key of [`Settings`] is listed (a test in `provenance` checks it); `env_passthrough` has none.
-pub const ENV_NAMES: &[(&str, &[&str])] = &[
-    ("droid_bin", &["DROID_EXECUTOR_DROID_BIN"]),
-    ("codex_bin", &["DROID_EXECUTOR_CODEX_BIN"]),
-    ("claude_bin", &["DROID_EXECUTOR_CLAUDE_BIN"]),
-    ("gemini_bin", &["DROID_EXECUTOR_GEMINI_BIN"]),
-    ("opencode_bin", &["DROID_EXECUTOR_OPENCODE_BIN"]),
+/// wins): the providers' `<provider>_bin` from their rows ([`droid_contract::PROVIDERS`]), then
+/// [`SETTING_ENV_NAMES`]. Every key of [`Settings`] is listed (a test in `provenance` checks
+/// it); `env_passthrough` has none.
+pub fn env_names() -> Vec<(&'static str, &'static [&'static str])> {
+    PROVIDERS
+        .iter()
+        .map(|row| (row.bin_setting, row.bin_vars))
+        .chain(SETTING_ENV_NAMES.iter().copied())
+        .collect()
+}
+
+/// The variables of every key that is not a provider's program, as [`env_names`] lists them.
+pub const SETTING_ENV_NAMES: &[(&str, &[&str])] = &[
     ("port", &["PORT", "DROID_EXECUTOR_PORT"]),
     ("host", &["DROID_EXECUTOR_HOST"]),
     ("allowed_roots", &["DROID_EXECUTOR_ALLOWED_ROOTS"]),
@@ -676,7 +688,7 @@ const FACTORY_NAMES: &[&str] = &[
 /// order, each once.
 pub fn server_env_names(settings: &Settings) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    let setting_names = ENV_NAMES.iter().flat_map(|(_, names)| names.iter());
+    let setting_names = env_names().into_iter().flat_map(|(_, names)| names.iter());
     let all = ["DROID_CLI_CMD", "TMPDIR", "LC_ALL"]
         .iter()
         .chain(setting_names)
@@ -722,7 +734,7 @@ pub struct EngineConfig {
     pub default_model: Option<String>,
     /// Re-run suggested commands.
     pub verify: bool,
-    /// Write confinement ([`crate::run::sandbox`]).
+    /// Write confinement ([`crate::process::sandbox`]).
     #[serde(default)]
     pub sandbox: SandboxMode,
     /// Extra writable paths of a confined run.
@@ -743,16 +755,16 @@ pub struct EngineConfig {
     /// How long a finished task's result is kept.
     pub task_ttl: Duration,
     /// The program that supervises a background task, started as `<program> worker <id> --store
-    /// <dir>`, and guards each run, started as `<program> guard <marker>` ([`crate::run::guard`]);
+    /// <dir>`, and guards each run, started as `<program> guard <marker>` ([`crate::process::guard`]);
     /// the front-end sets it to its own executable. `None`: no background tasks, and no guardian
     /// (what a run leaves behind is still swept, unless the process running it dies first).
     pub supervisor: Option<PathBuf>,
     /// Run each run's processes in a cgroup v2 leaf where this process may make one
-    /// ([`crate::run::cgroup`]; needs `supervisor`, which runs the leaves' reaper); `false`, or
-    /// where there is none: a supervisor process per run ([`crate::run::guard`]).
+    /// ([`crate::process::cgroup`]; needs `supervisor`, which runs the leaves' reaper); `false`, or
+    /// where there is none: a supervisor process per run ([`crate::process::guard`]).
     #[serde(default = "cgroups_default")]
     pub cgroups: bool,
-    /// The most tasks and memory of a run's processes ([`crate::run::limits`]).
+    /// The most tasks and memory of a run's processes ([`crate::process::limits`]).
     #[serde(default)]
     pub limits: RunLimits,
     /// Values hidden wherever they would be stored or logged, besides the credentials of `env`

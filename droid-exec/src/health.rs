@@ -12,13 +12,13 @@ use droid_contract::ProviderId;
 use serde::Serialize;
 
 use crate::bind_address;
-use crate::config::ENV_NAMES;
+use crate::config::env_names;
 use crate::config::{EngineConfig, EnvMap, Settings, default_config_path};
 use crate::error::EngineError;
+use crate::process::sandbox::SandboxMode;
+use crate::process::scratch::unique_id;
 use crate::providers::droid::{custom_models, install};
 use crate::run::engine::Engine;
-use crate::run::sandbox::SandboxMode;
-use crate::run::scratch::unique_id;
 use crate::tasks::daemon::{Daemon, DaemonState};
 
 /// How a check came out.
@@ -59,7 +59,7 @@ pub struct Check {
 }
 
 /// The droid version this release was tested against.
-pub const TESTED_DROID: &str = "0.225.2";
+pub const TESTED_DROID: &str = ProviderId::Droid.info().version;
 
 /// Run every check for a process whose environment is `env`, with the config file `config`
 /// (default: [`default_config_path`]). This is MCP's `droid_ping`: droid's version comes from
@@ -150,7 +150,7 @@ fn config_check(config: Option<&Path>, env: &EnvMap, mode: Mode, out: &mut Vec<C
                 format!("fix {name}, or unset it (a variable set to \"\" counts as unset)")
             }
             _ => {
-                let keys: Vec<&str> = ENV_NAMES.iter().map(|(k, _)| *k).collect();
+                let keys: Vec<&str> = env_names().iter().map(|(k, _)| *k).collect();
                 format!("fix the file (keys: {})", keys.join(", "))
             }
         };
@@ -346,9 +346,10 @@ async fn agent_check(cfg: &EngineConfig, env: &EnvMap, id: ProviderId, mode: Mod
             level: Level::Warn,
             detail: format!("not found ({source}); tasks with provider {name} cannot run"),
             fix: format!(
-                "install it if you want it: {} (or set {name}_bin in the config, or DROID_EXECUTOR_{}_BIN)",
+                "install it if you want it: {} (or set {} in the config, or {})",
                 provider.install_hint(),
-                name.to_ascii_uppercase()
+                id.info().bin_setting,
+                id.info().bin_vars.join(" or ")
             ),
         };
     };
@@ -364,20 +365,7 @@ async fn agent_check(cfg: &EngineConfig, env: &EnvMap, id: ProviderId, mode: Mod
             .await
             .map_err(|why| format!("found but does not run: {why}")),
     };
-    let home = crate::config::var(env, "HOME").map(Path::new);
-    let var_set = provider
-        .auth_vars()
-        .iter()
-        .find(|v| crate::config::var(env, v).is_some());
-    let file = provider
-        .auth_files()
-        .iter()
-        .find(|f| home.is_some_and(|h| h.join(f).exists()));
-    let auth = match (var_set, file) {
-        (Some(v), _) => Some(format!("{v} is set")),
-        (None, Some(f)) => Some(format!("~/{f} exists")),
-        (None, None) => None,
-    };
+    let auth = credential_found(env, provider);
     let tested = provider.package().1;
     match (version, auth) {
         (Err(why), _) => Check {
@@ -419,6 +407,37 @@ async fn agent_check(cfg: &EngineConfig, env: &EnvMap, id: ProviderId, mode: Mod
                 fix: fix.join("; "),
             }
         }
+    }
+}
+
+/// Whether provider `id` has an endpoint or credentials configured (MCP `ping`'s `endpoint`):
+/// for droid, its `auth` line is OK (a Factory key, or custom models a run can use); for the
+/// others, one of its variables is set or one of its files is under `$HOME`, or it needs none.
+/// The same answer `ping`'s lines give, so a front-end never computes it itself.
+pub fn credentials_configured(cfg: &EngineConfig, env: &EnvMap, id: ProviderId) -> bool {
+    if id == ProviderId::Droid {
+        return auth_check(env, cfg.default_model.as_deref()).level == Level::Ok;
+    }
+    let provider = crate::providers::provider(id);
+    (provider.auth_vars().is_empty() && provider.auth_files().is_empty())
+        || credential_found(env, provider).is_some()
+}
+
+/// How `provider`'s credentials are configured (`X is set`, `~/f exists`), if they are.
+fn credential_found(env: &EnvMap, provider: &dyn crate::providers::Provider) -> Option<String> {
+    let home = crate::config::var(env, "HOME").map(Path::new);
+    let var_set = provider
+        .auth_vars()
+        .iter()
+        .find(|v| crate::config::var(env, v).is_some());
+    let file = provider
+        .auth_files()
+        .iter()
+        .find(|f| home.is_some_and(|h| h.join(f).exists()));
+    match (var_set, file) {
+        (Some(v), _) => Some(format!("{v} is set")),
+        (None, Some(f)) => Some(format!("~/{f} exists")),
+        (None, None) => None,
     }
 }
 
@@ -540,7 +559,7 @@ pub async fn doctor_checks(config: Option<&Path>, env: &EnvMap, cwd: Option<&Pat
     out.push(git_check(&settings.engine_config(env).env).await);
     out.push(sandbox_check(
         settings.sandbox,
-        crate::run::sandbox::kernel_abi(),
+        crate::process::sandbox::kernel_abi(),
     ));
     if let Some(cwd) = cwd {
         let home = env.get("HOME").map(Path::new);
@@ -548,11 +567,11 @@ pub async fn doctor_checks(config: Option<&Path>, env: &EnvMap, cwd: Option<&Pat
     }
     out.push(reach_check(
         settings.port,
-        crate::run::sandbox::kernel_abi(),
+        crate::process::sandbox::kernel_abi(),
     ));
     out.push(limits_check(
         settings.cgroups,
-        crate::run::limits::RunLimits {
+        crate::process::limits::RunLimits {
             max_pids: settings.max_pids,
             max_memory_mb: settings.max_memory_mb,
         },
@@ -708,9 +727,9 @@ pub fn location_check(cwd: &Path, home: Option<&Path>, writable: &[std::path::Pa
     }
 }
 
-/// How a run's tasks and memory are bounded here ([`crate::run::limits`]).
-pub fn limits_check(cgroups: bool, limits: crate::run::limits::RunLimits) -> Check {
-    let here = crate::run::limits::process_limits(cgroups, limits);
+/// How a run's tasks and memory are bounded here ([`crate::process::limits`]).
+pub fn limits_check(cgroups: bool, limits: crate::process::limits::RunLimits) -> Check {
+    let here = crate::process::limits::process_limits(cgroups, limits);
     let ok = here.complete();
     Check {
         name: "limits",
@@ -726,12 +745,12 @@ pub fn limits_check(cgroups: bool, limits: crate::run::limits::RunLimits) -> Che
     }
 }
 
-/// What the kernel offers for write confinement (`crate::run::sandbox`) under the `sandbox`
+/// What the kernel offers for write confinement (`crate::process::sandbox`) under the `sandbox`
 /// setting `mode`, with the kernel's Landlock ABI `abi` (`None`: no Landlock), and whether a
 /// run's signals are scoped to it (ABI 6 and later; before, a run can signal, stop or kill any
 /// process of the user: the front-ends, other runs, its own supervisor).
 pub fn sandbox_check(mode: SandboxMode, abi: Option<u32>) -> Check {
-    use crate::run::sandbox::SCOPE_ABI;
+    use crate::process::sandbox::SCOPE_ABI;
     let offered = abi.map_or_else(
         || "this kernel offers no Landlock".to_owned(),
         |n| format!("Landlock ABI {n}"),
@@ -784,19 +803,19 @@ pub fn sandbox_check(mode: SandboxMode, abi: Option<u32>) -> Check {
     }
 }
 
-/// Is git there, and new enough for the snapshot ([`crate::run::snapshot::GIT_MIN`])? A plain
+/// Is git there, and new enough for the snapshot ([`crate::snapshot::GIT_MIN`])? A plain
 /// work tree is read in-process without git (but for the old content of changed files); the
 /// layouts that are not (a split or sparse index, `GIT_DIR`, configuration includes) are then
 /// measured by walking the directory: `.gitignore` is ignored and the walk stops after 10 s or
 /// 1,000,000 files. A WARN, not a FAIL: runs still work.
 pub async fn git_check(child_env: &[(std::ffi::OsString, std::ffi::OsString)]) -> Check {
-    let (major, minor) = crate::run::snapshot::GIT_MIN;
+    let (major, minor) = crate::snapshot::GIT_MIN;
     let walk = "work trees not read in-process (a split or sparse index, GIT_DIR set, \
                 configuration includes) are measured by walking the directory (.gitignore \
                 ignored, at most 10 s or 1,000,000 files), and changed files' old content \
                 comes from git";
     let fix = format!("install git {major}.{minor} or later on droid's PATH");
-    match crate::run::snapshot::git_version(Path::new("/"), child_env).await {
+    match crate::snapshot::git_version(Path::new("/"), child_env).await {
         Ok((v, text)) if v >= (major, minor) => Check {
             name: "git",
             level: Level::Ok,

@@ -12,8 +12,8 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
+use crate::process::spawn::resolve_program;
 use crate::providers::droid::install;
-use crate::run::spawn::resolve_program;
 
 /// Where droid was found, or why not.
 #[derive(Debug, Clone, PartialEq, Eq)]

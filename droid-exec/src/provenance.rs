@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::config::{EnvMap, Settings, default_store_dir, root_list, var};
 use crate::error::EngineError;
 
-pub use crate::config::ENV_NAMES;
+pub use crate::config::env_names;
 
 /// One setting as `config show` prints it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -40,7 +40,7 @@ pub fn sources(path: Option<&Path>, env: &EnvMap) -> Result<Vec<Sourced>, Engine
         message: e.to_string(),
     })?;
     let mut out = Vec::new();
-    for (key, vars) in ENV_NAMES {
+    for (key, vars) in &env_names() {
         // the same rule as `Settings::load`: a variable set to "" counts as unset
         let from_env = vars.iter().rev().find(|v| var(env, v).is_some());
         let source = match from_env {
@@ -117,9 +117,9 @@ mod tests {
             .keys()
             .cloned()
             .collect();
-        let listed: Vec<&str> = ENV_NAMES.iter().map(|(k, _)| *k).collect();
+        let listed: Vec<&str> = env_names().iter().map(|(k, _)| *k).collect();
         for k in &keys {
-            assert!(listed.contains(&k.as_str()), "{k} missing from ENV_NAMES");
+            assert!(listed.contains(&k.as_str()), "{k} missing from env_names()");
         }
         assert_eq!(keys.len(), listed.len());
 

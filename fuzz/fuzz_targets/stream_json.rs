@@ -15,7 +15,7 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use droid_exec::providers::droid::Droid;
-use droid_exec::run::excerpt::{head_str, tail_str};
+use droid_exec::excerpt::{head_str, tail_str};
 use droid_exec::run::lines::{Line, Lines};
 use droid_exec::AgentEvent;
 use droid_exec::run::report;

@@ -33,7 +33,8 @@ use droid_contract::{
     Autonomy, MAX_FALLBACK, MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET, ProviderId, TaskRecord, Violations,
 };
 use droid_exec::ask::{Ask, ask_request};
-use droid_exec::health::{self, Level};
+use droid_exec::health;
+use droid_exec::pend::NotPendable;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -583,7 +584,7 @@ async fn waited(
     cancel: &CancellationToken,
 ) -> Result<Value, Value> {
     let tasks = tasks_of(server)?;
-    let waiting = match provider_of_id(id) {
+    let waiting = match droid_exec::pend::provider_of(id) {
         Some(p) => format!("waiting for {} task {id}", p.as_str()),
         None => format!("waiting for task {id}"),
     };
@@ -593,11 +594,6 @@ async fn waited(
     };
     let rec = rec.map_err(|e| engine_error(&e))?;
     Ok(with_reply(server, family, &rec))
-}
-
-/// The provider a task id names (`codex-…`), if it names one.
-fn provider_of_id(id: &str) -> Option<ProviderId> {
-    id.split_once('-').and_then(|(q, _)| ProviderId::parse(q))
 }
 
 /// The task id a pend or cancel is about: `args.task_id` (refused when it names another
@@ -611,18 +607,22 @@ fn task_of(
 ) -> Result<String, Value> {
     tasks_of(server)?;
     match opt_str(args, "task_id")? {
-        Some(id) => match (provider_of_id(id), named, family) {
-            (Some(q), Some(p), Family::Of(_)) if q != p => Err(bad_arguments(format!(
-                "task_id {id} is a {q} task, not a {p} one; call pend_{q} or cancel_{q} for it",
-                q = q.as_str(),
-                p = p.as_str()
-            ))),
-            (Some(q), Some(p), Family::Shared) if q != p => Err(bad_arguments(format!(
-                "task_id {id} is a {q} task, not a {p} one; leave provider out, or make it {q}",
-                q = q.as_str(),
-                p = p.as_str()
-            ))),
-            _ => Ok(id.to_owned()),
+        Some(id) => match (droid_exec::pend::named_task(id, named), family) {
+            (Ok(_) | Err(NotPendable::Malformed(_)), _) => Ok(id.to_owned()),
+            (Err(NotPendable::OtherProvider { owner: q, asked: p }), Family::Of(_)) => {
+                Err(bad_arguments(format!(
+                    "task_id {id} is a {q} task, not a {p} one; call pend_{q} or cancel_{q} for it",
+                    q = q.as_str(),
+                    p = p.as_str()
+                )))
+            }
+            (Err(NotPendable::OtherProvider { owner: q, asked: p }), Family::Shared) => {
+                Err(bad_arguments(format!(
+                    "task_id {id} is a {q} task, not a {p} one; leave provider out, or make it {q}",
+                    q = q.as_str(),
+                    p = p.as_str()
+                )))
+            }
         },
         None => server.own_latest(named).ok_or_else(|| {
             bad_arguments(match (named, family) {
@@ -692,7 +692,7 @@ fn with_reply(server: &Server, family: Family, rec: &TaskRecord) -> Value {
         .result
         .as_ref()
         .and_then(|r| r.agent.as_ref().map(|a| a.provider))
-        .or_else(|| provider_of_id(&rec.task_id))
+        .or_else(|| droid_exec::pend::provider_of(&rec.task_id))
         .map_or("the agent", ProviderId::display_name);
     let head = match &reply {
         Some(r) => format!("{who} replied:\n{r}\n\n"),
@@ -719,36 +719,8 @@ async fn ping(server: &Arc<Server>, p: ProviderId) -> Value {
     } else {
         server.engine().agent_version(p).await
     };
-    let endpoint = if p == ProviderId::Droid {
-        checks
-            .iter()
-            .any(|c| c.name == "auth" && c.level == Level::Ok)
-    } else {
-        let provider = droid_exec::providers::provider(p);
-        let env = server.env();
-        let home = env.get("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-        (provider.auth_vars().is_empty() && provider.auth_files().is_empty())
-            || provider
-                .auth_vars()
-                .iter()
-                .any(|v| env.get(*v).is_some_and(|x| !x.is_empty()))
-            || provider
-                .auth_files()
-                .iter()
-                .any(|f| home.as_ref().is_some_and(|h| h.join(f).exists()))
-    };
-    let text = checks
-        .iter()
-        .map(|c| {
-            let lvl = c.level.tag();
-            if c.fix.is_empty() {
-                format!("{lvl} {}: {}", c.name, c.detail)
-            } else {
-                format!("{lvl} {}: {} (fix: {})", c.name, c.detail, c.fix)
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
+    let endpoint = health::credentials_configured(cfg, server.env(), p);
+    let text = droid_exec::check_text::render(&checks, droid_exec::check_text::Layout::Lines);
     tool_result(
         text,
         Some(json!({

@@ -4,8 +4,8 @@
 //! the read loop passes stdout's, [`crate::session::Session`] (the bridge's `/mcp`) a fresh
 //! one per posted message. So both transports are served by this one dispatcher.
 //!
-//! Lines are framed with the engine's bounded line reader (a BOM, a trailing `\r` and blank lines
-//! are tolerated). Each request is first given its era ([`Era::of`]): legacy requests are served
+//! Lines are framed by `jsonrpc-lines`, the framing the ACP agent shares (bounded lines; a BOM, a
+//! trailing `\r` and blank lines are tolerated). Each request is first given its era ([`Era::of`]): legacy requests are served
 //! by the revision `initialize` negotiated, modern ones (2026-07-28) statelessly by their own
 //! `_meta`. Quick requests are answered inline; `tools/call` and the `tasks/*` methods run as
 //! their own tasks, so pings and other calls are answered while a run goes on (and a
@@ -55,9 +55,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use droid_exec::run::lines::{Line, Lines};
+use jsonrpc_lines::{Frame, Reader};
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -334,7 +334,7 @@ where
     let closed = CancellationToken::new();
     let writer = tokio::spawn(write_loop(output, inbox, closed.clone()));
     let state = State::new(server, out, shutdown.clone(), true);
-    let mut lines = Lines::new(BufReader::new(input), MAX_MESSAGE_BYTES);
+    let mut lines = Reader::new(input, MAX_MESSAGE_BYTES);
     let mut running = JoinSet::new();
     let why = loop {
         tokio::select! {
@@ -371,14 +371,7 @@ where
 
 async fn write_loop<W: AsyncWrite + Unpin>(mut w: W, mut inbox: Inbox, closed: CancellationToken) {
     while let Some(msg) = inbox.recv().await {
-        // compact serde_json escapes newlines inside strings: one message, one line
-        let mut line = msg.to_string();
-        line.push('\n');
-        let written = match w.write_all(line.as_bytes()).await {
-            Ok(()) => w.flush().await,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = written {
+        if let Err(e) = jsonrpc_lines::write_message(&mut w, &msg).await {
             // the client is gone (EPIPE): stop quietly
             tracing::debug!("cannot write to stdout ({e}); stopping");
             closed.cancel();
@@ -387,46 +380,22 @@ async fn write_loop<W: AsyncWrite + Unpin>(mut w: W, mut inbox: Inbox, closed: C
     }
 }
 
-async fn handle_input(state: &Arc<State>, line: Line, running: &mut JoinSet<()>) {
-    match line {
-        Line::Oversized(n) => {
-            state
-                .out
-                .send(error(
-                    &Value::Null,
-                    INVALID_REQUEST,
-                    format!("message of {n} bytes is over the {MAX_MESSAGE_BYTES}-byte limit"),
-                ))
-                .await;
-        }
-        Line::Text(bytes) => handle_line(state, &bytes, running).await,
-    }
-}
-
-async fn handle_line(state: &Arc<State>, raw: &[u8], running: &mut JoinSet<()>) {
-    let raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
-    let text = String::from_utf8_lossy(raw);
-    let text = text.trim();
-    if text.is_empty() {
-        return;
-    }
-    let msg: Value = match serde_json::from_str(text) {
-        Ok(v) => v,
-        Err(e) => {
-            state
-                .out
-                .send(error(
-                    &Value::Null,
-                    PARSE_ERROR,
-                    format!("parse error: {e}"),
-                ))
+async fn handle_input(state: &Arc<State>, frame: Frame, running: &mut JoinSet<()>) {
+    let answer = match frame {
+        Frame::Oversized(n) => error(
+            &Value::Null,
+            INVALID_REQUEST,
+            format!("message of {n} bytes is over the {MAX_MESSAGE_BYTES}-byte limit"),
+        ),
+        Frame::Unparsable(e) => error(&Value::Null, PARSE_ERROR, format!("parse error: {e}")),
+        Frame::Message(msg) => {
+            dispatch(state, msg, &state.out, running)
+                .send(&state.out)
                 .await;
             return;
         }
     };
-    dispatch(state, msg, &state.out, running)
-        .send(&state.out)
-        .await;
+    state.out.send(answer).await;
 }
 
 /// The answers of one message (or batch) known at once, to be sent in order before anything
@@ -555,8 +524,10 @@ fn handle_message(
     batch: bool,
 ) -> Option<Answer> {
     match classify(&msg) {
-        Incoming::Response => None,
-        Incoming::Invalid { id, why } => Some(Answer::Now(error(&id, INVALID_REQUEST, why))),
+        Incoming::Response { .. } => None,
+        Incoming::Invalid { id, fault } => {
+            Some(Answer::Now(error(&id, INVALID_REQUEST, fault.to_string())))
+        }
         Incoming::Notification { method, params } => {
             if method == "notifications/cancelled"
                 && let Some(req) = params.get("requestId")

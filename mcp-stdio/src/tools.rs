@@ -732,18 +732,7 @@ async fn ping(server: &Arc<Server>) -> Value {
     let auth = level("auth") == Some(Level::Ok);
     let store_writable = level("store") == Some(Level::Ok);
     let version = server.engine().droid_version().await;
-    let text = checks
-        .iter()
-        .map(|c| {
-            let lvl = c.level.tag();
-            if c.fix.is_empty() {
-                format!("{lvl} {}: {}", c.name, c.detail)
-            } else {
-                format!("{lvl} {}: {} (fix: {})", c.name, c.detail, c.fix)
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text = droid_exec::check_text::render(&checks, droid_exec::check_text::Layout::Lines);
     tool_result(
         text,
         Some(json!({

@@ -53,6 +53,7 @@ mod provider_claude;
 mod provider_codex;
 mod provider_gemini;
 mod provider_opencode;
+mod provider_world;
 mod providers_front_ends;
 mod result_shape;
 mod run_report;

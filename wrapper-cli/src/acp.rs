@@ -6,26 +6,24 @@
 //! Exit status: 0 whenever the connection ends; 2 when it cannot start (an invalid config,
 //! signals that cannot be watched), with one line on stderr.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use droid_exec::Engine;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{engine_config, env_map, settings};
+use crate::context::Context;
+use crate::signals::cancel_on_signals;
 
-pub(crate) async fn acp(config: Option<&PathBuf>) -> ExitCode {
-    let env = env_map();
-    let settings = match settings(config, &env) {
-        Ok(s) => s,
+pub(crate) async fn acp(ctx: &Context) -> ExitCode {
+    let engine = match ctx.engine_config() {
+        Ok(cfg) => Engine::new(cfg.clone()),
         Err(e) => {
             eprintln!("droid-executor acp: {e:#}");
             return ExitCode::from(2);
         }
     };
-    let engine = Engine::new(engine_config(&settings, &env));
     let shutdown = CancellationToken::new();
-    match crate::run::cancel_on_signals(
+    match cancel_on_signals(
         shutdown.clone(),
         "ending the ACP sessions (stopping droid)…",
     ) {

@@ -17,7 +17,9 @@ use clap::Args;
 use droid_contract::{Autonomy, ProviderId};
 use droid_exec::ask::{Ask, ask_request};
 
-use crate::cli::{engine_config, env_map, settings};
+use crate::context::Context;
+use crate::in_process::in_process;
+use crate::provider_arg::{parse_provider, provider_help};
 
 #[derive(Debug, Args)]
 #[command(
@@ -26,8 +28,7 @@ use crate::cli::{engine_config, env_map, settings};
                         or nothing ran (error), 4 the answer could not be written to stdout."
 )]
 pub(crate) struct AskArgs {
-    /// Who answers: codex, claude, gemini, opencode or droid.
-    #[arg(value_parser = parse_provider)]
+    #[arg(value_parser = parse_provider, help = provider_help("Who answers", ""))]
     provider: ProviderId,
     /// The whole request, in your own words (its first line is the objective).
     message: String,
@@ -57,12 +58,6 @@ pub(crate) struct AskArgs {
     json: bool,
 }
 
-/// A provider's wire name, or an error listing them.
-pub(crate) fn parse_provider(s: &str) -> Result<ProviderId, String> {
-    ProviderId::parse(s)
-        .ok_or_else(|| format!("unknown provider; one of {}", ProviderId::choices()))
-}
-
 fn parse_autonomy(s: &str) -> Result<Autonomy, String> {
     [
         Autonomy::ReadOnly,
@@ -75,10 +70,9 @@ fn parse_autonomy(s: &str) -> Result<Autonomy, String> {
     .ok_or_else(|| "one of \"read_only\", \"low\", \"medium\", \"high\"".to_owned())
 }
 
-pub(crate) async fn ask(args: AskArgs, config: Option<&PathBuf>) -> ExitCode {
-    let env = env_map();
-    let settings = match settings(config, &env) {
-        Ok(s) => s,
+pub(crate) async fn ask(args: AskArgs, ctx: &Context) -> ExitCode {
+    let cfg = match ctx.engine_config() {
+        Ok(cfg) => cfg,
         Err(e) => {
             eprintln!("droid-executor: {e:#}");
             return ExitCode::from(2);
@@ -112,7 +106,6 @@ pub(crate) async fn ask(args: AskArgs, config: Option<&PathBuf>) -> ExitCode {
         fallback: None,
         max_tokens: None,
     });
-    let cfg = engine_config(&settings, &env);
     if args.provider == ProviderId::Droid {
         for w in &cfg.droid_warnings {
             eprintln!("droid-executor: warning: {w}");
@@ -123,5 +116,5 @@ pub(crate) async fn ask(args: AskArgs, config: Option<&PathBuf>) -> ExitCode {
     let background = args
         .background
         .then_some(&follow as &dyn Fn(&str) -> String);
-    crate::run::in_process(cfg, &request, args.json, background).await
+    in_process(cfg.clone(), &request, args.json, background).await
 }

@@ -1,6 +1,6 @@
 //! `droid-executor cancel <provider> [TASK_ID] [--repo DIR] [--json]`: seed 002's cancel from the
 //! command line (docs/architecture.md#origin), a thin shortcut over `tasks cancel`. Which task,
-//! as `pend` decides it ([`crate::pend::resolve`]): the id given (refused when it is another
+//! as `pend` decides it ([`crate::provider_task::resolve`]): the id given (refused when it is another
 //! provider's), else that provider's latest task in this repository, never another
 //! repository's. It prints the task's state right after the request (`--json`: the task record);
 //! `pend` shows the final one.
@@ -15,7 +15,10 @@ use clap::Args;
 use droid_contract::ProviderId;
 use droid_exec::Tasks;
 
-use crate::cli::{engine_config, env_map, settings};
+use crate::context::Context;
+use crate::output::{UNDELIVERED, emit};
+use crate::provider_arg::{parse_provider, provider_help};
+use crate::provider_task::{repository_dir, resolve};
 
 #[derive(Debug, Args)]
 #[command(
@@ -23,8 +26,10 @@ use crate::cli::{engine_config, env_map, settings};
                   error, unknown task, a task of another provider, or an unusable task store."
 )]
 pub(crate) struct CancelArgs {
-    /// The provider whose task it is: codex, claude, gemini, opencode or droid.
-    #[arg(value_parser = crate::ask::parse_provider)]
+    #[arg(
+        value_parser = parse_provider,
+        help = provider_help("The provider whose task it is", "")
+    )]
     provider: ProviderId,
     /// The task id `ask --background` printed (default: that provider's latest task in this
     /// repository).
@@ -43,22 +48,20 @@ fn fail(e: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-pub(crate) async fn cancel(args: CancelArgs, config: Option<&PathBuf>) -> ExitCode {
-    let env = env_map();
-    let settings = match settings(config, &env) {
-        Ok(s) => s,
+pub(crate) async fn cancel(args: CancelArgs, ctx: &Context) -> ExitCode {
+    let cfg = match ctx.engine_config() {
+        Ok(cfg) => cfg,
         Err(e) => return fail(format!("{e:#}")),
     };
-    let tasks = match Tasks::open(&engine_config(&settings, &env)) {
+    let tasks = match Tasks::open(cfg) {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    let dir = match crate::pend::repository_dir(args.repo.as_deref()) {
+    let dir = match repository_dir(args.repo.as_deref()) {
         Ok(dir) => dir,
         Err(e) => return fail(e),
     };
-    let id = match crate::pend::resolve(&tasks, args.provider, args.task_id.as_deref(), &dir).await
-    {
+    let id = match resolve(&tasks, args.provider, args.task_id.as_deref(), &dir).await {
         Ok(id) => id,
         Err(e) => return fail(e.replace("droid-executor pend", "droid-executor cancel")),
     };
@@ -82,9 +85,9 @@ pub(crate) async fn cancel(args: CancelArgs, config: Option<&PathBuf>) -> ExitCo
             args.provider
         )
     };
-    if let Err(e) = crate::cli::emit(&text) {
+    if let Err(e) = emit(&text) {
         eprintln!("droid-executor: could not write to stdout: {e}");
-        return ExitCode::from(crate::run::UNDELIVERED);
+        return ExitCode::from(UNDELIVERED);
     }
     ExitCode::SUCCESS
 }

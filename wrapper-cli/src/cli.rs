@@ -4,7 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use droid_exec::{EnvMap, Settings};
+use droid_exec::Settings;
+
+use crate::context::Context;
+use crate::output::say;
 
 /// Hand a decided, well-specified coding task to Factory's droid CLI and get back a verified,
 /// structured result.
@@ -103,13 +106,8 @@ pub(crate) enum Command {
 }
 
 impl Command {
-    /// Whether the command answers once and exits, all its work done when its dispatch
-    /// returns (its runs settled: `run` and `ask` wait for the agent's tree to end): it runs on
-    /// one thread, and its exit does not wait for idle threads. The servers (`mcp`, `acp`,
-    /// `serve`) are not, nor a background task's `worker`, nor `ping` and `doctor`, which ask
-    /// every agent CLI at once.
     /// The TCP ports of our own bridge that the runs this command starts must not reach
-    /// (`droid_exec::run::net_confine`), and whether the rule applies always (a server) or only
+    /// (`droid_exec::process::net_confine`), and whether the rule applies always (a server) or only
     /// while something listens there (a one-shot command). `None`: the command starts no run,
     /// or is the bridge's own client.
     pub(crate) fn bridge_ports(&self, settings: &Settings) -> Option<(Vec<u16>, bool)> {
@@ -127,6 +125,11 @@ impl Command {
         }
     }
 
+    /// Whether the command answers once and exits, all its work done when its dispatch
+    /// returns (its runs settled: `run` and `ask` wait for the agent's tree to end): it runs on
+    /// one thread, and its exit does not wait for idle threads. The servers (`mcp`, `acp`,
+    /// `serve`) are not, nor a background task's `worker`, nor `ping` and `doctor`, which ask
+    /// every agent CLI at once.
     pub(crate) fn one_shot(&self) -> bool {
         matches!(
             self,
@@ -153,23 +156,6 @@ pub(crate) enum SchemaKind {
     TaskRecord,
 }
 
-/// One line of the command's output on stdout. A closed stdout (`| head`) is not worth a panic:
-/// the write error is ignored.
-pub(crate) fn say(text: &str) {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{text}");
-}
-
-/// The command's answer on stdout, flushed; the error when it could not be written (stdout
-/// closed, or a pipe whose reader has gone: Rust ignores SIGPIPE, so this is `EPIPE`).
-pub(crate) fn emit(text: &str) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{text}")?;
-    out.flush()
-}
-
 /// Logs go to stderr (stdout carries results); `RUST_LOG` sets the level, default `warn`.
 pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -182,58 +168,14 @@ pub(crate) fn init_logging() {
         .try_init();
 }
 
-/// The process environment as a map (the engine never reads the environment itself).
-pub(crate) fn env_map() -> EnvMap {
-    std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect()
-}
-
-/// The engine configuration of this process: settings, environment, and this executable as the
-/// supervisor of background tasks.
-pub(crate) fn engine_config(settings: &Settings, env: &EnvMap) -> droid_exec::EngineConfig {
-    let mut cfg = settings.engine_config(env);
-    cfg.supervisor = std::env::current_exe().ok();
-    cfg
-}
-
-/// Remove expired task results (every front-end does this at start-up, at most once a minute
-/// per store: see [`droid_exec::Tasks::clean_if_due`]); a store that cannot be read is reported
-/// once and does not stop the command.
-pub(crate) async fn clean_expired(tasks: &droid_exec::Tasks) {
-    if let Err(e) = tasks.clean_if_due().await {
-        eprintln!("droid-executor: warning: cleaning expired tasks: {e}");
-    }
-}
-
-/// A config file named with `--config` must exist (the default one may be absent: defaults).
-pub(crate) fn check_named_config(config: Option<&PathBuf>) -> anyhow::Result<()> {
-    match config {
-        Some(p) if !p.exists() => anyhow::bail!(
-            "the config file {} does not exist (--config names a file to read; without it the \
-             default path is used)",
-            p.display()
-        ),
-        _ => Ok(()),
-    }
-}
-
-/// Load settings from `--config` or the default path.
-pub(crate) fn settings(config: Option<&PathBuf>, env: &EnvMap) -> anyhow::Result<Settings> {
-    check_named_config(config)?;
-    let path = config
-        .cloned()
-        .or_else(|| droid_exec::config::default_config_path(env));
-    Ok(Settings::load(path.as_deref(), env)?)
-}
-
-pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
-    match cli.command {
-        Command::Run(args) => crate::run::run(*args, cli.config.as_ref()).await,
-        Command::Ask(args) => crate::ask::ask(*args, cli.config.as_ref()).await,
-        Command::Pend(args) => crate::pend::pend(args, cli.config.as_ref()).await,
-        Command::Ping(args) => crate::ping::ping(args, cli.config.as_ref()).await,
-        Command::Cancel(args) => crate::cancel::cancel(args, cli.config.as_ref()).await,
+/// Run `command` in `ctx` (built by `main` from `--config` and the environment).
+pub(crate) async fn dispatch(command: Command, ctx: Context) -> ExitCode {
+    match command {
+        Command::Run(args) => crate::run::run(*args, &ctx).await,
+        Command::Ask(args) => crate::ask::ask(*args, &ctx).await,
+        Command::Pend(args) => crate::pend::pend(args, &ctx).await,
+        Command::Ping(args) => crate::ping::ping(args, &ctx).await,
+        Command::Cancel(args) => crate::cancel::cancel(args, &ctx).await,
         Command::Schema { which } => {
             let schema = match which {
                 SchemaKind::Request => droid_contract::request_schema(),
@@ -252,15 +194,15 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
             }
         }
         Command::Doctor { json, skills_dir } => {
-            crate::doctor::doctor(cli.config.as_ref(), skills_dir.as_deref(), json).await
+            crate::doctor::doctor(&ctx, skills_dir.as_deref(), json).await
         }
-        Command::Mcp(args) => crate::mcp::mcp(args, cli.config.as_ref()).await,
-        Command::Acp => crate::acp::acp(cli.config.as_ref()).await,
-        Command::Serve(args) => crate::serve::serve(args, cli.config.as_ref()).await,
-        Command::Bridge(args) => crate::bridge::bridge(args, cli.config.as_ref()).await,
-        Command::Config(args) => crate::config_cmd::config(args, cli.config.as_ref()),
-        Command::Setup(args) => crate::setup::setup(args, cli.config.as_ref()).await,
-        Command::Tasks(args) => crate::tasks::tasks(args, cli.config.as_ref()).await,
+        Command::Mcp(args) => crate::mcp::mcp(args, ctx).await,
+        Command::Acp => crate::acp::acp(&ctx).await,
+        Command::Serve(args) => crate::serve::serve(args, &ctx).await,
+        Command::Bridge(args) => crate::bridge::bridge(args, &ctx).await,
+        Command::Config(args) => crate::config_cmd::config(args, &ctx),
+        Command::Setup(args) => crate::setup::setup(args, &ctx).await,
+        Command::Tasks(args) => crate::tasks::tasks(args, &ctx).await,
         Command::Worker { id, store } => crate::worker::worker(&id, &store).await,
         Command::Guard {
             marker,
@@ -277,17 +219,17 @@ pub(crate) async fn dispatch(cli: Cli) -> ExitCode {
     }
 }
 
-/// `droid-executor reap <host>`: see `droid_exec::run::cgroup`. Exit 0 when the cgroup was
+/// `droid-executor reap <host>`: see `droid_exec::process::cgroup`. Exit 0 when the cgroup was
 /// emptied and removed, 1 when some process outlived the budget, 2 for a directory it refuses.
 async fn reap(host: &std::path::Path, scratch: Option<&std::path::Path>) -> ExitCode {
-    let owner = match droid_exec::run::guard::stdin_control() {
+    let owner = match droid_exec::process::guard::stdin_control() {
         Ok(pipe) => pipe,
         Err(e) => {
             eprintln!("droid-executor reap: stdin is not the front-end's pipe: {e}");
             return ExitCode::from(2);
         }
     };
-    match droid_exec::run::cgroup::reap_host(host, owner, scratch).await {
+    match droid_exec::process::cgroup::reap_host(host, owner, scratch).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
             eprintln!(
@@ -303,7 +245,7 @@ async fn reap(host: &std::path::Path, scratch: Option<&std::path::Path>) -> Exit
     }
 }
 
-/// `droid-executor guard <marker> -- <program> <args…>`: see `droid_exec::run::guard`. Exits as the
+/// `droid-executor guard <marker> -- <program> <args…>`: see `droid_exec::process::guard`. Exits as the
 /// program did (its code, or killed by the same signal) once its whole tree is gone; 126 when it
 /// could not be started (the reason on stderr, which is the program's), 2 for a refused marker.
 async fn supervise(
@@ -313,20 +255,21 @@ async fn supervise(
     stdin: Option<std::path::PathBuf>,
     scope: bool,
 ) -> ExitCode {
-    let control = match droid_exec::run::guard::stdin_control() {
+    let control = match droid_exec::process::guard::stdin_control() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("droid-executor guard: stdin is not the engine's control pipe: {e}");
-            return ExitCode::from(droid_exec::run::guard::SUPERVISOR_SPAWN_FAILED);
+            return ExitCode::from(droid_exec::process::guard::SUPERVISOR_SPAWN_FAILED);
         }
     };
-    match droid_exec::run::guard::supervise_tree(marker, program, args, stdin, scope, control).await
+    match droid_exec::process::guard::supervise_tree(marker, program, args, stdin, scope, control)
+        .await
     {
         Ok((status, left)) => {
             if left > 0 {
                 eprintln!("droid-executor guard: {left} process(es) of run {marker} survived");
             }
-            ExitCode::from(droid_exec::run::guard::exit_as(status))
+            ExitCode::from(droid_exec::process::guard::exit_as(status))
         }
         Err(droid_exec::EngineError::InvalidMarker(m)) => {
             eprintln!("droid-executor guard: invalid marker {m:?}");
@@ -334,15 +277,15 @@ async fn supervise(
         }
         Err(e) => {
             eprintln!("droid-executor guard: {e}");
-            ExitCode::from(droid_exec::run::guard::SUPERVISOR_SPAWN_FAILED)
+            ExitCode::from(droid_exec::process::guard::SUPERVISOR_SPAWN_FAILED)
         }
     }
 }
 
-/// `droid-executor guard <marker>`: see `droid_exec::run::guard`. Exit 0 when nothing of the run is
+/// `droid-executor guard <marker>`: see `droid_exec::process::guard`. Exit 0 when nothing of the run is
 /// left, 1 when some process survived the sweep, 2 for a marker it refuses.
 async fn guard(marker: &str) -> ExitCode {
-    match droid_exec::run::guard::guard(marker, tokio::io::stdin()).await {
+    match droid_exec::process::guard::guard(marker, tokio::io::stdin()).await {
         Ok(0) => ExitCode::SUCCESS,
         Ok(left) => {
             eprintln!("droid-executor guard: {left} process(es) of run {marker} survived");

@@ -2,15 +2,15 @@
 //! came from (environment variable, config file, default), plus the config file's path and how
 //! droid is found. An invalid file is reported with its line and column, exit 2.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use droid_exec::config::default_config_path;
+use droid_exec::Settings;
 use droid_exec::provenance::sources;
 use serde_json::json;
 
-use crate::cli::env_map;
+use crate::context::Context;
+use crate::output::say;
 
 #[derive(Debug, Args)]
 pub(crate) struct ConfigArgs {
@@ -28,15 +28,15 @@ enum ConfigAction {
     },
 }
 
-pub(crate) fn config(args: ConfigArgs, config: Option<&PathBuf>) -> ExitCode {
+pub(crate) fn config(args: ConfigArgs, ctx: &Context) -> ExitCode {
     let ConfigAction::Show { json } = args.action;
-    if let Err(e) = crate::cli::check_named_config(config) {
+    if let Err(e) = ctx.check_named_config() {
         eprintln!("droid-executor config: {e}");
         return ExitCode::from(2);
     }
-    let env = env_map();
-    let path = config.cloned().or_else(|| default_config_path(&env));
-    let rows = match sources(path.as_deref(), &env) {
+    let env = ctx.env();
+    let path = ctx.config_path();
+    let rows = match sources(path.as_deref(), env) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("droid-executor config: {e}");
@@ -44,21 +44,26 @@ pub(crate) fn config(args: ConfigArgs, config: Option<&PathBuf>) -> ExitCode {
         }
     };
     let present = path.as_ref().is_some_and(|p| p.exists());
-    let settings = droid_exec::Settings::load(path.as_deref(), &env).unwrap_or_default();
-    let located = settings.locate_droid(&env);
+    let defaults;
+    let settings = match ctx.settings() {
+        Ok(s) => s,
+        Err(_) => {
+            defaults = Settings::default();
+            &defaults
+        }
+    };
+    let located = settings.locate_droid(env);
     if json {
-        crate::cli::say(
-            &json!({
-                "config_file": path.as_ref().map(|p| p.display().to_string()),
-                "config_file_present": present,
-                "settings": rows,
-                "droid": {
-                    "path": located.program.as_ref().map(|p| p.display().to_string()),
-                    "source": located.source,
-                },
-            })
-            .to_string(),
-        );
+        say(&json!({
+            "config_file": path.as_ref().map(|p| p.display().to_string()),
+            "config_file_present": present,
+            "settings": rows,
+            "droid": {
+                "path": located.program.as_ref().map(|p| p.display().to_string()),
+                "source": located.source,
+            },
+        })
+        .to_string());
         return ExitCode::SUCCESS;
     }
     let file = match &path {
@@ -66,15 +71,15 @@ pub(crate) fn config(args: ConfigArgs, config: Option<&PathBuf>) -> ExitCode {
         Some(p) => format!("{} (not present)", p.display()),
         None => "none (HOME unset)".to_owned(),
     };
-    crate::cli::say(&format!("# config file: {file}"));
+    say(&format!("# config file: {file}"));
     let width = rows.iter().map(|r| r.key.len()).max().unwrap_or(0);
     for r in &rows {
         let value = r.value.to_string();
-        crate::cli::say(&format!("{:<width$} = {value:<40} # {}", r.key, r.source));
+        say(&format!("{:<width$} = {value:<40} # {}", r.key, r.source));
     }
     let droid = located
         .program
         .map_or_else(|| "not found".to_owned(), |p| p.display().to_string());
-    crate::cli::say(&format!("# droid: {droid} ({})", located.source));
+    say(&format!("# droid: {droid} ({})", located.source));
     ExitCode::SUCCESS
 }

@@ -14,19 +14,29 @@
 mod acp;
 mod ask;
 mod bridge;
+mod bridge_client;
+mod bridge_site;
 mod cancel;
 mod cli;
 mod config_cmd;
+mod context;
 mod doctor;
+mod expired;
+mod in_process;
 mod mcp;
 mod mcp_http;
+mod output;
 mod pend;
 mod ping;
+mod provider_arg;
+mod provider_task;
 mod render;
 mod run;
 mod serve;
 mod setup;
+mod signals;
 mod skill_bundle;
+mod skills_root;
 mod tasks;
 mod worker;
 
@@ -35,16 +45,17 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args = <cli::Cli as clap::Parser>::parse();
     cli::init_logging();
+    let ctx = context::Context::of_process(args.config);
     // before any other thread exists: the runs this process starts cannot connect to our own
-    // bridge (a request from inside a run never gets more than the run has); the settings are
-    // read again, with their errors reported, by the command itself
-    if let Ok(settings) = cli::settings(args.config.as_ref(), &cli::env_map())
-        && let Some((ports, always)) = args.command.bridge_ports(&settings)
+    // bridge (a request from inside a run never gets more than the run has); an error in the
+    // settings is reported by the command that needs them
+    if let Ok(settings) = ctx.settings()
+        && let Some((ports, always)) = args.command.bridge_ports(settings)
     {
         if always {
-            droid_exec::run::net_confine::refuse_tcp_connect_to(&ports);
+            droid_exec::process::net_confine::refuse_tcp_connect_to(&ports);
         } else {
-            droid_exec::run::net_confine::refuse_if_listening(&ports);
+            droid_exec::process::net_confine::refuse_if_listening(&ports);
         }
     }
     // a command that answers once and exits (a run's supervisor or guardian starts with every
@@ -58,7 +69,7 @@ fn main() -> ExitCode {
     };
     match builder.enable_all().build() {
         Ok(rt) => {
-            let code = rt.block_on(cli::dispatch(args));
+            let code = rt.block_on(cli::dispatch(args.command, ctx));
             if one_shot {
                 // its answer is out and its runs are settled: the idle threads of the blocking
                 // pool are not waited for (joining them cost `run` a quarter of a millisecond)

@@ -10,18 +10,17 @@
 //! ends the server quietly, without a panic or an error line); 2 when it cannot start (an
 //! invalid config, signals that cannot be watched), with one line on stderr.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
 use droid_exec::Engine;
-use droid_exec::config::default_config_path;
 use droid_exec::toolset::Toolsets;
 use mcp_stdio::Server;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{engine_config, env_map, settings};
+use crate::context::Context;
+use crate::signals::cancel_on_signals;
 
 /// droid's grace between SIGTERM and SIGKILL here: a client closing stdin waits about 2 s before
 /// it signals us, and everything must be gone by then. The server's shutdown drain (0.9 s) must
@@ -44,30 +43,34 @@ pub(crate) struct McpArgs {
     toolsets: Option<Toolsets>,
 }
 
-pub(crate) async fn mcp(args: McpArgs, config: Option<&PathBuf>) -> ExitCode {
-    let mut env = env_map();
+pub(crate) async fn mcp(args: McpArgs, mut ctx: Context) -> ExitCode {
     // an MCP client filtered this environment: which one, `setup mcp` wrote into its entry; an
     // entry that does not say is some other client's (the Inspector's, one written by hand), and
     // a hint asking for a variable it lacks names that filter too (droid_exec::client_env)
     use droid_exec::client_env::{CLIENT_VAR, UNKNOWN_CLIENT};
-    if env.get(CLIENT_VAR).is_none_or(String::is_empty) {
-        env.insert(CLIENT_VAR.to_owned(), UNKNOWN_CLIENT.to_owned());
+    if ctx.env().get(CLIENT_VAR).is_none_or(String::is_empty) {
+        ctx.env_mut()
+            .insert(CLIENT_VAR.to_owned(), UNKNOWN_CLIENT.to_owned());
     }
-    let settings = match settings(config, &env) {
-        Ok(s) => s,
+    let task_cfg = match ctx.engine_config() {
+        Ok(cfg) => cfg,
         Err(e) => {
             eprintln!("droid-executor mcp: {e:#}");
             return ExitCode::from(2);
         }
     };
-    let task_cfg = engine_config(&settings, &env);
     let mut cfg = task_cfg.clone();
     cfg.kill_grace = KILL_GRACE;
-    let path = config.cloned().or_else(|| default_config_path(&env));
-    let server = Server::with_toolsets(Engine::new(cfg), &task_cfg, env, path, args.toolsets);
+    let server = Server::with_toolsets(
+        Engine::new(cfg),
+        task_cfg,
+        ctx.env().clone(),
+        ctx.config_path(),
+        args.toolsets,
+    );
     let shutdown = CancellationToken::new();
     // the same handling as `run` (SIGINT, SIGTERM, SIGHUP; one line on stderr)
-    match crate::run::cancel_on_signals(
+    match cancel_on_signals(
         shutdown.clone(),
         "cancelling running calls (stopping droid)…",
     ) {

@@ -14,16 +14,18 @@
 //! partial, timeout or cancelled, 2 error); 3 when it is still not finished; 2 for usage errors,
 //! an unknown task, a task of another provider or an unusable store.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
 use droid_contract::{ProviderId, TaskRecord};
-use droid_exec::tasks::repository_of;
-use droid_exec::{TaskKey, Tasks};
+use droid_exec::Tasks;
 
-use crate::cli::{engine_config, env_map, settings};
+use crate::context::Context;
+use crate::output::{UNDELIVERED, emit, exit_code};
+use crate::provider_arg::{parse_provider, provider_help};
+use crate::provider_task::{repository_dir, resolve};
 
 /// Exit code of a task that is still not finished (as `tasks wait`).
 const STILL_RUNNING: u8 = 3;
@@ -35,8 +37,10 @@ const STILL_RUNNING: u8 = 3;
                         unknown task, a task of another provider, or an unusable task store."
 )]
 pub(crate) struct PendArgs {
-    /// The provider whose task it is: codex, claude, gemini, opencode or droid.
-    #[arg(value_parser = crate::ask::parse_provider)]
+    #[arg(
+        value_parser = parse_provider,
+        help = provider_help("The provider whose task it is", "")
+    )]
     provider: ProviderId,
     /// The task id `ask --background` printed (default: that provider's latest task in this
     /// repository).
@@ -56,51 +60,6 @@ pub(crate) struct PendArgs {
 fn fail(e: impl std::fmt::Display) -> ExitCode {
     eprintln!("droid-executor: {e}");
     ExitCode::from(2)
-}
-
-/// The directory whose repository a command without a task id is about: `repo`, else the
-/// current directory.
-pub(crate) fn repository_dir(repo: Option<&Path>) -> Result<PathBuf, String> {
-    match repo {
-        Some(dir) => Ok(std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())),
-        None => std::env::current_dir().map_err(|e| {
-            format!("cannot tell the current directory ({e}); pass --repo or the task id")
-        }),
-    }
-}
-
-/// The task `args` names: its id checked against the provider, or the provider's latest task in
-/// the repository `dir` lies in (`pend` and `cancel` alike).
-pub(crate) async fn resolve(
-    tasks: &Tasks,
-    provider: ProviderId,
-    id: Option<&str>,
-    dir: &Path,
-) -> Result<String, String> {
-    match id {
-        Some(id) => {
-            let key = TaskKey::parse(id).map_err(|e| e.to_string())?;
-            let owner = key.provider();
-            if owner == provider {
-                Ok(key.as_str().to_owned())
-            } else {
-                Err(format!(
-                    "task {id} is a {owner} task, not a {provider} one; fetch it with: \
-                     droid-executor pend {owner} {id}"
-                ))
-            }
-        }
-        None => match tasks.latest_in_repository(provider, dir).await {
-            Ok(Some(rec)) => Ok(rec.task_id),
-            Ok(None) => Err(format!(
-                "no {provider} tasks yet in the repository {}; start one there with: \
-                 droid-executor ask {provider} \"MESSAGE\" --background (a task of another \
-                 repository: droid-executor pend {provider} TASK_ID)",
-                repository_of(dir).display()
-            )),
-            Err(e) => Err(e.to_string()),
-        },
-    }
 }
 
 /// The record for people: the agent's reply first ([`droid_exec::reply`]: its final answer, as
@@ -157,13 +116,12 @@ fn with_reply(reply: Option<&str>, rec: &TaskRecord) -> String {
     serde_json::to_string_pretty(&out).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
-pub(crate) async fn pend(args: PendArgs, config: Option<&PathBuf>) -> ExitCode {
-    let env = env_map();
-    let settings = match settings(config, &env) {
-        Ok(s) => s,
+pub(crate) async fn pend(args: PendArgs, ctx: &Context) -> ExitCode {
+    let cfg = match ctx.engine_config() {
+        Ok(cfg) => cfg,
         Err(e) => return fail(format!("{e:#}")),
     };
-    let tasks = match Tasks::open(&engine_config(&settings, &env)) {
+    let tasks = match Tasks::open(cfg) {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
@@ -185,15 +143,15 @@ pub(crate) async fn pend(args: PendArgs, config: Option<&PathBuf>) -> ExitCode {
     } else {
         show(args.provider, &rec, reply.as_deref())
     };
-    if let Err(e) = crate::cli::emit(&text) {
+    if let Err(e) = emit(&text) {
         eprintln!(
             "droid-executor: task {id} could not be written to stdout: {e}; it stays in the task \
              store (droid-executor tasks show {id})"
         );
-        return ExitCode::from(crate::run::UNDELIVERED);
+        return ExitCode::from(UNDELIVERED);
     }
     match &rec.result {
-        Some(r) if rec.state.is_finished() => crate::run::exit_code(r.status),
+        Some(r) if rec.state.is_finished() => exit_code(r.status),
         _ => ExitCode::from(STILL_RUNNING),
     }
 }

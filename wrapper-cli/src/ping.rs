@@ -7,14 +7,16 @@
 //! Exit codes, as `doctor`: 0 when no check failed (a provider that is not installed is a WARN),
 //! 1 when one did, 2 for usage errors.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 use droid_contract::ProviderId;
+use droid_exec::check_text::{self, Layout};
 use droid_exec::health::{Level, provider_checks};
 
-use crate::cli::{engine_config, env_map, settings};
+use crate::context::Context;
+use crate::output::say;
+use crate::provider_arg::{parse_provider, provider_help};
 
 #[derive(Debug, Args)]
 #[command(
@@ -22,38 +24,38 @@ use crate::cli::{engine_config, env_map, settings};
                         check failed, 2 usage error."
 )]
 pub(crate) struct PingArgs {
-    /// The provider: codex, claude, gemini, opencode or droid (default: all five).
-    #[arg(value_parser = crate::ask::parse_provider)]
+    #[arg(
+        value_parser = parse_provider,
+        help = provider_help("The provider", " (default: all of them)")
+    )]
     provider: Option<ProviderId>,
     /// Print the checks as JSON.
     #[arg(long)]
     json: bool,
 }
 
-pub(crate) async fn ping(args: PingArgs, config: Option<&PathBuf>) -> ExitCode {
-    let env = env_map();
-    let settings = match settings(config, &env) {
-        Ok(s) => s,
+pub(crate) async fn ping(args: PingArgs, ctx: &Context) -> ExitCode {
+    let cfg = match ctx.engine_config() {
+        Ok(cfg) => cfg,
         Err(e) => {
             eprintln!("droid-executor: {e:#}");
             return ExitCode::from(2);
         }
     };
-    let cfg = engine_config(&settings, &env);
     let providers = match args.provider {
         Some(p) => vec![p],
         None => ProviderId::ALL.to_vec(),
     };
     let mut checks = Vec::new();
     for p in providers {
-        checks.extend(provider_checks(&cfg, &env, p).await);
+        checks.extend(provider_checks(cfg, ctx.env(), p).await);
     }
     let out = if args.json {
-        crate::doctor::checks_json(&checks)
+        check_text::json(&checks)
     } else {
-        crate::doctor::checks_text(&checks)
+        check_text::render(&checks, Layout::Columns)
     };
-    crate::cli::say(&out);
+    say(&out);
     if checks.iter().any(|c| c.level == Level::Fail) {
         ExitCode::from(1)
     } else {

@@ -8,20 +8,20 @@
 //! (bad `--context` JSON, unreadable `--instructions-file`) is reported like a contract violation,
 //! so `--json` callers always get an ExecutionResult.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
 use droid_contract::INSTRUCTIONS_MAX;
-use droid_contract::{AgentChoice, ExecutionResult, Status, Violation, Violations};
+use droid_contract::{AgentChoice, ExecutionResult, Violation, Violations};
 use droid_exec::input::{Input, read_input};
-use droid_exec::{EVENT_CHANNEL_CAPACITY, Engine, RunEvent, Tasks};
+use droid_exec::{EngineConfig, Settings};
 use serde_json::{Map, Value, json};
-use tokio_util::sync::CancellationToken;
 
-use crate::cli::{clean_expired, engine_config, env_map, settings};
-use crate::render;
+use crate::bridge_client::{Where, ensure, target};
+use crate::context::Context;
+use crate::in_process::in_process;
+use crate::output::{print_result, print_submitted};
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
@@ -338,80 +338,14 @@ fn build_request(a: &RunArgs, body_limit: usize) -> Result<Value, Violations> {
     }
 }
 
-/// Cancel the run on SIGINT (Ctrl-C), SIGTERM or SIGHUP; a second one exits at once. droid runs in its own process group, so
-/// the terminal's signals never reach it: only a cancel stops it and whatever it started. The
-/// handlers are installed before the run starts, so there is no window where a signal kills us
-/// and leaves droid behind.
-pub(crate) fn cancel_on_signals(
-    cancel: CancellationToken,
-    then: &'static str,
-) -> std::io::Result<tokio::task::JoinHandle<()>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut term = signal(SignalKind::terminate())?;
-    let mut hup = signal(SignalKind::hangup())?;
-    Ok(tokio::spawn(async move {
-        let name = tokio::select! {
-            _ = int.recv() => "interrupted",
-            _ = term.recv() => "terminated",
-            _ = hup.recv() => "hung up",
-        };
-        eprintln!("\ndroid-executor: {name}; {then} (a second signal exits at once)");
-        cancel.cancel();
-        // a second signal: the user will not wait for the clean stop. droid dies with us (its
-        // parent-death signal); what it started in a session of its own may survive.
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-            _ = hup.recv() => {}
-        }
-        eprintln!("droid-executor: second signal; exiting now");
-        std::process::exit(130);
-    }))
-}
-
-pub(crate) fn exit_code(status: Status) -> ExitCode {
-    match status {
-        Status::Success => ExitCode::SUCCESS,
-        Status::Partial | Status::Failed | Status::Timeout | Status::Cancelled => ExitCode::from(1),
-        Status::Error => ExitCode::from(2),
-    }
-}
-
-/// Print the result on stdout; its exit code, or [`UNDELIVERED`] when stdout is closed or its
-/// reader has gone (the result would be lost: that is not a success, whatever the run did).
-pub(crate) fn print_result(result: &ExecutionResult, json: bool) -> ExitCode {
-    let text = if json {
-        serde_json::to_string_pretty(result).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
-    } else {
-        render::report(result)
-    };
-    match crate::cli::emit(&text) {
-        Ok(()) => exit_code(result.status),
-        Err(e) => {
-            eprintln!(
-                "droid-executor: the result ({}) could not be written to stdout: {e}; it is lost \
-                 (run with --background to keep results in the task store)",
-                result.status.as_str()
-            );
-            ExitCode::from(UNDELIVERED)
-        }
-    }
-}
-
-/// The exit code when the answer could not be written to stdout (a closed pipe, a full disk).
-pub(crate) const UNDELIVERED: u8 = 4;
-
-pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
-    let env = env_map();
-    let settings = match settings(config, &env) {
-        Ok(s) => s,
+pub(crate) async fn run(args: RunArgs, ctx: &Context) -> ExitCode {
+    let (settings, cfg) = match ctx.settings().and_then(|s| Ok((s, ctx.engine_config()?))) {
+        Ok(both) => both,
         Err(e) => {
             eprintln!("droid-executor: {e:#}");
             return ExitCode::from(2);
         }
     };
-    let cfg = engine_config(&settings, &env);
     for w in &cfg.droid_warnings {
         eprintln!("droid-executor: warning: {w}");
     }
@@ -423,52 +357,13 @@ pub(crate) async fn run(args: RunArgs, config: Option<&PathBuf>) -> ExitCode {
         }
     };
     if args.via == Via::Bridge {
-        return via_bridge(&request, &args, &settings, &env, config).await;
+        return via_bridge(&request, &args, settings, cfg, ctx).await;
     }
     let follow = |id: &str| format!("droid-executor tasks wait {id}");
     let background = args
         .background
         .then_some(&follow as &dyn Fn(&str) -> String);
-    in_process(cfg, &request, args.json, background).await
-}
-
-/// Run `request` in this process and print its result, or with `background` (which tells how to
-/// follow a task, given its id) submit it and print its id: `run` and `ask` alike.
-pub(crate) async fn in_process(
-    cfg: droid_exec::EngineConfig,
-    request: &Value,
-    json: bool,
-    background: Option<&dyn Fn(&str) -> String>,
-) -> ExitCode {
-    if let Ok(tasks) = Tasks::open(&cfg) {
-        clean_expired(&tasks).await;
-    }
-    let engine = Engine::new(cfg);
-    if let Some(follow) = background {
-        return submit(&engine, request, json, follow).await;
-    }
-    let cancel = CancellationToken::new();
-    let signals = match cancel_on_signals(cancel.clone(), "cancelling (stopping droid)…") {
-        Ok(task) => task,
-        Err(e) => {
-            eprintln!("droid-executor: cannot watch for signals: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let (tx, rx) = tokio::sync::mpsc::channel::<RunEvent>(EVENT_CHANNEL_CAPACITY);
-    let progress = std::io::stderr()
-        .is_terminal()
-        .then(|| tokio::spawn(render::progress(rx)));
-    let result = engine.execute(request, cancel, Some(tx)).await;
-    signals.abort();
-    if let Some(p) = progress {
-        let _ = p.await;
-    }
-    let code = print_result(&result, json);
-    // the result is out, and our caller waits for our exit: droid, stopped at its completion
-    // event, is killed and its tree ended now rather than at the end of its SIGTERM grace
-    engine.settle_now().await;
-    code
+    in_process(cfg.clone(), &request, args.json, background).await
 }
 
 /// `run --via bridge`: make sure the bridge runs (seed 000's socket probe,
@@ -479,22 +374,22 @@ pub(crate) async fn in_process(
 async fn via_bridge(
     request: &Value,
     args: &RunArgs,
-    settings: &droid_exec::Settings,
-    env: &droid_exec::EnvMap,
-    config: Option<&PathBuf>,
+    settings: &Settings,
+    cfg: &EngineConfig,
+    ctx: &Context,
 ) -> ExitCode {
-    let at = crate::bridge::Where {
+    let at = Where {
         host: args.bridge_host.clone(),
         port: args.bridge_port,
     };
-    let t = match crate::bridge::target(&at, settings, env).await {
+    let t = match target(&at, settings, ctx.env()).await {
         Ok(t) => t,
         Err(e) => {
             eprintln!("droid-executor: {e:#}");
             return ExitCode::from(2);
         }
     };
-    match crate::bridge::ensure(&t, settings, env, config).await {
+    match ensure(&t, cfg, ctx.config_arg()).await {
         Ok(Some(pid)) => eprintln!(
             "droid-executor: started the bridge on http://{} (pid {pid})",
             t.addr
@@ -530,119 +425,5 @@ async fn via_bridge(
             eprintln!("droid-executor: {e}");
             ExitCode::from(2)
         }
-    }
-}
-
-/// A submitted task's id: `{"task_id": …}` with `--json`, else the id and on stderr how to
-/// follow it (`follow` gives the command for an id). Exit 0, or [`UNDELIVERED`] when stdout is
-/// closed (the task runs on; its result stays in the store).
-fn print_submitted(id: &str, json_out: bool, follow: &dyn Fn(&str) -> String) -> ExitCode {
-    let text = if json_out {
-        json!({ "task_id": id }).to_string()
-    } else {
-        id.to_owned()
-    };
-    if let Err(e) = crate::cli::emit(&text) {
-        eprintln!(
-            "droid-executor: the task id {id} could not be written to stdout: {e}; the task runs \
-             on and its result is kept in the task store (droid-executor tasks show {id})"
-        );
-        return ExitCode::from(UNDELIVERED);
-    }
-    if !json_out {
-        eprintln!("droid-executor: follow it with: {}", follow(id));
-    }
-    ExitCode::SUCCESS
-}
-
-/// `run --background`: admit the request (an invalid one is answered like a sync run's), submit
-/// it, print the task id.
-async fn submit(
-    engine: &Engine,
-    request: &Value,
-    json: bool,
-    follow: &dyn Fn(&str) -> String,
-) -> ExitCode {
-    let req = match engine.admit(request) {
-        Ok(r) => r,
-        Err(v) => {
-            let task_id = request
-                .get("task_id")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            let result = ExecutionResult::invalid_request(task_id, &v);
-            return print_result(&result, json);
-        }
-    };
-    let submitted = match Tasks::open(engine.config()) {
-        Ok(tasks) => tasks.submit(&req).await,
-        Err(e) => Err(e),
-    };
-    match submitted {
-        Ok(key) => print_submitted(key.as_str(), json, follow),
-        Err(e) => {
-            let task_id = req.task_id.as_ref().map(|t| t.as_str().to_owned());
-            let result = submit_failure(task_id, &e);
-            print_result(&result, json)
-        }
-    }
-}
-
-/// The `error` result of a submission that failed, so `--json` callers get a result as for any
-/// other failure: the supervisor could not be started (`bridge_failure`), or the task store is
-/// missing, full or read-only (`env_issue`, as a sync run says when it cannot take a run slot).
-fn submit_failure(task_id: Option<String>, e: &droid_exec::EngineError) -> ExecutionResult {
-    use droid_contract::{Issue, IssueType};
-    let (kind, action) = match e {
-        droid_exec::EngineError::Spawn { .. } => (
-            IssueType::BridgeFailure,
-            "check that this droid-executor binary can still be run; or run the task without \
-             --background",
-        ),
-        _ => (
-            IssueType::EnvIssue,
-            "check that the task store (store_dir) is writable and has free space; \
-             droid-executor doctor checks it",
-        ),
-    };
-    ExecutionResult::error(
-        task_id,
-        format!("could not submit the task: {e}"),
-        vec![Issue::new(kind, e.to_string(), action)],
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use droid_contract::IssueType;
-    use droid_exec::EngineError;
-
-    use super::*;
-
-    #[test]
-    fn a_failed_submission_is_an_error_result_naming_its_cause() {
-        let full = EngineError::Io {
-            action: "write",
-            path: PathBuf::from("/store/locks/seq"),
-            source: std::io::Error::from_raw_os_error(28),
-        };
-        let r = submit_failure(Some("t-1".into()), &full);
-        assert_eq!(r.status, Status::Error);
-        assert_eq!(r.task_id.as_deref(), Some("t-1"));
-        assert_eq!(r.issues[0].kind, IssueType::EnvIssue);
-        assert!(
-            r.summary
-                .starts_with("could not submit the task: write /store/locks/seq: No space left"),
-            "{}",
-            r.summary
-        );
-        let spawn = EngineError::Spawn {
-            program: "droid-executor".into(),
-            source: std::io::Error::from_raw_os_error(2),
-        };
-        assert_eq!(
-            submit_failure(None, &spawn).issues[0].kind,
-            IssueType::BridgeFailure
-        );
     }
 }

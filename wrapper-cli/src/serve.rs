@@ -11,22 +11,21 @@
 //! limits (`--max-connections`, `--reserved-connections`, `--max-streams`, `--stream-max-life`,
 //! …) are described in `bridge_http`'s `conns` and `events` modules and docs/operations.md.
 
-use std::net::SocketAddr;
-use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bridge_http::{Bridge, BridgeConfig, Token, check_bind};
+use bridge_http::{Bridge, BridgeConfig, check_bind};
 use clap::Args;
-use droid_exec::config::default_config_path;
-use droid_exec::tasks::daemon::Daemon;
-use droid_exec::{Engine, EnvMap, Settings};
+use droid_exec::Engine;
 use mcp_stdio::Server;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{clean_expired, engine_config, env_map, settings};
+use crate::bridge_site::{address, daemon, token};
+use crate::context::Context;
+use crate::expired::clean_expired;
+use crate::signals::cancel_on_signals;
 
 /// How often expired task results are removed while the bridge runs.
 const JANITOR_EVERY: Duration = Duration::from_secs(3600);
@@ -119,56 +118,8 @@ fn limits(args: &ServeArgs, defaults: BridgeConfig) -> anyhow::Result<BridgeConf
     Ok(cfg)
 }
 
-/// The daemon record of the bridge on `port`, in the task store.
-pub(crate) fn daemon(cfg: &droid_exec::EngineConfig, port: u16) -> Option<Daemon> {
-    cfg.store_dir
-        .as_deref()
-        .map(|dir| Daemon::new(dir, &format!("bridge-{port}")))
-}
-
-/// The token: `--token-file`, else `DROID_EXECUTOR_TOKEN`, else the `token_file` setting.
-pub(crate) fn token(
-    flag: Option<&PathBuf>,
-    settings: &Settings,
-    env: &EnvMap,
-) -> anyhow::Result<Option<Token>> {
-    if let Some(f) = flag {
-        return Ok(Some(token_file(f)?));
-    }
-    if let Some(t) = env.get("DROID_EXECUTOR_TOKEN").filter(|t| !t.is_empty()) {
-        return Ok(Some(Token::new(t)?));
-    }
-    match &settings.token_file {
-        Some(f) => Ok(Some(token_file(f)?)),
-        None => Ok(None),
-    }
-}
-
-/// The token in `path`, with a warning on stderr when other users may read or replace the file
-/// (the token is the only thing between them and droid running commands as this user).
-fn token_file(path: &Path) -> anyhow::Result<Token> {
-    let token = Token::from_file(path)?;
-    let mode = std::fs::metadata(path).map_or(0, |m| m.permissions().mode() & 0o777);
-    if mode & 0o077 != 0 {
-        eprintln!(
-            "droid-executor: warning: the token file {} is open to other users (mode {mode:04o}); \
-             restrict it with `chmod 600 {}`",
-            path.display(),
-            path.display()
-        );
-    }
-    Ok(token)
-}
-
-/// `host:port` as a socket address (a name such as `localhost` is resolved).
-pub(crate) async fn address(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
-    droid_exec::bind_address::resolve(host, port)
-        .await
-        .map_err(anyhow::Error::msg)
-}
-
-pub(crate) async fn serve(args: ServeArgs, config: Option<&PathBuf>) -> ExitCode {
-    match serve_inner(args, config).await {
+pub(crate) async fn serve(args: ServeArgs, ctx: &Context) -> ExitCode {
+    match serve_inner(args, ctx).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("droid-executor serve: {e:#}");
@@ -177,15 +128,14 @@ pub(crate) async fn serve(args: ServeArgs, config: Option<&PathBuf>) -> ExitCode
     }
 }
 
-async fn serve_inner(args: ServeArgs, config: Option<&PathBuf>) -> anyhow::Result<ExitCode> {
-    let env = env_map();
-    let settings = settings(config, &env)?;
+async fn serve_inner(args: ServeArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let settings = ctx.settings()?;
     let host = args.host.clone().unwrap_or_else(|| settings.host.clone());
     let port = args.port.unwrap_or(settings.port);
-    let token = token(args.token_file.as_ref(), &settings, &env)?;
+    let token = token(args.token_file.as_ref(), settings, ctx.env())?;
     let addr = address(&host, port).await?;
     check_bind(addr, token.as_ref())?;
-    let mut cfg = engine_config(&settings, &env);
+    let mut cfg = ctx.engine_config()?.clone();
     // the bridge's own token never reaches the store, a result or a log, even when a caller
     // writes it into a request
     cfg.redact
@@ -226,12 +176,17 @@ async fn serve_inner(args: ServeArgs, config: Option<&PathBuf>) -> anyhow::Resul
         ..defaults
     };
     let shutdown = CancellationToken::new();
-    let _signals = crate::run::cancel_on_signals(shutdown.clone(), "shutting down (draining)…")
+    let _signals = cancel_on_signals(shutdown.clone(), "shutting down (draining)…")
         .map_err(|e| anyhow::anyhow!("cannot watch for signals: {e}"))?;
     // `/mcp` runs on the bridge's own engine: one engine per process, drained together
     let engine = Arc::new(Engine::new(cfg));
-    let path = config.cloned().or_else(|| default_config_path(&env));
-    let mcp = Server::with_toolsets(Arc::clone(&engine), engine.config(), env, path, None);
+    let mcp = Server::with_toolsets(
+        Arc::clone(&engine),
+        engine.config(),
+        ctx.env().clone(),
+        ctx.config_path(),
+        None,
+    );
     let bridge = Bridge::with_mcp(engine, bridge_cfg, crate::mcp_http::Endpoint::new(mcp));
     let stop_janitor = CancellationToken::new();
     match (bridge.tasks(), bridge.tasks_unavailable()) {

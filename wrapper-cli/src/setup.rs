@@ -21,7 +21,9 @@ use client_setup::register::{Plan, Registration, apply, plan};
 use client_setup::skill::{FileAction, SkillFile, SkillPlan, install_skill, plan_skill_named};
 use droid_contract::ProviderId;
 
-use crate::cli::{engine_config, env_map, settings};
+use crate::context::Context;
+use crate::output::say;
+use crate::skills_root::{SkillClient, skills_root_of};
 
 #[derive(Debug, Args)]
 pub(crate) struct SetupArgs {
@@ -82,15 +84,6 @@ enum SetupCommand {
     },
 }
 
-/// A client that reads Agent Skills from a skills root.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum SkillClient {
-    /// Claude Code (`~/.claude/skills`).
-    Claude,
-    /// Factory's droid (`~/.factory/skills`).
-    Droid,
-}
-
 /// An editor that runs ACP agents.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum AcpClient {
@@ -112,22 +105,6 @@ enum Client {
     Opencode,
 }
 
-/// The default skills root: Claude Code's user skills.
-pub(crate) fn default_skills_root(env: &droid_exec::EnvMap) -> Option<PathBuf> {
-    skills_root_of(SkillClient::Claude, env)
-}
-
-/// The client's user skills root: `~/.claude/skills` (Claude Code), `~/.factory/skills` (droid).
-fn skills_root_of(client: SkillClient, env: &droid_exec::EnvMap) -> Option<PathBuf> {
-    let sub = match client {
-        SkillClient::Claude => ".claude/skills",
-        SkillClient::Droid => ".factory/skills",
-    };
-    env.get("HOME")
-        .filter(|h| !h.is_empty())
-        .map(|h| PathBuf::from(h).join(sub))
-}
-
 /// `setup skill`: the main skill and the client's fallback skills, each in its own folder under
 /// the root. Every skill is planned first; a local edit in any of them refuses the whole install
 /// (nothing written) unless `force`.
@@ -136,22 +113,21 @@ fn skill(
     dir: Option<PathBuf>,
     force: bool,
     dry_run: bool,
-    config: Option<&PathBuf>,
+    ctx: &Context,
 ) -> ExitCode {
-    let env = env_map();
     let own_root = dir.is_none();
-    let Some(root) = dir.or_else(|| skills_root_of(client, &env)) else {
+    let Some(root) = dir.or_else(|| skills_root_of(client, ctx.env())) else {
         eprintln!("droid-executor: HOME is not set; name the skills root with --dir");
         return ExitCode::from(2);
     };
     // the client's own root: tell when the client that reads it is not installed (a root named
     // with --dir may be read by anyone)
-    if own_root && let Ok(settings) = settings(config, &env) {
+    if own_root && let Ok(cfg) = ctx.engine_config() {
         let id = match client {
             SkillClient::Claude => ProviderId::Claude,
             SkillClient::Droid => ProviderId::Droid,
         };
-        if let Some(why) = not_installed(&engine_config(&settings, &env), id) {
+        if let Some(why) = not_installed(cfg, id) {
             eprintln!("droid-executor: note: {why}; it reads these skills once installed");
         }
     }
@@ -187,7 +163,7 @@ fn skill(
                 (FileAction::Conflict, false) if force => "would replace (edits kept as .bak)",
                 (FileAction::Conflict, false) => "edited locally",
             };
-            crate::cli::say(&format!("{verb:<14} {}", plan.dir.join(rel).display()));
+            say(&format!("{verb:<14} {}", plan.dir.join(rel).display()));
         }
     };
     if dry_run {
@@ -212,7 +188,7 @@ fn skill(
         match install_skill(plan, files, env!("CARGO_PKG_VERSION"), force) {
             Ok(()) => {
                 print_plan(plan, true);
-                crate::cli::say(&format!("skill {name} installed in {}", plan.dir.display()));
+                say(&format!("skill {name} installed in {}", plan.dir.display()));
             }
             Err(e) => {
                 eprintln!("droid-executor: {e}");
@@ -223,7 +199,7 @@ fn skill(
     ExitCode::SUCCESS
 }
 
-pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode {
+pub(crate) async fn setup(args: SetupArgs, ctx: &Context) -> ExitCode {
     let (client, allow_tools, dry_run) = match args.command {
         SetupCommand::Mcp {
             client,
@@ -235,23 +211,22 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
             dir,
             force,
             dry_run,
-        } => return skill(client, dir, force, dry_run, config),
+        } => return skill(client, dir, force, dry_run, ctx),
         SetupCommand::Acp {
             client: AcpClient::Zed,
             settings,
             name,
             print,
-        } => return zed(settings, &name, print, config),
+        } => return zed(settings, &name, print, ctx),
     };
-    let env = env_map();
-    let settings = match settings(config, &env) {
-        Ok(s) => s,
+    let env = ctx.env();
+    let (settings, cfg) = match ctx.settings().and_then(|s| Ok((s, ctx.engine_config()?))) {
+        Ok(both) => both,
         Err(e) => {
             eprintln!("droid-executor: {e:#}");
             return ExitCode::from(2);
         }
     };
-    let cfg = engine_config(&settings, &env);
     let Some(exe) = cfg.supervisor.clone() else {
         eprintln!("droid-executor: cannot tell where this executable is");
         return ExitCode::from(2);
@@ -269,7 +244,7 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
     };
     // droid registers through `droid mcp add`: without it nothing can be done but say what to
     // install; the others read the files written here once they are installed
-    let missing = not_installed(&cfg, client);
+    let missing = not_installed(cfg, client);
     let note = match (&missing, client) {
         (Some(why), ProviderId::Droid) if !dry_run => {
             eprintln!(
@@ -287,11 +262,15 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
     let registration = Registration {
         program: &exe,
         tools: &mcp_stdio::tools::NAMES,
-        env_vars: droid_exec::client_env::pass_names(&settings, &env),
+        env_vars: droid_exec::client_env::pass_names(
+            droid_exec::config::server_env_names(settings),
+            &settings.providers,
+            env,
+        ),
         tool_timeout_secs: tool_timeout_secs(settings.default_timeout),
         allow_tools,
     };
-    let steps = match plan(client, &registration, cfg.droid_bin.as_deref(), &env) {
+    let steps = match plan(client, &registration, cfg.droid_bin.as_deref(), env) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("droid-executor: {e}");
@@ -304,15 +283,15 @@ pub(crate) async fn setup(args: SetupArgs, config: Option<&PathBuf>) -> ExitCode
     if dry_run {
         for step in &steps {
             match step {
-                Plan::Note(text) => crate::cli::say(text),
-                _ => crate::cli::say(&format!("would {step}")),
+                Plan::Note(text) => say(text),
+                _ => say(&format!("would {step}")),
             }
         }
         return ExitCode::SUCCESS;
     }
     for step in &steps {
-        match apply(step, &cfg).await {
-            Ok(done) => crate::cli::say(&done),
+        match apply(step, cfg).await {
+            Ok(done) => say(&done),
             Err(e) => {
                 eprintln!("droid-executor: {e}");
                 return ExitCode::from(2);
@@ -342,12 +321,7 @@ fn not_installed(cfg: &droid_exec::EngineConfig, id: ProviderId) -> Option<Strin
 }
 
 /// `setup acp --client zed`: plan the edit of Zed's settings, then write it (or print the entry).
-fn zed(
-    zed_settings: Option<PathBuf>,
-    name: &str,
-    print: bool,
-    config: Option<&PathBuf>,
-) -> ExitCode {
+fn zed(zed_settings: Option<PathBuf>, name: &str, print: bool, ctx: &Context) -> ExitCode {
     use client_setup::zed::{ZedEntry, apply, plan, settings_path};
     let Ok(exe) = std::env::current_exe() else {
         eprintln!("droid-executor: cannot tell where this executable is");
@@ -359,9 +333,9 @@ fn zed(
     }
     // droid as this process finds it (DROID_CLI_CMD, droid_bin, PATH, npm's global prefix): Zed
     // started from the desktop has the session's PATH, not the shell's (issue 32)
-    let env = env_map();
-    let cfg = match settings(config, &env) {
-        Ok(s) => engine_config(&s, &env),
+    let env = ctx.env();
+    let cfg = match ctx.engine_config() {
+        Ok(cfg) => cfg,
         Err(e) => {
             eprintln!("droid-executor: {e:#}");
             return ExitCode::from(2);
@@ -372,7 +346,7 @@ fn zed(
         program: &exe,
         droid: cfg.droid_bin.as_deref(),
     };
-    if let Some(why) = not_installed(&cfg, ProviderId::Droid) {
+    if let Some(why) = not_installed(cfg, ProviderId::Droid) {
         eprintln!(
             "droid-executor: note: {why}; the entry names no droid, so the agent looks for it on \
              Zed's PATH: run `droid-executor setup acp --client zed` again once it is installed"
@@ -386,11 +360,11 @@ fn zed(
         );
     }
     if print {
-        crate::cli::say(&entry.snippet());
+        say(&entry.snippet());
         return ExitCode::SUCCESS;
     }
     let named = zed_settings.is_some();
-    let path = match zed_settings.map_or_else(|| settings_path(&env), Ok) {
+    let path = match zed_settings.map_or_else(|| settings_path(env), Ok) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("droid-executor: {e}");
@@ -404,7 +378,7 @@ fn zed(
     if !named
         && !folder.exists()
         && ["zed", "zeditor"].iter().all(|p| {
-            droid_exec::run::spawn::resolve_program(std::path::Path::new(p), path_var).is_none()
+            droid_exec::process::spawn::resolve_program(std::path::Path::new(p), path_var).is_none()
         })
     {
         eprintln!(
@@ -415,7 +389,7 @@ fn zed(
     }
     match plan(&path, &entry).and_then(|p| apply(&p)) {
         Ok(done) => {
-            crate::cli::say(&done);
+            say(&done);
             ExitCode::SUCCESS
         }
         Err(e) => {

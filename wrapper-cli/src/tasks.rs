@@ -10,7 +10,6 @@
 //! working there); 2 for an unknown task or an unusable store.
 
 use std::io::Write as _;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -19,7 +18,9 @@ use droid_contract::{TaskRecord, TaskState};
 use droid_exec::{TaskFilter, Tasks};
 use serde_json::Value;
 
-use crate::cli::{clean_expired, engine_config, env_map, settings};
+use crate::context::Context;
+use crate::expired::clean_expired;
+use crate::output::exit_code;
 use crate::render;
 
 /// How long `tasks cancel` waits for the task to stop (droid gets 5 s after SIGTERM, then the
@@ -182,7 +183,7 @@ fn show(tasks: &Tasks, rec: &TaskRecord) -> String {
 
 fn finished_code(rec: &TaskRecord) -> ExitCode {
     match &rec.result {
-        Some(r) if rec.state.is_finished() => crate::run::exit_code(r.status),
+        Some(r) if rec.state.is_finished() => exit_code(r.status),
         _ => ExitCode::from(STILL_RUNNING),
     }
 }
@@ -216,13 +217,12 @@ async fn resolve(tasks: &Tasks, id: Option<String>) -> Result<String, String> {
     }
 }
 
-pub(crate) async fn tasks(args: TasksArgs, config: Option<&PathBuf>) -> ExitCode {
-    let env = env_map();
-    let settings = match settings(config, &env) {
-        Ok(s) => s,
+pub(crate) async fn tasks(args: TasksArgs, ctx: &Context) -> ExitCode {
+    let cfg = match ctx.engine_config() {
+        Ok(cfg) => cfg,
         Err(e) => return fail(format!("{e:#}")),
     };
-    let tasks = match Tasks::open(&engine_config(&settings, &env)) {
+    let tasks = match Tasks::open(cfg) {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
@@ -282,7 +282,9 @@ pub(crate) async fn tasks(args: TasksArgs, config: Option<&PathBuf>) -> ExitCode
                 );
                 for r in &records {
                     // the id names the provider that runs it (`codex-1795349045-3fa2`)
-                    let provider = r.task_id.split('-').next().unwrap_or("droid");
+                    let provider = droid_exec::pend::provider_of(&r.task_id)
+                        .unwrap_or_default()
+                        .as_str();
                     text.push_str(&format!(
                         "\n{:<25} {:<9} {:<9} {:<24} {}",
                         r.task_id,

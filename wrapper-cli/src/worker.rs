@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) async fn worker(id: &str, store: &Path) -> ExitCode {
     let cancel = CancellationToken::new();
-    let signals = match crate::run::cancel_on_signals(
+    let signals = match crate::signals::cancel_on_signals(
         cancel.clone(),
         "cancelling the task (stopping droid)…",
     ) {

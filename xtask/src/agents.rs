@@ -15,20 +15,10 @@ use anyhow::{Result, bail};
 
 use crate::{droid, interop};
 
-/// One of the five providers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Agent {
-    /// Factory's droid (the reference provider).
-    Droid,
-    /// OpenAI's Codex CLI.
-    Codex,
-    /// Anthropic's Claude Code.
-    Claude,
-    /// Google's Gemini CLI.
-    Gemini,
-    /// OpenCode.
-    Opencode,
-}
+/// One of the five providers: the contract's own enum and table ([`droid_contract::PROVIDERS`]:
+/// names, packages, versions, the variables naming each program); what the demo and the
+/// benchmark add to a row is [`AgentCli`].
+pub(crate) use droid_contract::ProviderId as Agent;
 
 /// The OpenCode provider and model ids the sandbox's `opencode.json` declares.
 pub(crate) const OPENCODE_MODEL: &str = "scripted/demo";
@@ -36,40 +26,46 @@ pub(crate) const OPENCODE_MODEL: &str = "scripted/demo";
 /// documented variables, so the sandbox's `droid-executor` config lists it in `env_passthrough`.
 pub(crate) const CODEX_KEY_VAR: &str = "MOCK_API_KEY";
 
-impl Agent {
-    /// The five, in the order the demo and the benchmark run them.
-    pub(crate) const ALL: [Agent; 5] = [
-        Agent::Droid,
-        Agent::Codex,
-        Agent::Claude,
-        Agent::Gemini,
-        Agent::Opencode,
-    ];
-
-    /// The provider's name in requests (`--provider`).
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Agent::Droid => "droid",
-            Agent::Codex => "codex",
-            Agent::Claude => "claude",
-            Agent::Gemini => "gemini",
-            Agent::Opencode => "opencode",
-        }
+/// `name` as an agent, or `all`'s error.
+pub(crate) fn parse(name: &str) -> Result<Agent> {
+    match Agent::parse(name) {
+        Some(a) => Ok(a),
+        None => bail!(
+            "unknown provider {name:?}: one of {}, all",
+            Agent::names(", ")
+        ),
     }
+}
 
-    /// `name` as an agent.
-    pub(crate) fn parse(name: &str) -> Result<Agent> {
-        match Agent::ALL.into_iter().find(|a| a.name() == name) {
-            Some(a) => Ok(a),
-            None => bail!(
-                "unknown provider {name:?}: one of droid, codex, claude, gemini, opencode, all"
-            ),
-        }
+/// What the demo and the benchmark know of a provider beyond its row: the sandbox's model, the
+/// bare command, its success event.
+pub(crate) trait AgentCli: Sized {
+    /// The provider's name in requests (`--provider`).
+    fn name(self) -> &'static str;
+    /// The model the sandbox configures (see the impl).
+    fn model(self) -> Option<&'static str>;
+    /// The variable that names the program to `droid-executor`.
+    fn bin_var(self) -> &'static str;
+    /// The bare command as the benchmark prints it.
+    fn bare_label(self) -> &'static str;
+    /// The program, installed if it is not yet.
+    fn program(self) -> Result<PathBuf>;
+    /// The CLI's own headless run of `prompt` in `repo` at autonomy `low`.
+    fn bare_args(self, repo: &Path, prompt: &str, prompt_file: &Path) -> Vec<OsString>;
+    /// Variables the bare run needs to behave as the engine's run.
+    fn bare_env(self) -> &'static [(&'static str, &'static str)];
+    /// Whether `stdout` of a bare run ends in the CLI's own success event.
+    fn bare_succeeded(self, stdout: &str) -> bool;
+}
+
+impl AgentCli for Agent {
+    fn name(self) -> &'static str {
+        self.as_str()
     }
 
     /// The model the sandbox configures, passed as `--model` (Claude Code: its default model;
     /// the scripted model answers whatever is asked).
-    pub(crate) fn model(self) -> Option<&'static str> {
+    fn model(self) -> Option<&'static str> {
         match self {
             Agent::Droid => Some(crate::sandbox::MODEL),
             // a slug of Codex's catalog: Codex offers `apply_patch` only for a model it knows
@@ -81,19 +77,16 @@ impl Agent {
         }
     }
 
-    /// The variable that names the program to `droid-executor`.
-    pub(crate) fn bin_var(self) -> &'static str {
+    /// droid's seed-000 variable (`DROID_CLI_CMD`, the one the tour shows), else the row's.
+    fn bin_var(self) -> &'static str {
         match self {
             Agent::Droid => "DROID_CLI_CMD",
-            Agent::Codex => "DROID_EXECUTOR_CODEX_BIN",
-            Agent::Claude => "DROID_EXECUTOR_CLAUDE_BIN",
-            Agent::Gemini => "DROID_EXECUTOR_GEMINI_BIN",
-            Agent::Opencode => "DROID_EXECUTOR_OPENCODE_BIN",
+            other => other.info().bin_vars[0],
         }
     }
 
     /// The bare command as the benchmark prints it.
-    pub(crate) fn bare_label(self) -> &'static str {
+    fn bare_label(self) -> &'static str {
         match self {
             Agent::Droid => "droid exec -o stream-json",
             Agent::Codex => "codex exec --json",
@@ -105,12 +98,12 @@ impl Agent {
 
     /// The program, installed if it is not yet: droid under `target/droid/`, the others under
     /// `target/agents/node/` (`cargo xtask fetch-interop` installs the same).
-    pub(crate) fn program(self) -> Result<PathBuf> {
+    fn program(self) -> Result<PathBuf> {
         if self == Agent::Droid {
             return droid::fetch();
         }
         let dir = interop::fetch_agents()?;
-        let bin = dir.join("node_modules/.bin").join(self.name());
+        let bin = dir.join("node_modules/.bin").join(self.as_str());
         if !bin.exists() {
             bail!(
                 "{} is missing after installing the agent CLIs (run `cargo xtask fetch-interop` and look at its output)",
@@ -121,7 +114,7 @@ impl Agent {
     }
 
     /// The CLI's own headless run of `prompt` in `repo` at autonomy `low`, in its JSON mode.
-    pub(crate) fn bare_args(self, repo: &Path, prompt: &str, prompt_file: &Path) -> Vec<OsString> {
+    fn bare_args(self, repo: &Path, prompt: &str, prompt_file: &Path) -> Vec<OsString> {
         let mut a: Vec<OsString> = Vec::new();
         let push = |a: &mut Vec<OsString>, items: &[&str]| a.extend(items.iter().map(Into::into));
         match self {
@@ -176,7 +169,7 @@ impl Agent {
 
     /// Variables the engine's provider sets for a run at autonomy `low`, which the bare run
     /// needs as well to behave the same (bounded retries, no update checks, the permissions).
-    pub(crate) fn bare_env(self) -> &'static [(&'static str, &'static str)] {
+    fn bare_env(self) -> &'static [(&'static str, &'static str)] {
         match self {
             Agent::Droid | Agent::Codex | Agent::Gemini => &[],
             Agent::Claude => &[
@@ -196,7 +189,7 @@ impl Agent {
     }
 
     /// Whether `stdout` of a bare run ends in the CLI's own success event.
-    pub(crate) fn bare_succeeded(self, stdout: &str) -> bool {
+    fn bare_succeeded(self, stdout: &str) -> bool {
         let events: Vec<serde_json::Value> = stdout
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())

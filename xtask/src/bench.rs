@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::agents::{self, Agent};
+use crate::agents::{self, Agent, AgentCli};
 use crate::sandbox::Sandbox;
 use crate::sh::{build_bins, git_commit_all, output};
 
@@ -90,7 +90,7 @@ pub(crate) fn engine(args: &[&str]) -> Result<()> {
                     .max(1)
             }
             "--provider" if *value == "all" => agents = Agent::ALL.to_vec(),
-            "--provider" => agents = vec![Agent::parse(value)?],
+            "--provider" => agents = vec![agents::parse(value)?],
             _ => bail!("{ENGINE_USAGE}"),
         }
         rest = tail;

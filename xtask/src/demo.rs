@@ -22,7 +22,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
-use crate::agents::{self, Agent};
+use crate::agents::{self, Agent, AgentCli};
 use crate::doc_blocks::{self, Block};
 use crate::droid;
 use crate::sandbox::{MODEL, Sandbox};

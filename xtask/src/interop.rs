@@ -138,18 +138,15 @@ pub(crate) const NODE_CLIENTS: &[(&str, &str, &str)] = &[
 pub(crate) const AGENTS_DIR: &str = "target/agents/node";
 
 /// `(name in node_modules, npm package, exact version)` of the agent CLIs the engine drives as
-/// providers (the versions `droid-exec/src/providers/*` pin) and whose MCP clients the suite
-/// `mcp_agents` drives.
-pub(crate) const AGENT_CLIS: &[(&str, &str, &str)] = &[
-    ("@openai/codex", "@openai/codex", "0.169.0"),
-    (
-        "@anthropic-ai/claude-code",
-        "@anthropic-ai/claude-code",
-        "2.1.330",
-    ),
-    ("@google/gemini-cli", "@google/gemini-cli", "0.61.0"),
-    ("opencode-ai", "opencode-ai", "1.18.33"),
-];
+/// providers (their rows of the contract's provider table, [`droid_contract::PROVIDERS`]; droid
+/// comes from `cargo xtask fetch-droid`) and whose MCP clients the suite `mcp_agents` drives.
+pub(crate) fn agent_clis() -> Vec<(&'static str, &'static str, &'static str)> {
+    droid_contract::PROVIDERS
+        .iter()
+        .filter(|row| row.id != droid_contract::ProviderId::Droid)
+        .map(|row| (row.npm_package, row.npm_package, row.version))
+        .collect()
+}
 
 /// Install every client the interop suites drive unless it is already there at the right
 /// version; returns `(what, where)` lines for the report.
@@ -208,7 +205,7 @@ pub(crate) fn fetch() -> Result<Vec<(String, PathBuf)>> {
         installed.push((format!("node {package}@{version}"), node.clone()));
     }
     let agents = fetch_agents()?;
-    for &(_, package, version) in AGENT_CLIS {
+    for (_, package, version) in agent_clis() {
         installed.push((format!("node {package}@{version}"), agents.clone()));
     }
     Ok(installed)
@@ -237,12 +234,13 @@ fn check_node22(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Install the agent CLIs ([`AGENT_CLIS`]) under [`AGENTS_DIR`] unless they are there at their
+/// Install the agent CLIs ([`agent_clis`]) under [`AGENTS_DIR`] unless they are there at their
 /// versions, with their native binaries linked; returns that npm project's directory.
 pub(crate) fn fetch_agents() -> Result<PathBuf> {
     let agents = workspace_root().join(AGENTS_DIR);
-    if !node_clients_match(&agents, AGENT_CLIS) {
-        install_node(&agents, AGENT_CLIS, "droid-executor-agents")?;
+    let clis = agent_clis();
+    if !node_clients_match(&agents, &clis) {
+        install_node(&agents, &clis, "droid-executor-agents")?;
     }
     link_native_agents(&agents)?;
     Ok(agents)

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
-use crate::agents::{Agent, CODEX_KEY_VAR};
+use crate::agents::{Agent, AgentCli, CODEX_KEY_VAR};
 use crate::sh::{git_commit_all, output, workspace_root};
 
 /// The custom model droid is told about.

@@ -27,7 +27,7 @@ use crate::sh::git_commit_all;
 pub(crate) const SCENARIO_FILE: &str = "fake-droid-scenario.json";
 /// The file a hanging fake droid writes when it starts, relative to its repository.
 pub(crate) const STARTED_FILE: &str = ".git/soak-droid-started";
-/// The variable the engine marks every process of a run with (`droid_exec::run::sweep::MARKER_VAR`;
+/// The variable the engine marks every process of a run with (`droid_exec::process::sweep::MARKER_VAR`;
 /// xtask does not depend on the engine).
 pub(crate) const MARKER_VAR: &str = "DROID_EXECUTOR_RUN_ID";
 /// Run slots of each server (the default, stated so the soak does not depend on it).

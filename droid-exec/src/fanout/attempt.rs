@@ -8,7 +8,7 @@ use droid_contract::{
     Status,
 };
 
-use crate::run::excerpt::head_str;
+use crate::excerpt::head_str;
 
 /// Longest `note`, in bytes (one line of the report).
 const NOTE_MAX: usize = 200;

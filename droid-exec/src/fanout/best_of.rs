@@ -33,12 +33,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::fanout::attempt::attempt_of;
 use crate::fanout::judge;
+use crate::lock;
 use crate::run::engine::Engine;
 use crate::run::event::{Phase, RunEvent};
 use crate::run::supervise::Publisher;
+use crate::task_key::TaskKey;
 use crate::tasks::Tasks;
-use crate::tasks::lock;
-use crate::tasks::store::TaskKey;
 use crate::worktree::layout::Layout;
 use crate::worktree::record::{Record, id_of_branch};
 

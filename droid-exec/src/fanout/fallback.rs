@@ -31,13 +31,13 @@ use droid_contract::{
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::excerpt::head_str;
 use crate::fanout::attempt::{attempt_of, deciding_issue};
+use crate::lock;
 use crate::run::engine::{Engine, MAX_LOGS};
 use crate::run::event::{Phase, RunEvent};
-use crate::run::excerpt::head_str;
 use crate::run::supervise::Publisher;
-use crate::tasks::lock;
-use crate::tasks::store::TaskKey;
+use crate::task_key::TaskKey;
 use crate::worktree::layout::Layout;
 use crate::worktree::record::{Record, id_of_branch};
 use crate::worktree::remove::remove;

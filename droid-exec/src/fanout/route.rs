@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::run::engine::Engine;
 use crate::run::supervise::Publisher;
-use crate::tasks::store::TaskKey;
+use crate::task_key::TaskKey;
 
 impl Engine {
     /// Run `req` as the task it is (`task`, when it is one of the store): with the caller's

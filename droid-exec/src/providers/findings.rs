@@ -4,7 +4,7 @@
 
 use droid_contract::{Issue, IssueType};
 
-use crate::run::excerpt::head_str;
+use crate::excerpt::head_str;
 
 /// What an agent CLI's error text says about a rate limit, a spent quota or an overloaded
 /// model provider, lowercased: the words the CLIs and the model APIs use (measured shapes in

@@ -49,7 +49,7 @@ pub struct Invocation<'a> {
     /// The engine runs as root (Claude Code refuses `bypassPermissions` as root unless told it
     /// is sandboxed).
     pub as_root: bool,
-    /// The run's own confinement (Landlock, [`crate::run::sandbox`]) holds the agent and keeps
+    /// The run's own confinement (Landlock, [`crate::process::sandbox`]) holds the agent and keeps
     /// `autonomy`: a read-only repository is read-only to the kernel. A CLI with a sandbox of its
     /// own that cannot work inside ours (Codex's bubblewrap) then runs without it.
     pub confined: bool,
@@ -236,8 +236,12 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     fn program(&self) -> &'static str {
         self.id().as_str()
     }
-    /// The npm package that installs it, and the version this release is tested with.
-    fn package(&self) -> (&'static str, &'static str);
+    /// The npm package that installs it, and the version this release is tested with (its row
+    /// of the provider table, [`droid_contract::PROVIDERS`]).
+    fn package(&self) -> (&'static str, &'static str) {
+        let row = self.id().info();
+        (row.npm_package, row.version)
+    }
     /// How a user installs it.
     fn install_hint(&self) -> String {
         let (package, version) = self.package();
@@ -259,7 +263,7 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// The variables it documents for its endpoint, keys and config directories.
     fn env_names(&self) -> EnvNames;
     /// Where it keeps its own state (sessions, settings, logs, caches), which a confined run may
-    /// write ([`crate::run::sandbox`]): directories and single files under `home`, or named by
+    /// write ([`crate::process::sandbox`]): directories and single files under `home`, or named by
     /// its variables in `env` (the run's environment). None by default (a CLI without state).
     fn state_paths(&self, home: &Path, env: &[(OsString, OsString)]) -> Vec<PathBuf> {
         let _ = (home, env);

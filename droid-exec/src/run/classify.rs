@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use droid_contract::{CommandRun, CommandSource, normalize};
 
+use crate::excerpt::tail_str;
 use crate::providers::{AgentEvent, ToolKind, WriteChange};
-use crate::run::excerpt::tail_str;
 use crate::run::redact::Redactor;
 
 /// Commands the agent ran: each shell call with its result, in call order.

@@ -18,37 +18,37 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::EngineConfig;
 use crate::error::EngineError;
+use crate::excerpt::head_str;
 use crate::host::FsFacts;
+use crate::process::cgroup::{Host, Leaf};
+use crate::process::child::RunChild;
+use crate::process::guard::{self, TreeControl};
+use crate::process::reap::{Reapers, Reaping};
+use crate::process::sandbox::{self, Writable};
+use crate::process::scratch::{Scratch, ScratchPool, unique_id};
+use crate::process::spawn::leaf::{IntoError, spawn_into};
+use crate::process::spawn::{SpawnSpec, capture, spawn_confined};
+use crate::process::sweep::MARKER_VAR;
 use crate::providers::{self, AgentEvent, Invocation, PromptInput, Provider, RunFacts};
 use crate::run::budget;
-use crate::run::cgroup::{Host, Leaf};
-use crate::run::child::RunChild;
 use crate::run::classify::{agent_commands, inside_repo, tool_files};
 use crate::run::event::{Phase, RunEvent};
-use crate::run::excerpt::head_str;
 use crate::run::git_guard::GitGuard;
-use crate::run::guard::{self, TreeControl};
 use crate::run::guarded_tree::{RecordCache, Restored};
 use crate::run::prompt;
-use crate::run::reap::{Reapers, Reaping};
 use crate::run::redact::Redactor;
 use crate::run::report;
-use crate::run::sandbox::{self, Writable};
-use crate::run::scratch::{Scratch, ScratchPool, unique_id};
-use crate::run::snapshot::{Changes, Snapshot, SnapshotLimits};
-use crate::run::spawn::leaf::{IntoError, spawn_into};
-use crate::run::spawn::{SpawnSpec, capture, spawn_confined};
 use crate::run::state_guard::StateGuard;
 use crate::run::supervise::{Limits, Publisher, Supervised, supervise};
-use crate::run::sweep::MARKER_VAR;
+use crate::snapshot::{Changes, Snapshot, SnapshotLimits};
 
 /// The variable naming the task store; inside a run it names the run's own ([`RUN_STORE_DIR`]).
 const RUN_STORE_VAR: &str = "DROID_EXECUTOR_STORE_DIR";
 /// The run's own task store, in its `TMPDIR`.
 const RUN_STORE_DIR: &str = "droid-executor-store";
-use crate::run::limits::{Controllers, Rlimits};
+use crate::process::limits::{Controllers, Rlimits};
 use crate::run::verify::{Verified, VerifyPlan, verify};
-use crate::tasks::queue::Scheduler;
+use crate::run_slots::Scheduler;
 use crate::worktree::lease::Lease;
 
 /// What a binary's version is cached under: the binary as it is now, and how it is asked.
@@ -85,7 +85,7 @@ pub struct Engine {
     scheduler: Option<Scheduler>,
     /// Ending droids that completed, after their results were returned.
     reapers: Reapers,
-    /// The cgroup of this engine's runs ([`crate::run::cgroup`]), made by the first run;
+    /// The cgroup of this engine's runs ([`crate::process::cgroup`]), made by the first run;
     /// `None` where there can be none (the runs use a supervisor process instead).
     cgroups: std::sync::OnceLock<Option<Arc<Host>>>,
     /// The kernel refused a child in a leaf: no more leaves for this engine's runs.
@@ -324,13 +324,13 @@ impl Engine {
             stdin_piped: false,
             stdin_file: None,
             detach_log: None,
-            rlimits: crate::run::limits::Rlimits::NONE,
+            rlimits: crate::process::limits::Rlimits::NONE,
         };
         let marker = format!("version-{}", unique_id());
         let out = capture(&spec, None, VERSION_LIMIT, 4096, &marker)
             .await
             .map_err(|e| e.to_string())?;
-        let said = |tail: &crate::run::excerpt::Tail| {
+        let said = |tail: &crate::excerpt::Tail| {
             let text = tail.text();
             let line = text.lines().map(str::trim).find(|l| !l.is_empty());
             // a binary that is not one may print anything: keep the reason one readable line
@@ -398,7 +398,7 @@ impl Engine {
         seq: Option<u64>,
         cancel: CancellationToken,
         publish: Publisher,
-        task: Option<&crate::tasks::store::TaskKey>,
+        task: Option<&crate::task_key::TaskKey>,
     ) -> ExecutionResult {
         let redact = Redactor::for_config(&self.cfg);
         let publish = publish.redacting(redact.clone());
@@ -660,7 +660,7 @@ impl Engine {
         }
 
         // the write confinement of the agent and the verification commands
-        // (`crate::run::sandbox`), decided now that the run's paths are known
+        // (`crate::process::sandbox`), decided now that the run's paths are known
         let home = sandbox::env_path(&agent_env, "HOME");
         // every agent CLI's configuration (what it runs or obeys later), as it was
         let config_paths = home
@@ -768,11 +768,11 @@ impl Engine {
             rlimits: Rlimits::for_child(cfg.limits, Controllers::default()),
         };
         // droid runs under the run's supervisor, which owns its whole process tree (see
-        // `crate::run::guard`); without one (no supervisor program, or droid not a runnable path, which
+        // `crate::process::guard`); without one (no supervisor program, or droid not a runnable path, which
         // the direct spawn below reports), straight under us with a guardian that ends what
         // carries the marker if this process dies first (SIGKILL included); the guardian is held
         // to the end of the run, verification included, and until droid is reaped when that
-        // comes later (see `crate::run::reap`)
+        // comes later (see `crate::process::reap`)
         let guardian = || {
             cfg.supervisor.as_deref().and_then(|supervisor| {
                 guard::start(supervisor, &marker)
@@ -811,7 +811,7 @@ impl Engine {
                 let supervised = cfg
                     .supervisor
                     .as_deref()
-                    .filter(|_| crate::run::spawn::resolve_program(&program, None).is_some())
+                    .filter(|_| crate::process::spawn::resolve_program(&program, None).is_some())
                     .and_then(|supervisor| {
                         guard::start_supervised(supervisor, &marker, &spec, confine)
                             .inspect_err(|e| {
@@ -963,7 +963,7 @@ impl Engine {
             scratch.reusable();
         }
         // droid's exit status when it is already known; else the result goes without it, and
-        // the guardian is held until droid's tree is ended (see `crate::run::reap`); otherwise the
+        // the guardian is held until droid's tree is ended (see `crate::process::reap`); otherwise the
         // run's processes are all gone: the guardian has nothing left to guard
         if let Some(reaping) = sup.reaping.take() {
             match reaping.now_or_later().await {
@@ -1055,9 +1055,9 @@ async fn clear_index_flags(
         .iter()
         .flat_map(|p| p.iter().copied().chain([0]))
         .collect();
-    let cleared = crate::run::snapshot::git(root, env, &args, Some(&input))
+    let cleared = crate::snapshot::git(root, env, &args, Some(&input))
         .await
-        .and_then(crate::run::snapshot::GitRun::into_stdout);
+        .and_then(crate::snapshot::GitRun::into_stdout);
     match cleared {
         Ok(_) => restored.changed.push(format!(
             "the index flags skip-worktree/assume-unchanged on {named} (cleared)"

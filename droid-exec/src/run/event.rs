@@ -9,6 +9,15 @@ use serde_json::Value;
 /// warning): enough for a burst of tool calls, small enough to bound memory.
 pub const EVENT_CHANNEL_CAPACITY: usize = 256;
 
+/// Where a run's events are recorded as they are published, beside the channel a front-end
+/// reads: a background task's event log (`crate::tasks`). The run knows only this trait; the
+/// task store implements it, so a run imports nothing of the store.
+pub(crate) trait EventSink: Send + Sync + std::fmt::Debug {
+    /// Record `ev` (already masked) now. Never fails the run: a sink that cannot record says so
+    /// in the log and stops.
+    fn record(&self, ev: &RunEvent);
+}
+
 /// The phase a run is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -10,7 +10,7 @@
 //!
 //! This code runs unconfined, on a tree the agent controlled: every step is taken relative to a
 //! directory opened before the run or opened just now without following a symlink
-//! ([`crate::run::no_follow`]), one name at a time. `repo_root` and `.git` are held open from the
+//! ([`crate::no_follow`]), one name at a time. `repo_root` and `.git` are held open from the
 //! record (device and inode), so a `.git` swapped for a symlink to `~/.ssh`, or a `hooks` swapped
 //! for a symlink to `~/precious`, is seen as what it is (a symlink in the repository), removed,
 //! and the recorded directory put back; nothing is ever read or written through it. A `.git`
@@ -39,8 +39,8 @@ use crate::run::guarded_tree::{
     replace_with_file, same_content,
 };
 // the report and the cache are the guarded tree's; the session's turns take them from here
+use crate::no_follow::{self as nf, Kind};
 pub(crate) use crate::run::guarded_tree::{RecordCache, Restored};
-use crate::run::no_follow::{self as nf, Kind};
 
 /// Most submodule git directories under `.git/modules` recorded.
 const MAX_MODULES: usize = 64;
@@ -244,10 +244,7 @@ impl GitGuard {
     /// (`before`, read by the first record of the repository): the index read through the
     /// recorded `.git` (never a symlink, a FIFO or a file past 256 MiB), and only when it was
     /// written since.
-    pub(crate) fn new_index_flags(
-        &self,
-        before: &crate::run::snapshot::IndexFlags,
-    ) -> Vec<Vec<u8>> {
+    pub(crate) fn new_index_flags(&self, before: &crate::snapshot::IndexFlags) -> Vec<Vec<u8>> {
         const MAX_INDEX_BYTES: u64 = 256 * 1024 * 1024;
         let Top::Dir { fd, .. } = &self.top else {
             return Vec::new();
@@ -262,7 +259,7 @@ impl GitGuard {
         let Ok(Some((bytes, _))) = nf::read_at(fd, index, MAX_INDEX_BYTES) else {
             return Vec::new();
         };
-        let Ok(parsed) = crate::run::git_index::parse(&bytes) else {
+        let Ok(parsed) = crate::snapshot::git_index::parse(&bytes) else {
             return Vec::new();
         };
         let mut out: Vec<Vec<u8>> = parsed
@@ -384,7 +381,7 @@ fn hooks_path_in(repo_root: &Path, tree: &BTreeMap<OsString, Node>) -> Option<Ve
     let Some(Node::File(config)) = tree.get(OsStr::new("config")) else {
         return None;
     };
-    let value = crate::run::git_dir::settings(&config.bytes)
+    let value = crate::snapshot::git_dir::settings(&config.bytes)
         .into_iter()
         .rev()
         .find(|(section, key, _)| section == "core" && key == "hookspath")

@@ -3,7 +3,7 @@
 //! [`crate::run::state_guard`] (the agent CLIs' own configuration) are built on. A tree is
 //! recorded from a directory opened before the run ([`record_tree`], [`record_entry`]) and made
 //! as it was again with [`reconcile`], one name at a time relative to directories opened with
-//! `O_NOFOLLOW` ([`crate::run::no_follow`]): a symlink, a FIFO or a device found where a file or
+//! `O_NOFOLLOW` ([`crate::no_follow`]): a symlink, a FIFO or a device found where a file or
 //! a directory was is removed and the recorded entry put back, never opened through.
 
 use std::collections::BTreeMap;
@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use nix::sys::stat::FileStat;
 
-use crate::run::no_follow::{self as nf, Kind};
+use crate::no_follow::{self as nf, Kind};
 
 /// Most files recorded in all (a fresh clone has 14 hook samples).
 pub(crate) const MAX_FILES: usize = 512;

@@ -11,10 +11,10 @@ use droid_contract::{
     Autonomy, ExecutionRequest, ExecutionResult, Issue, IssueType, RepoRoot, Violation, Violations,
 };
 
+use crate::process::sandbox;
 use crate::run::engine::Engine;
-use crate::run::sandbox;
-use crate::tasks::queue::RepoUse;
-use crate::tasks::store::TaskKey;
+use crate::run_slots::RepoUse;
+use crate::task_key::TaskKey;
 use crate::worktree::lease::{Lease, wants_worktree};
 
 impl Engine {
@@ -157,7 +157,7 @@ impl Engine {
         // without leaves, a guardian ends what the commands leave if this process dies
         let _guardian = if leaves.is_none() {
             cfg.supervisor.as_deref().and_then(|supervisor| {
-                crate::run::guard::start(supervisor, marker)
+                crate::process::guard::start(supervisor, marker)
                     .inspect_err(|e| tracing::warn!("the setup commands have no guardian: {e}"))
                     .ok()
             })

@@ -19,12 +19,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::no_follow::{self as nf, Kind};
 use crate::providers::ConfigPath;
 use crate::run::guarded_tree::{
     Budget, Ctx, Entry, Node, RecordCache, Restored, now_secs, read, reconcile, record_entry,
     record_tree, replace_with_file, same_content,
 };
-use crate::run::no_follow::{self as nf, Kind};
 
 /// One guarded path: its directory, held open since the record, and what it held.
 #[derive(Debug)]

@@ -5,31 +5,30 @@
 //! (and, with a token budget, a look at the provider's record of the usage every
 //! [`PROBE_EVERY`]). On timeout, cancellation or a spent budget ([`crate::run::budget`]: the
 //! running total of the agent's reported usage over `max_tokens`) droid is ended here before supervision returns (through its
-//! supervisor, [`crate::run::guard::stop`]; without one SIGTERM, `kill_grace`, SIGKILL, sweep). On its completion event supervision returns at once: droid's turn is over
+//! supervisor, [`crate::process::guard::stop`]; without one SIGTERM, `kill_grace`, SIGKILL, sweep). On its completion event supervision returns at once: droid's turn is over
 //! and its session is on disk, so the result need not wait for it (droid can linger ~6 s flushing
 //! telemetry when not in airgap mode); droid gets SIGTERM (through its supervisor when it has one)
 //! and is reaped in the background
-//! ([`crate::run::reap`]) while the run snapshots and verifies.
+//! ([`crate::process::reap`]) while the run snapshots and verifies.
 
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use crate::run::child::RunChild;
+use crate::process::child::RunChild;
 use droid_contract::{RunEnd, Usage};
 use tokio::io::BufReader;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::excerpt::{Tail, head_str, tail_str};
+use crate::process::reap::Reaping;
+use crate::process::spawn::terminate;
 use crate::providers::{AgentEvent, EventParser, Provider};
 use crate::run::budget::{Budget, PROBE_EVERY};
-use crate::run::event::RunEvent;
-use crate::run::excerpt::{Tail, head_str, tail_str};
+use crate::run::event::{EventSink, RunEvent};
 use crate::run::lines::{Line, Lines, MAX_LINE_BYTES};
-use crate::run::reap::Reaping;
 use crate::run::redact::Redactor;
-use crate::run::spawn::terminate;
-use crate::tasks::event_log::EventLog;
 
 /// Unknown (non-event) lines kept for the logs; the rest are only counted.
 const KEEP_UNKNOWN: usize = 50;
@@ -54,7 +53,7 @@ const STDERR_KEEP: usize = 64 * 1024;
 pub struct Publisher {
     tx: Option<mpsc::Sender<RunEvent>>,
     dropped: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    log: Option<std::sync::Arc<EventLog>>,
+    log: Option<std::sync::Arc<dyn EventSink>>,
     /// Masks secrets in every event before it leaves (docs/architecture.md#security): droid's
     /// messages reach MCP
     /// progress notifications and the CLI's progress line as they are.
@@ -95,7 +94,7 @@ impl Publisher {
     /// Publish to `tx` and record every event in a task's log as it is published.
     pub(crate) fn with_log(
         tx: Option<mpsc::Sender<RunEvent>>,
-        log: Option<std::sync::Arc<EventLog>>,
+        log: Option<std::sync::Arc<dyn EventSink>>,
     ) -> Self {
         Self {
             log,
@@ -212,9 +211,9 @@ pub(crate) struct Limits {
     pub deadline: Instant,
     pub kill_grace: Duration,
     pub marker: String,
-    /// The control pipe of the supervisor the child is ([`crate::run::guard`]), which ends droid's
+    /// The control pipe of the supervisor the child is ([`crate::process::guard`]), which ends droid's
     /// whole tree itself; `None`: the child is droid, its tree is ended by the marker sweep.
-    pub tree: Option<crate::run::guard::TreeControl>,
+    pub tree: Option<crate::process::guard::TreeControl>,
     /// The request's token budget (`max_tokens`).
     pub budget: Option<Budget>,
 }
@@ -303,9 +302,9 @@ pub(crate) async fn supervise(
             if !ended {
                 // the process is gone; kill whatever it left behind in its group or elsewhere
                 if let Some(pid) = pid {
-                    crate::run::spawn::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+                    crate::process::spawn::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
                 }
-                crate::run::sweep::sweep(&limits.marker, Duration::from_secs(3)).await;
+                crate::process::sweep::sweep(&limits.marker, Duration::from_secs(3)).await;
             }
             proven = ended;
             (status, false)
@@ -313,7 +312,7 @@ pub(crate) async fn supervise(
         Stop::Timeout | Stop::Cancel | Stop::Budget => (
             match &limits.tree {
                 Some(tree) => {
-                    crate::run::guard::stop(&mut child, tree, limits.kill_grace, &limits.marker)
+                    crate::process::guard::stop(&mut child, tree, limits.kill_grace, &limits.marker)
                         .await
                 }
                 None => terminate(&mut child, limits.kill_grace, &limits.marker).await,

@@ -3,7 +3,7 @@
 //! result's `tests` come from here, never from droid's word.
 //!
 //! Nothing a command starts outlives it, whatever its outcome. Where the engine has a cgroup host
-//! ([`crate::run::cgroup`]) each command runs in a leaf of its own, and once its shell exits the
+//! ([`crate::process::cgroup`]) each command runs in a leaf of its own, and once its shell exits the
 //! leaf is killed and found empty before the output is drained (a `server &` holding the pipes
 //! does not delay the run; `setsid` children are in the leaf too). Without one, its process group
 //! is killed, then everything carrying its marker (`<run marker>-verify-<i>`, `setsid` children
@@ -23,12 +23,12 @@ use tokio_util::sync::CancellationToken;
 
 use std::sync::Arc;
 
-use crate::run::cgroup::{END_BUDGET, Host};
-use crate::run::limits::{Controllers, Rlimits, RunLimits};
+use crate::process::cgroup::{END_BUDGET, Host};
+use crate::process::limits::{Controllers, Rlimits, RunLimits};
+use crate::process::sandbox::Confinement;
+use crate::process::spawn::{SpawnSpec, capture_confined};
+use crate::process::sweep::MARKER_VAR;
 use crate::run::redact::{Redactor, is_credential};
-use crate::run::sandbox::Confinement;
-use crate::run::spawn::{SpawnSpec, capture_confined};
-use crate::run::sweep::MARKER_VAR;
 
 /// Outcome of verification.
 #[derive(Debug)]
@@ -55,7 +55,7 @@ pub(crate) struct VerifyPlan<'a> {
     pub confine: Option<&'a Confinement>,
     /// Where each command's cgroup leaf comes from (`None`, or no leaf: the marker sweep).
     pub leaves: Option<&'a Arc<Host>>,
-    /// The most tasks and memory of each command ([`crate::run::limits`]).
+    /// The most tasks and memory of each command ([`crate::process::limits`]).
     pub limits: RunLimits,
 }
 
@@ -89,9 +89,9 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
             stdin_piped: false,
             stdin_file: None,
             detach_log: None,
-            rlimits: crate::run::limits::Rlimits::NONE,
+            rlimits: crate::process::limits::Rlimits::NONE,
         };
-        // a leaf per command: a killed one takes no new process (see `crate::run::cgroup`)
+        // a leaf per command: a killed one takes no new process (see `crate::process::cgroup`)
         let leaf = plan.leaves.and_then(|host| {
             host.leaf()
                 .inspect_err(|e| tracing::warn!("{} runs without a cgroup: {e}", cmd.as_str()))
@@ -119,7 +119,7 @@ pub(crate) async fn verify(plan: &VerifyPlan<'_>, cancel: &CancellationToken) ->
         };
         if !ended {
             proven = false;
-            crate::run::sweep::sweep(&marker, Duration::from_secs(3)).await;
+            crate::process::sweep::sweep(&marker, Duration::from_secs(3)).await;
         }
         let Some(result) = outcome else {
             cancelled = true;

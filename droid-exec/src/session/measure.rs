@@ -28,14 +28,14 @@ use std::time::Duration;
 use droid_contract::{CommandRun, FileChange, ShellCommand, Tests};
 use tokio_util::sync::CancellationToken;
 
+use crate::process::scratch::{Scratch, unique_id};
 use crate::run::Engine;
 use crate::run::git_guard::GitGuard;
 use crate::run::guarded_tree::{RecordCache, Restored};
 use crate::run::redact::Redactor;
-use crate::run::scratch::{Scratch, unique_id};
-use crate::run::snapshot::{Snapshot, SnapshotLimits};
 use crate::run::verify::{VerifyPlan, verify};
 use crate::session::DroidSession;
+use crate::snapshot::{Snapshot, SnapshotLimits};
 
 /// A changed file's text is shown only up to this size (larger: the change is listed without
 /// a diff).
@@ -125,7 +125,7 @@ pub struct TurnMeter {
     verify_budget: Duration,
     keep: usize,
     redact: Redactor,
-    limits: crate::run::limits::RunLimits,
+    limits: crate::process::limits::RunLimits,
 }
 
 impl TurnMeter {

@@ -55,15 +55,15 @@ pub use event::{PermissionRequest, PermissionTool, SessionEvent, TokenUsage};
 pub use tree::TurnEnded;
 
 use crate::host::FsFacts;
+use crate::process::child::RunChild;
+use crate::process::guard::{self, TreeControl};
+use crate::process::sandbox::{self, Confinement, Writable};
+use crate::process::scratch::{Scratch, unique_id};
+use crate::process::spawn::{SpawnSpec, signal_group};
+use crate::process::sweep::{self, MARKER_VAR};
 use crate::providers;
 use crate::run::Engine;
-use crate::run::child::RunChild;
-use crate::run::guard::{self, TreeControl};
 use crate::run::lines::{Line, Lines, MAX_LINE_BYTES};
-use crate::run::sandbox::{self, Confinement, Writable};
-use crate::run::scratch::{Scratch, unique_id};
-use crate::run::spawn::{SpawnSpec, signal_group};
-use crate::run::sweep::{self, MARKER_VAR};
 use crate::session::tree::{Fifo, Input};
 
 /// How long droid may take to open a session (it starts in ~0.4 s; a cold disk cache, much
@@ -222,7 +222,7 @@ pub struct DroidSession {
     /// droid's pid, or its supervisor's.
     pid: Option<u32>,
     /// Where the verification commands' cgroup leaves come from (`None`: the marker sweep).
-    leaves: Option<Arc<crate::run::cgroup::Host>>,
+    leaves: Option<Arc<crate::process::cgroup::Host>>,
     pending: Pending,
     next_id: AtomicU64,
     marker: String,
@@ -309,9 +309,9 @@ impl Engine {
             stdin_piped: true,
             stdin_file: None,
             detach_log: None,
-            rlimits: crate::run::limits::Rlimits::for_child(
+            rlimits: crate::process::limits::Rlimits::for_child(
                 cfg.limits,
-                crate::run::limits::Controllers::default(),
+                crate::process::limits::Controllers::default(),
             ),
         };
         let started = tree::start(
@@ -515,7 +515,7 @@ impl DroidSession {
     }
 
     /// Where the verification commands' cgroup leaves come from.
-    pub(crate) fn leaves(&self) -> Option<&Arc<crate::run::cgroup::Host>> {
+    pub(crate) fn leaves(&self) -> Option<&Arc<crate::process::cgroup::Host>> {
         self.leaves.as_ref()
     }
 
@@ -690,7 +690,7 @@ impl DroidSession {
             // without droid, nothing of its leaf stays
             Some(TreeControl::Cgroup { leaf, .. }) => {
                 let killed = leaf.pids().map_or(0, |p| p.len());
-                let proven = leaf.end(crate::run::cgroup::END_BUDGET).await;
+                let proven = leaf.end(crate::process::cgroup::END_BUDGET).await;
                 return TurnEnded {
                     killed,
                     left: usize::from(!proven),

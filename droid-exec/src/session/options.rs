@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::tasks::store::{ReadError, read_regular, write_atomic};
+use crate::state_file::{ReadError, read_regular, write_atomic};
 
 /// The largest options file read.
 pub const MAX_FILE_BYTES: u64 = 64 * 1024;
@@ -149,7 +149,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!(
             "droid-options-{name}-{}-{}",
             std::process::id(),
-            crate::run::scratch::unique_id()
+            crate::process::scratch::unique_id()
         ));
         let store = OptionsStore::new(&dir);
         (dir, store)

@@ -1,7 +1,7 @@
 //! The processes of an interactive droid session: droid started so that the session owns all it
 //! starts, the end of what each turn started, and the end of everything when the session closes.
 //!
-//! As for a one-shot run ([`crate::run::guard`], [`crate::run::cgroup`]): where the front-end may
+//! As for a one-shot run ([`crate::process::guard`], [`crate::process::cgroup`]): where the front-end may
 //! make cgroups, the session's droid is born in a cgroup leaf of its own (one per session), so
 //! everything its tools start (`setsid`, double forks, `env -i`) is in that leaf and cannot leave
 //! it (the cgroup file system is outside the write confinement); elsewhere droid runs under a
@@ -33,13 +33,13 @@ use nix::unistd::Pid;
 use tokio::io::AsyncWrite;
 
 use crate::error::EngineError;
+use crate::process::cgroup::END_BUDGET;
+use crate::process::child::RunChild;
+use crate::process::guard::{self, TreeControl};
+use crate::process::sandbox::Confinement;
+use crate::process::spawn::leaf::{IntoError, spawn_into};
+use crate::process::spawn::{SpawnSpec, resolve_program, spawn_confined};
 use crate::run::Engine;
-use crate::run::cgroup::END_BUDGET;
-use crate::run::child::RunChild;
-use crate::run::guard::{self, TreeControl};
-use crate::run::sandbox::Confinement;
-use crate::run::spawn::leaf::{IntoError, spawn_into};
-use crate::run::spawn::{SpawnSpec, resolve_program, spawn_confined};
 
 /// What we write droid's requests to.
 pub(crate) struct Input(pub(crate) Box<dyn AsyncWrite + Send + Unpin>);

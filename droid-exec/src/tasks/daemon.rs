@@ -16,9 +16,9 @@ use nix::unistd::Pid;
 use tokio::process::Child;
 
 use crate::error::EngineError;
-use crate::run::spawn::{SpawnSpec, spawn};
-use crate::tasks::lock::{Held, is_held, try_exclusive};
-use crate::tasks::store::write_atomic;
+use crate::lock::{Held, is_held, try_exclusive};
+use crate::process::spawn::{SpawnSpec, spawn};
+use crate::state_file::write_atomic;
 
 /// What is known of a daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,7 +207,7 @@ impl Daemon {
             stdin_piped: false,
             stdin_file: None,
             detach_log: Some(log.clone()),
-            rlimits: crate::run::limits::Rlimits::NONE,
+            rlimits: crate::process::limits::Rlimits::NONE,
         };
         let child = spawn(&spec)?;
         Ok(Started {

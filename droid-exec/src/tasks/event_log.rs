@@ -14,8 +14,9 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use crate::error::EngineError;
-use crate::run::event::{Phase, RunEvent};
-use crate::tasks::store::{Store, TaskKey};
+use crate::run::event::{EventSink, Phase, RunEvent};
+use crate::task_key::TaskKey;
+use crate::tasks::store::Store;
 
 /// The event log of one task.
 #[derive(Debug)]
@@ -93,5 +94,11 @@ impl EventLog {
             tracing::warn!(task = %self.key, "cannot record events any more: {e}");
             st.file = None;
         }
+    }
+}
+
+impl EventSink for EventLog {
+    fn record(&self, ev: &RunEvent) {
+        EventLog::record(self, ev);
     }
 }

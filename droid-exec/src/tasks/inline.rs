@@ -13,13 +13,15 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::EngineError;
+use crate::lock;
 use crate::run::engine::Engine;
+use crate::run::event::EventSink;
 use crate::run::event::RunEvent;
 use crate::run::supervise::Publisher;
+use crate::run_slots::Scheduler;
+use crate::task_key::TaskKey;
 use crate::tasks::event_log::EventLog;
-use crate::tasks::lock;
-use crate::tasks::queue::Scheduler;
-use crate::tasks::store::{Owner, Store, TaskKey};
+use crate::tasks::store::{Owner, Store};
 use crate::tasks::worker::{marker, redactor, watch_cancel};
 
 impl Engine {
@@ -39,7 +41,7 @@ impl Engine {
                 let log = EventLog::open(&store, &key)
                     .inspect_err(|e| tracing::warn!("cannot record events: {e}"))
                     .ok()
-                    .map(Arc::new);
+                    .map(|log| Arc::new(log) as Arc<dyn EventSink>);
                 let publish = Publisher::with_log(events, log);
                 let mut result = self
                     .run_as(req, &marker(&key), Some(seq), cancel, publish, Some(&key))

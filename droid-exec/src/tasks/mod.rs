@@ -28,8 +28,6 @@ pub mod daemon;
 pub(crate) mod event_log;
 pub(crate) mod inline;
 pub mod listener;
-pub mod lock;
-pub mod queue;
 pub mod store;
 pub mod worker;
 pub mod worktrees;
@@ -46,10 +44,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::EngineConfig;
 use crate::error::EngineError;
-use crate::run::spawn::{SpawnSpec, spawn};
-use crate::run::sweep;
-use crate::tasks::queue::Scheduler;
-use crate::tasks::store::{DamagedEntry, Meta, Store, TaskKey};
+use crate::lock;
+use crate::process::spawn::{SpawnSpec, spawn};
+use crate::process::sweep;
+use crate::run_slots::Scheduler;
+use crate::task_key::TaskKey;
+use crate::tasks::store::{DamagedEntry, Meta, Store};
 use crate::tasks::worker::{Payload, marker, redactor};
 use crate::timestamp::rfc3339;
 
@@ -227,7 +227,7 @@ impl Tasks {
             stdin_piped: true,
             stdin_file: None,
             detach_log: Some(dir.join("worker.log")),
-            rlimits: crate::run::limits::Rlimits::NONE,
+            rlimits: crate::process::limits::Rlimits::NONE,
         };
         let mut child = match spawn(&spec) {
             Ok(c) => c,
@@ -650,7 +650,7 @@ impl Tasks {
                 path: path.clone(),
                 message: format!(
                     "a {}, not a regular file",
-                    crate::tasks::store::file_kind(&meta.file_type())
+                    crate::state_file::file_kind(&meta.file_type())
                 ),
             });
         }
@@ -774,7 +774,7 @@ impl Tasks {
         if !due() {
             return Ok(None);
         }
-        crate::tasks::store::write_atomic(&stamp, crate::timestamp::now().as_bytes())?;
+        crate::state_file::write_atomic(&stamp, crate::timestamp::now().as_bytes())?;
         self.clean(false).await.map(Some)
     }
 

@@ -14,7 +14,7 @@
 //!   cancel          exists once anyone asked for a cancel
 //!   result.json     the ExecutionResult, committed exactly once (see below)
 //!   worker.log      the supervisor's stderr
-//! <store>/locks/, <store>/queue/   run slots (see `queue`)
+//! <store>/locks/, <store>/queue/   run slots (see `crate::run_slots`)
 //! ```
 //!
 //! Files are 0600. Whole files are written atomically: a temp file in the same directory, fsync,
@@ -25,7 +25,7 @@
 //! What a submission answers for is durable before the id is given: the task directory's files
 //! and the directory are fsynced, and then `tasks/`, which holds the directory's own entry.
 //!
-//! Every read of a store file is [`read_regular`]: opened without following a link and without
+//! Every read of a store file is [`read_regular`](crate::state_file::read_regular): opened without following a link and without
 //! blocking on a FIFO, checked to be a regular file on the opened descriptor, and bounded by the
 //! file's limit. An entry of `tasks/` that is not a task directory is reported
 //! ([`Store::entries`]), never followed.
@@ -39,7 +39,6 @@ use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use droid_contract::{ExecutionResult, Issue, IssueType, ProviderId};
@@ -47,100 +46,8 @@ use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
-
-/// A background task's id: `droid-<unix seconds>-<4 hex digits>` (seed 002,
-/// docs/architecture.md#origin). Only ids of this
-/// shape name a directory, so an id can never point outside the store.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TaskKey(String);
-
-impl TaskKey {
-    /// Parse an id given by a caller.
-    ///
-    /// # Errors
-    /// [`EngineError::NoSuchTask`] for anything that is not an id of the store's shape.
-    pub fn parse(id: &str) -> Result<Self, EngineError> {
-        let ok = Self::after_provider(id).is_some_and(|rest| {
-            rest.split_once('-').is_some_and(|(secs, hex)| {
-                (1..=20).contains(&secs.len())
-                    && secs.bytes().all(|b| b.is_ascii_digit())
-                    && hex.len() == 4
-                    && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-            })
-        });
-        if ok {
-            Ok(Self(id.to_owned()))
-        } else {
-            Err(EngineError::NoSuchTask {
-                id: id.to_owned(),
-                hint: "task ids look like droid-1795349045-3fa2 or codex-1795349045-3fa2".into(),
-            })
-        }
-    }
-
-    /// What follows the provider prefix (`droid-`, `codex-`, …) of `id`.
-    fn after_provider(id: &str) -> Option<&str> {
-        let (provider, rest) = id.split_once('-')?;
-        ProviderId::parse(provider).map(|_| rest)
-    }
-
-    /// The provider the id names.
-    pub fn provider(&self) -> ProviderId {
-        self.0
-            .split_once('-')
-            .and_then(|(p, _)| ProviderId::parse(p))
-            .unwrap_or_default()
-    }
-
-    /// `{provider}-{unix seconds}-{4 hex digits}` (seed 002's shape, docs/architecture.md#origin).
-    fn generate(provider: ProviderId) -> Self {
-        Self(format!(
-            "{provider}-{}-{:04x}",
-            crate::timestamp::unix_seconds(),
-            random_u16()
-        ))
-    }
-
-    /// The id as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// The second of its creation, as its id says (wall clock): a listing finds the newest
-    /// tasks from the names alone ([`Store::newest_first`]).
-    pub(crate) fn secs(&self) -> u64 {
-        Self::after_provider(&self.0)
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(secs, _)| secs.parse().ok())
-            // twenty digits can exceed u64: such an id sorts as the newest, harmlessly
-            .unwrap_or(u64::MAX)
-    }
-}
-
-impl std::fmt::Display for TaskKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-fn random_u16() -> u16 {
-    use std::io::Read as _;
-    let mut b = [0u8; 2];
-    if File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .is_ok()
-    {
-        return u16::from_le_bytes(b);
-    }
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    u16::try_from(h.finish() & 0xffff).unwrap_or(0)
-}
+use crate::state_file::{ReadError, create_atomic, file_kind, read_regular, write_atomic};
+use crate::task_key::TaskKey;
 
 /// Bytes set aside in a task's directory for its result (a result is a few KiB; a larger one
 /// is committed without its logs, see [`Store::commit_result`]).
@@ -178,32 +85,6 @@ fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Engin
     EngineError::io(action, path)
 }
 
-static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
-
-/// Write `bytes` to a new private temp file beside `path`, flushed to disk.
-fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, EngineError> {
-    let name = path
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        TMP_SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io("create", &tmp))?;
-    let written = f.write_all(bytes).and_then(|()| f.sync_all());
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io("write", &tmp)(e));
-    }
-    Ok(tmp)
-}
-
 /// Is `e` a full disk (or a full quota)?
 fn is_full(e: &EngineError) -> bool {
     matches!(e, EngineError::Io { source, .. }
@@ -227,13 +108,6 @@ fn shrunk(r: &ExecutionResult) -> ExecutionResult {
     s
 }
 
-fn sync_dir(dir: &Path) {
-    // durability of the rename; a failure here (some file systems refuse) loses nothing we can fix
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-}
-
 /// Make the entries of `dir` durable, as a promise made to a caller needs: a failing fsync is an
 /// error, except on a file system that does not sync directories at all (`EINVAL`), where there
 /// is nothing more to do.
@@ -249,93 +123,10 @@ fn sync_dir_strict(dir: &Path) -> Result<(), EngineError> {
 pub(crate) const RECORD_LIMIT: u64 = 64 * 1024;
 /// Largest `request.json` the store reads: what a supervisor accepts as its payload, which holds
 /// the whole request and more.
-pub(crate) const REQUEST_LIMIT: u64 = crate::tasks::worker::PAYLOAD_LIMIT as u64;
+pub(crate) const REQUEST_LIMIT: u64 = 16 * 1024 * 1024;
 /// Largest `result.json` the store reads (a result's excerpts and logs are bounded; a few hundred
 /// KiB at most).
 pub(crate) const RESULT_LIMIT: u64 = 16 * 1024 * 1024;
-
-/// Why a store file could not be read.
-#[derive(Debug)]
-pub(crate) enum ReadError {
-    /// It does not exist.
-    Missing,
-    /// It exists but is not something to read: a directory, a FIFO, a socket, a device, a
-    /// symbolic link, a file over the limit, or a path through a file where a directory belongs.
-    Unreadable(String),
-    /// Reading it failed.
-    Io(std::io::Error),
-}
-
-/// Open `path` for reading only if it is a regular file (never following a symbolic link, and
-/// without blocking on a FIFO: the check is made on the opened descriptor), and read it whole if
-/// it holds at most `limit` bytes.
-pub(crate) fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
-    use nix::fcntl::OFlag;
-    use std::io::Read as _;
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC).bits())
-        .open(path);
-    let file = match file {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::Missing),
-        Err(e) if e.raw_os_error() == Some(Errno::ELOOP as i32) => {
-            return Err(ReadError::Unreadable(
-                "a symbolic link, not a regular file".into(),
-            ));
-        }
-        Err(e) if e.raw_os_error() == Some(Errno::ENOTDIR as i32) => {
-            return Err(ReadError::Unreadable(
-                "its task directory is not a directory".into(),
-            ));
-        }
-        Err(e) => return Err(ReadError::Io(e)),
-    };
-    let meta = file.metadata().map_err(ReadError::Io)?;
-    if !meta.is_file() {
-        return Err(ReadError::Unreadable(format!(
-            "a {}, not a regular file",
-            file_kind(&meta.file_type())
-        )));
-    }
-    if meta.len() > limit {
-        return Err(ReadError::Unreadable(format!(
-            "{} bytes, more than the {limit} a store file of this kind may hold",
-            meta.len()
-        )));
-    }
-    let mut bytes = Vec::new();
-    // bounded again: the file may grow after the check
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(ReadError::Io)?;
-    if bytes.len() as u64 > limit {
-        return Err(ReadError::Unreadable(format!(
-            "more than the {limit} bytes a store file of this kind may hold"
-        )));
-    }
-    Ok(bytes)
-}
-
-/// What kind of file system object `t` is, in words.
-pub(crate) fn file_kind(t: &std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt as _;
-    if t.is_dir() {
-        "directory"
-    } else if t.is_symlink() {
-        "symbolic link"
-    } else if t.is_fifo() {
-        "FIFO"
-    } else if t.is_socket() {
-        "socket"
-    } else if t.is_block_device() || t.is_char_device() {
-        "device"
-    } else if t.is_file() {
-        "regular file"
-    } else {
-        "special file"
-    }
-}
 
 /// An entry of the store's `tasks/` directory that is not a readable task: what it is, and why
 /// it was skipped.
@@ -345,37 +136,6 @@ pub struct DamagedEntry {
     pub entry: String,
     /// What is wrong with it.
     pub problem: String,
-}
-
-/// Replace `path` with `bytes` atomically (temp file, fsync, rename, fsync of the directory).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
-    let tmp = write_temp(path, bytes)?;
-    if let Err(e) = std::fs::rename(&tmp, path) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io("rename", path)(e));
-    }
-    if let Some(dir) = path.parent() {
-        sync_dir(dir);
-    }
-    Ok(())
-}
-
-/// Create `path` with `bytes` unless it exists (atomically, via `link(2)`). `Ok(false)` when it
-/// already existed; its content is then left as it was.
-pub(crate) fn create_atomic(path: &Path, bytes: &[u8]) -> Result<bool, EngineError> {
-    let tmp = write_temp(path, bytes)?;
-    let linked = std::fs::hard_link(&tmp, path);
-    let _ = std::fs::remove_file(&tmp);
-    match linked {
-        Ok(()) => {
-            if let Some(dir) = path.parent() {
-                sync_dir(dir);
-            }
-            Ok(true)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(io("link", path)(e)),
-    }
 }
 
 /// A task id with the second in it ([`TaskKey::secs`]).
@@ -764,40 +524,6 @@ mod tests {
 
     fn mode(p: &Path) -> u32 {
         std::fs::metadata(p).unwrap().permissions().mode() & 0o777
-    }
-
-    #[test]
-    fn task_ids_have_one_shape() {
-        for provider in ProviderId::ALL {
-            let k = TaskKey::generate(provider);
-            assert!(k.as_str().starts_with(&format!("{provider}-")), "{k}");
-            assert_eq!(TaskKey::parse(k.as_str()).unwrap(), k);
-            assert_eq!(k.provider(), provider);
-        }
-        assert_eq!(
-            TaskKey::parse("codex-1737465723-a3f9")
-                .map(|k| k.secs())
-                .ok(),
-            Some(1_737_465_723)
-        );
-        for bad in [
-            "codex-12-abc",
-            "gpt-12-abcd",
-            "Codex-12-abcd",
-            "",
-            "droid-",
-            "droid-12-abc",
-            "droid-12-ABCD",
-            "droid-x-abcd",
-            "droid-12-abcd/..",
-            "../droid-12-abcd",
-            "task-12-abcd",
-        ] {
-            assert!(
-                matches!(TaskKey::parse(bad), Err(EngineError::NoSuchTask { .. })),
-                "{bad}"
-            );
-        }
     }
 
     #[test]

@@ -19,15 +19,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::EngineConfig;
 use crate::error::EngineError;
+use crate::lock;
 use crate::run::engine::Engine;
+use crate::run::event::EventSink;
 use crate::run::redact::Redactor;
 use crate::run::supervise::Publisher;
+use crate::task_key::TaskKey;
 use crate::tasks::event_log::EventLog;
-use crate::tasks::lock;
-use crate::tasks::store::{Owner, Store, TaskKey};
+use crate::tasks::store::{Owner, Store};
 
 /// Largest payload a supervisor reads from stdin (a request is at most a few hundred KiB).
-pub const PAYLOAD_LIMIT: usize = 16 * 1024 * 1024;
+pub const PAYLOAD_LIMIT: usize = crate::tasks::store::REQUEST_LIMIT as usize;
 
 /// How often the supervisor looks for a `cancel` file.
 const CANCEL_POLL: Duration = Duration::from_millis(100);
@@ -109,7 +111,7 @@ pub async fn supervise_task(
     let redact = redactor(&payload.config);
     let watcher = tokio::spawn(watch_cancel(store.clone(), key.clone(), cancel.clone()));
     let log = match EventLog::open(&store, &key) {
-        Ok(log) => Some(Arc::new(log)),
+        Ok(log) => Some(Arc::new(log) as Arc<dyn EventSink>),
         Err(e) => {
             tracing::warn!("cannot record events: {e}");
             None

@@ -17,10 +17,10 @@ use droid_contract::{
 };
 
 use crate::error::EngineError;
-use crate::run::no_follow as nf;
+use crate::lock::{self, Held};
+use crate::no_follow as nf;
+use crate::task_key::TaskKey;
 use crate::tasks::Tasks;
-use crate::tasks::lock::{self, Held};
-use crate::tasks::store::TaskKey;
 use crate::worktree::apply::apply;
 use crate::worktree::layout::Layout;
 use crate::worktree::record::{Record, id_of_branch};

@@ -20,7 +20,7 @@ use std::path::Path;
 use droid_contract::FileChange;
 
 use crate::error::EngineError;
-use crate::run::snapshot::git_version;
+use crate::snapshot::git_version;
 use crate::worktree::base::{commit as commit_tree, state_tree};
 use crate::worktree::commit::changes;
 use crate::worktree::git::Git;

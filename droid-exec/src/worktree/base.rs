@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::error::EngineError;
-use crate::run::git_dir::{self, Found};
+use crate::snapshot::git_dir::{self, Found};
 use crate::worktree::clean::unchanged;
 use crate::worktree::git::Git;
 use crate::worktree::repository::Repository;

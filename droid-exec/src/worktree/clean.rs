@@ -19,8 +19,8 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::run::git_index::{IndexEntry, parse_with_tree};
-use crate::run::ignore_rules::Rules;
+use crate::snapshot::git_index::{IndexEntry, parse_with_tree};
+use crate::snapshot::ignore_rules::Rules;
 
 /// The largest index read (a 100k-file index is ~10 MiB).
 const MAX_INDEX_BYTES: u64 = 256 * 1024 * 1024;

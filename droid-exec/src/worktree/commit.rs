@@ -16,7 +16,7 @@ use std::path::Path;
 use droid_contract::FileChange;
 
 use crate::error::EngineError;
-use crate::run::snapshot::parse_diff_tree;
+use crate::snapshot::parse_diff_tree;
 use crate::worktree::base::{commit as commit_tree, excludes_of};
 use crate::worktree::clean::unchanged;
 use crate::worktree::git::Git;
@@ -171,7 +171,7 @@ async fn point_at(git: &Git, record: &Record, head: &str) -> Result<(), EngineEr
 /// together), with the user's repository's exclude files; `None` when not proven.
 async fn unchanged_tree(
     layout: &Layout,
-    id: &crate::tasks::store::TaskKey,
+    id: &crate::task_key::TaskKey,
     record: &Record,
     env: &[(OsString, OsString)],
 ) -> Option<String> {

@@ -4,7 +4,7 @@
 //! passing through us).
 //!
 //! Nothing here follows a symbolic link: on both sides every component is looked up relative to
-//! a directory opened just before, without following ([`crate::run::no_follow`]). A symlink in
+//! a directory opened just before, without following ([`crate::no_follow`]). A symlink in
 //! the way (a tracked `config -> /etc` in the checkout) stops that path, with a warning; a
 //! symlink that is itself a copied entry is copied as a symlink. What already exists in the
 //! checkout (it was part of the base) is left as it is.
@@ -16,7 +16,7 @@ use std::path::{Component, Path};
 use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::Mode;
 
-use crate::run::no_follow::{self as nf, Kind};
+use crate::no_follow::{self as nf, Kind};
 
 /// Most entries copied in for one worktree (`node_modules` of a large project holds a few
 /// hundred thousand).

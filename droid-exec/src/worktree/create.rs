@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use droid_contract::ProviderId;
 
 use crate::error::EngineError;
-use crate::run::no_follow as nf;
-use crate::tasks::store::TaskKey;
+use crate::no_follow as nf;
+use crate::task_key::TaskKey;
 use crate::worktree::base::{base_commit, proven_head_tree, state_tree};
 use crate::worktree::copy_in::{Copied, copy_in};
 use crate::worktree::git::Git;
@@ -96,7 +96,7 @@ pub(crate) async fn create(
     // is then written outside the turn as `git worktree add` would (`reset --hard`)
     let add = {
         let turn = layout.add_lock(&repo.common_dir);
-        let _turn = tokio::task::spawn_blocking(move || crate::tasks::lock::exclusive(&turn))
+        let _turn = tokio::task::spawn_blocking(move || crate::lock::exclusive(&turn))
             .await
             .map_err(|e| EngineError::Worktree(format!("waiting to add the worktree: {e}")))??;
         git.with(&[("GIT_DIR", &repo.git_dir)])

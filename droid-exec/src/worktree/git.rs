@@ -1,5 +1,5 @@
 //! The git commands the worktree layer issues, through the engine's one git helper
-//! ([`crate::run::snapshot::git`]: no hooks, no fsmonitor, no transport, the C locale): with
+//! ([`crate::snapshot::git`]: no hooks, no fsmonitor, no transport, the C locale): with
 //! every filter driver the repository's configuration names emptied (code the repository does
 //! not own never runs on our behalf), the git directory, work tree and index named explicitly
 //! where it matters (a `.git` the agent planted in its worktree is never discovered), and a
@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use crate::error::EngineError;
-use crate::run::snapshot::{self, GitRun, filter_names, neutral_filters, with_vars};
+use crate::snapshot::{self, GitRun, filter_names, neutral_filters, with_vars};
 
 /// Who the commits droid-executor makes (the base, the agent's change) are by.
 pub(crate) const IDENTITY_NAME: &str = "droid-executor";

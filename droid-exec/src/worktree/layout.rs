@@ -25,7 +25,7 @@ use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 
 use crate::error::EngineError;
-use crate::tasks::store::TaskKey;
+use crate::task_key::TaskKey;
 
 /// The names of a worktree directory's own files (a checkout is never named like them).
 const OWN_NAMES: [&str; 4] = ["worktree.json", "lock", "index", "tmp"];

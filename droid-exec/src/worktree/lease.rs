@@ -18,9 +18,9 @@ use droid_contract::{
 };
 
 use crate::error::EngineError;
-use crate::run::snapshot::Changes;
-use crate::tasks::lock::{self, Held};
-use crate::tasks::store::TaskKey;
+use crate::lock::{self, Held};
+use crate::snapshot::Changes;
+use crate::task_key::TaskKey;
 use crate::worktree::commit::commit;
 use crate::worktree::config::WorktreeConfig;
 use crate::worktree::copy_in::Copied;

@@ -9,7 +9,8 @@ use droid_contract::{ProviderId, WorktreeInfo, WorktreeState};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
-use crate::tasks::store::{ReadError, TaskKey, read_regular, write_atomic};
+use crate::state_file::{ReadError, read_regular, write_atomic};
+use crate::task_key::TaskKey;
 
 /// The longest record read (a few hundred bytes, a few KiB with many follow-up turns).
 const RECORD_LIMIT: u64 = 256 * 1024;

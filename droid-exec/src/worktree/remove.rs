@@ -2,7 +2,7 @@
 //! (`<common>/worktrees/<name>`) and, unless the change must be kept, its branch.
 //!
 //! The checkout was the agent's: it is removed one entry at a time relative to directories
-//! opened without following a symlink ([`crate::run::no_follow`]), never through `git worktree
+//! opened without following a symlink ([`crate::no_follow`]), never through `git worktree
 //! remove`, which would read the gitfile and index the agent could have rewritten. The git
 //! directory is removed only when its `gitdir` file (written by git, outside the agent's reach)
 //! names this checkout; `git worktree prune` is never run, since it would also prune the user's
@@ -13,8 +13,8 @@ use std::ffi::{OsStr, OsString};
 use std::path::Path;
 
 use crate::error::EngineError;
-use crate::run::no_follow as nf;
-use crate::tasks::store::TaskKey;
+use crate::no_follow as nf;
+use crate::task_key::TaskKey;
 use crate::worktree::git::Git;
 use crate::worktree::layout::Layout;
 use crate::worktree::record::Record;

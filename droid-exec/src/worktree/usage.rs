@@ -7,7 +7,7 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::run::no_follow::{self as nf, Kind};
+use crate::no_follow::{self as nf, Kind};
 
 /// Most entries counted for one worktree.
 const MAX_ENTRIES: usize = 1_000_000;

@@ -16,8 +16,20 @@ pub const RUN_LIMIT: Duration = Duration::from_secs(120);
 
 /// An engine driving `droid` with exactly `env`, any repo_root allowed, autonomy up to high.
 pub fn engine(droid: PathBuf, env: Vec<(OsString, OsString)>, scratch: &Path) -> Engine {
-    Engine::new(EngineConfig {
-        droid_bin: Some(droid),
+    Engine::new(engine_config(Some(droid), env, scratch))
+}
+
+/// The suites' engine configuration: `droid_bin` as given, no other agent CLI, exactly `env`,
+/// any repo_root allowed, autonomy up to high, a 60 s default timeout, verification on, the
+/// run's confinement as configured by default, scratch directories under `scratch`, no task
+/// store. A suite changes what its test is about.
+pub fn engine_config(
+    droid_bin: Option<PathBuf>,
+    env: Vec<(OsString, OsString)>,
+    scratch: &Path,
+) -> EngineConfig {
+    EngineConfig {
+        droid_bin,
         droid_source: "test".into(),
         droid_warnings: Vec::new(),
         agents: Vec::new(),
@@ -41,7 +53,7 @@ pub fn engine(droid: PathBuf, env: Vec<(OsString, OsString)>, scratch: &Path) ->
         redact: Vec::new(),
         worktrees: Default::default(),
         client_env: Default::default(),
-    })
+    }
 }
 
 /// A git repository with `files` committed, in a temp dir.

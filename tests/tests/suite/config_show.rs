@@ -8,7 +8,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use droid_exec::provenance::ENV_NAMES;
+use droid_exec::provenance::env_names;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tests::temp_dir::TempDir;
@@ -172,7 +172,7 @@ async fn lists_every_key_with_its_value_and_source() {
             "droid": {"path": fake, "source": "DROID_CLI_CMD"},
         })
     );
-    let keys: Vec<&str> = ENV_NAMES.iter().map(|(k, _)| *k).collect();
+    let keys: Vec<&str> = env_names().iter().map(|(k, _)| *k).collect();
     let listed: Vec<&str> = v["settings"]
         .as_array()
         .unwrap()
@@ -467,7 +467,7 @@ async fn every_variable_set_to_empty_counts_as_unset() {
         &home.default_file(),
         "port = 4321\nmax_autonomy = \"low\"\nverify = false\n",
     );
-    let empty: Vec<(&str, &str)> = ENV_NAMES
+    let empty: Vec<(&str, &str)> = env_names()
         .iter()
         .flat_map(|(_, vars)| vars.iter().map(|v| (*v, "")))
         .collect();

@@ -2,7 +2,7 @@
 //!
 //! - The bridge as a deputy: with a bridge running, the agent `curl`s `POST /tasks` with
 //!   `repo_root = $HOME` to get a second task with the whole home writable. The run's TCP
-//!   connections to the bridge's port are refused by Landlock (`droid_exec::run::net_confine`),
+//!   connections to the bridge's port are refused by Landlock (`droid_exec::process::net_confine`),
 //!   so nothing reaches the bridge.
 //! - The fallback-skill path: the agent runs `droid-executor ask droid … --background`, then
 //!   `pend`. The delegated task goes to the run's own store (the user's store is outside what the

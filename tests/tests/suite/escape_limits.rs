@@ -7,7 +7,7 @@
 //! - it reads its own cgroup and limits, starts 40 sleeps against `max_pids = 20`, and a process
 //!   holding 600 MiB against `max_memory_mb = 256`: the leaf's `pids.max` and `memory.max` where
 //!   the front-end's cgroup passes those controllers down, else the rlimits each process sets
-//!   ([`droid_exec::run::limits::process_limits`] says which applies here, as `doctor` does),
+//!   ([`droid_exec::process::limits::process_limits`] says which applies here, as `doctor` does),
 //!   bound them.
 //!
 //! What the agent writes goes into the repository, which a confined run may write.
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use droid_exec::Engine;
 use droid_exec::config::RunLimits;
-use droid_exec::run::limits::{Bound, ProcessLimits, process_limits};
+use droid_exec::process::limits::{Bound, ProcessLimits, process_limits};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tests::droid_bin::droid_executor_bin;
@@ -292,7 +292,7 @@ fn bounded_as_expected(bounded: &Bounded, who: &str, expected: &ProcessLimits, c
                 limit(&limits, "Max data size"),
                 (n.clone(), n),
                 "the child did not set its rlimits before exec (Rlimits::set_on_self, called by \
-                 run/spawn.rs and run/spawn/leaf.rs): {context}"
+                 process/spawn.rs and process/spawn/leaf.rs): {context}"
             );
         }
         Bound::Off | Bound::Unbounded(_) => panic!("memory unbounded: {context}"),

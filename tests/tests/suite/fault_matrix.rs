@@ -152,9 +152,9 @@ impl FaultHome {
         let mut env = self.home.env();
         // the store faults reach their private mounts through /proc/<pid>/root of a process
         // outside any Landlock domain, which a front-end confining its runs' TCP connections
-        // (droid_exec::run::net_confine) may not read: these suites are about the store
+        // (droid_exec::process::net_confine) may not read: these suites are about the store
         env.push((
-            droid_exec::run::net_confine::TEST_NO_NET_CONFINE_VAR.into(),
+            droid_exec::process::net_confine::TEST_NO_NET_CONFINE_VAR.into(),
             "1".into(),
         ));
         env.push((

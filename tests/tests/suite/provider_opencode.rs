@@ -9,20 +9,17 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use droid_contract::{Autonomy, ChangeType, FileChange, ProviderId, Status};
-use droid_exec::config::AgentProgram;
-use droid_exec::{Engine, EngineConfig};
+use droid_contract::{Autonomy, ChangeType, ProviderId, Status};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tests::agent_bin::agent_cli;
 use tests::opencode_home::{MODEL, OpencodeHome};
 use tests::procs::{pids_with_env, wait_gone};
 use tests::scripted_model::ScriptedModel;
-use tests::temp_dir::TempDir;
-use tokio_util::sync::CancellationToken;
 
 use super::binary::{droid_executor, git_repo_at, path_var};
-use super::common::{Ran, git_repo, read_pid_file, request, run, run_with};
+use super::common::{Ran, git_repo, read_pid_file, run};
+use super::provider_world::{self as shared, Agent, Edits, Leak};
 
 /// Every process OpenCode starts inherits this variable (an `OPENCODE_*` name, so the provider
 /// passes it through), valued per test: "nothing of the run is left" is "no live process carries
@@ -32,116 +29,72 @@ const RUN_TAG: &str = "OPENCODE_TEST_RUN_TAG";
 /// How long processes get to disappear after a run ended (generous: no timing is asserted).
 const GONE: Duration = Duration::from_secs(10);
 
-/// A scripted model, an OpenCode HOME pointing at it, a scratch dir, and an engine driving the
-/// real OpenCode.
-struct World {
-    model: ScriptedModel,
-    home: OpencodeHome,
-    _scratch: TempDir,
-    engine: Engine,
-    tag: String,
-}
+/// OpenCode's side of the provider world: an [`OpencodeHome`] (its title side call answered by
+/// the aux text), chat-completions turns, every request naming [`MODEL`], every process of a
+/// world's runs tagged with [`RUN_TAG`].
+struct Opencode;
 
-impl World {
-    /// With `dirs` writable to its runs besides the repository (`sandbox_writable`): where a
-    /// test's commands leave what the test reads (pid files).
-    async fn granting(script: Value, dirs: &[&Path]) -> World {
-        let mut w = World::new(script).await;
-        let mut cfg = w.engine.config().clone();
-        cfg.sandbox_writable
-            .extend(dirs.iter().map(|d| d.to_path_buf()));
-        w.engine = Engine::new(cfg);
-        w
-    }
+type World = shared::World<Opencode>;
 
-    async fn new(script: Value) -> World {
-        Self::with_cap(script, Autonomy::High).await
-    }
+impl Agent for Opencode {
+    const PROVIDER: ProviderId = ProviderId::Opencode;
+    const VERSION: &'static str = "1.18.33";
+    type Home = OpencodeHome;
 
-    async fn with_cap(script: Value, max_autonomy: Autonomy) -> World {
-        let model = ScriptedModel::start(script).await.unwrap();
+    fn home(model: &ScriptedModel) -> OpencodeHome {
         model.set_aux_text("Scripted title");
-        let home = OpencodeHome::new(&model.base_url()).unwrap();
-        let scratch = TempDir::new("e2e-opencode-scratch").unwrap();
-        let tag = scratch
-            .path()
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
-        let mut env = home.env();
-        env.push((RUN_TAG.into(), tag.clone().into()));
-        let engine = Engine::new(EngineConfig {
-            droid_bin: None,
-            droid_source: "test".into(),
-            droid_warnings: Vec::new(),
-            agents: vec![AgentProgram {
-                provider: ProviderId::Opencode,
-                program: Some(agent_cli("opencode")),
-                source: "test".into(),
-            }],
-            env,
-            allowed_roots: Vec::new(),
-            max_autonomy,
-            default_timeout: Duration::from_secs(60),
-            default_model: None,
-            verify: true,
-            sandbox: Default::default(),
-            sandbox_writable: Vec::new(),
-            excerpt_bytes: 4096,
-            kill_grace: Duration::from_secs(5),
-            scratch_root: scratch.path().to_path_buf(),
-            store_dir: None,
-            max_concurrent: 4,
-            task_ttl: Duration::from_secs(24 * 3600),
-            supervisor: None,
-            cgroups: true,
-            limits: Default::default(),
-            redact: Vec::new(),
-            worktrees: Default::default(),
-            client_env: Default::default(),
-        });
-        World {
-            model,
-            home,
-            _scratch: scratch,
-            engine,
-            tag,
-        }
+        OpencodeHome::new(&model.base_url()).unwrap()
     }
 
-    /// A request for `repo` through OpenCode with the scripted model.
-    fn request(&self, repo: &Path, objective: &str, extra: Value) -> Value {
-        let mut r = request(
-            repo,
-            objective,
-            json!({"provider": "opencode", "model": MODEL}),
-        );
-        if let (Value::Object(base), Value::Object(more)) = (&mut r, extra) {
-            base.extend(more);
-        }
-        r
+    fn home_path(home: &OpencodeHome) -> &Path {
+        home.path()
+    }
+
+    fn env(home: &OpencodeHome, _model: &ScriptedModel) -> Vec<(OsString, OsString)> {
+        home.env()
+    }
+
+    fn tag_env(tag: &str) -> Vec<(OsString, OsString)> {
+        vec![(RUN_TAG.into(), tag.into())]
+    }
+
+    fn request_fields() -> Value {
+        json!({"model": MODEL})
+    }
+
+    fn shell(command: &str) -> Value {
+        json!({"tool": [bash(command)]})
+    }
+
+    fn answer(text: &str) -> Value {
+        json!({"text": text})
     }
 
     /// The agent's requests (not the title side calls).
-    fn agent_requests(&self) -> Vec<Value> {
-        self.model
+    fn turns(model: &ScriptedModel) -> Vec<Value> {
+        model
             .requests()
             .into_iter()
             .filter(|r| r["method"] == "POST" && r["aux"] != true)
             .collect()
     }
 
-    /// Waits until no process of this world's runs is alive; the live ones otherwise.
-    async fn leftovers(&self) -> Vec<i32> {
-        let until = tokio::time::Instant::now() + GONE;
-        loop {
-            let left = pids_with_env(RUN_TAG, &self.tag);
-            if left.is_empty() || tokio::time::Instant::now() >= until {
-                return left;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    /// The request's messages.
+    fn sent(turn: &Value) -> String {
+        turn["body"]["messages"].to_string()
+    }
+}
+
+/// Waits until no process of `w`'s runs is alive; the live ones otherwise.
+async fn leftovers(w: &World) -> Vec<i32> {
+    let tag = w.tag();
+    let until = tokio::time::Instant::now() + GONE;
+    loop {
+        let left = pids_with_env(RUN_TAG, &tag);
+        if left.is_empty() || tokio::time::Instant::now() >= until {
+            return left;
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -170,67 +123,30 @@ fn dump(ran: &Ran) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edits_commands_and_verification_come_from_ground_truth() {
-    let repo = git_repo(&[("a.txt", "hello\n"), ("keep.txt", "untouched\n")]);
-    let r = repo.path();
-    let w = World::new(json!([
-        {"text": "Creating new.txt.", "tool": [{"name": "write", "args": {"filePath": p(r, "new.txt"), "content": "one\ntwo\n"}}]},
-        {"tool": [{"name": "read", "args": {"filePath": p(r, "a.txt")}}]},
-        {"tool": [{"name": "edit", "args": {"filePath": p(r, "a.txt"), "oldString": "hello", "newString": "hello world"}}]},
-        {"tool": [bash("echo passing")]},
-        {"tool": [bash("echo failing >&2; exit 3")]},
-        {"text": "Created new.txt and edited a.txt."}
-    ]))
-    .await;
-    let ran = run(
-        &w.engine,
-        &w.request(
-            r,
-            "Create new.txt and edit a.txt",
-            json!({"task_id": "OC-1", "suggested_commands": ["test -f new.txt", "grep -q nope a.txt"]}),
-        ),
+    let (w, ran) = shared::ground_truth::<Opencode>(
+        |r| {
+            json!([
+                {"text": "Creating new.txt.", "tool": [{"name": "write", "args": {"filePath": p(r, "new.txt"), "content": "one\ntwo\n"}}]},
+                {"tool": [{"name": "read", "args": {"filePath": p(r, "a.txt")}}]},
+                {"tool": [{"name": "edit", "args": {"filePath": p(r, "a.txt"), "oldString": "hello", "newString": "hello world"}}]},
+                {"tool": [bash("echo passing")]},
+                {"tool": [bash("echo failing >&2; exit 3")]},
+                {"text": "Created new.txt and edited a.txt."}
+            ])
+        },
+        "OC-1",
+        json!({}),
+        Edits {
+            highlights: ["edited by opencode (+1 -1)", "created by opencode (2 lines)"],
+            exit_codes: [Some(0), Some(3)],
+        },
     )
     .await;
+    // OpenCode finished its turn; the failing verification made it partial
     let res = &ran.result;
-    assert_eq!(
-        res.files_changed,
-        vec![
-            FileChange {
-                path: "a.txt".into(),
-                change_type: ChangeType::Modified,
-                old_path: None,
-                highlights: vec!["edited by opencode (+1 -1)".into()],
-                lines_added: Some(1),
-                lines_removed: Some(1),
-            },
-            FileChange {
-                path: "new.txt".into(),
-                change_type: ChangeType::Added,
-                old_path: None,
-                highlights: vec!["created by opencode (2 lines)".into()],
-                lines_added: Some(2),
-                lines_removed: Some(0),
-            },
-        ],
-        "{}",
-        dump(&ran)
-    );
-    assert_eq!(
-        ran.commands(),
-        vec![
-            ("agent", "echo passing".to_owned(), Some(0)),
-            ("agent", "echo failing >&2; exit 3".to_owned(), Some(3)),
-            ("verify", "test -f new.txt".to_owned(), Some(0)),
-            ("verify", "grep -q nope a.txt".to_owned(), Some(1)),
-        ]
-    );
     assert_eq!(res.commands_run[0].stdout_excerpt.trim(), "passing");
     assert_eq!(res.commands_run[1].stdout_excerpt.trim(), "failing");
-    // OpenCode finished its turn; the failing verification makes it partial
-    assert_eq!(res.status, Status::Partial);
-    assert_eq!(ran.issue_kinds(), vec!["test_failure"]);
-    assert_eq!(res.tests.passed, Some(false));
     assert_eq!(res.summary, "Created new.txt and edited a.txt.");
-    assert_eq!(res.task_id.as_deref(), Some("OC-1"));
     assert!(
         res.session_id
             .as_deref()
@@ -239,32 +155,23 @@ async fn edits_commands_and_verification_come_from_ground_truth() {
         res.session_id
     );
     let agent = res.agent.as_ref().unwrap();
-    assert_eq!(agent.provider, ProviderId::Opencode);
-    assert_eq!(agent.version.as_deref(), Some("1.18.33"));
     assert_eq!(agent.model.as_deref(), Some(MODEL));
     assert_eq!(agent.num_turns, Some(6));
     assert_eq!(res.droid, None);
     // the prompt reached the model whole, from stdin; medium autonomy offers write, edit, bash
-    let first = &w.agent_requests()[0];
-    let sent = first["body"]["messages"].to_string();
+    let first = &w.turns()[0];
+    let sent = Opencode::sent(first);
     assert!(sent.contains("Create new.txt and edit a.txt"), "{sent}");
     let tools = tool_names(first);
     for t in ["write", "edit", "bash"] {
         assert!(tools.contains(&t.to_owned()), "{t} not offered: {tools:?}");
     }
-    assert_eq!(w.leftovers().await, Vec::<i32>::new());
+    assert_eq!(leftovers(&w).await, Vec::<i32>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_http_error_is_a_model_error() {
-    let repo = git_repo(&[("a.txt", "x\n")]);
-    let w = World::new(json!([{"status": 400, "error_message": "Bad request: invalid parameter"}]))
-        .await;
-    let ran = run(
-        &w.engine,
-        &w.request(repo.path(), "Say something", json!({})),
-    )
-    .await;
+    let ran = shared::model_error::<Opencode>("Bad request: invalid parameter").await;
     assert_eq!(ran.result.status, Status::Failed, "{}", dump(&ran));
     assert_eq!(ran.issue_kinds(), vec!["model_error"]);
     assert_eq!(
@@ -274,85 +181,48 @@ async fn a_model_http_error_is_a_model_error() {
     assert_eq!(ran.result.agent.as_ref().unwrap().exit_code, Some(1));
 }
 
-/// Turn 0 starts a `setsid sleep` (its own session, as OpenCode's bash children are) and
-/// records its pid; turn 1 hangs forever.
-fn leak_then_hang(pid_file: &Path) -> Value {
-    json!([
-        {"tool": [bash(&format!("setsid sleep 600 > /dev/null 2>&1 < /dev/null & echo $! > {}", pid_file.display()))]},
-        {"hang": true}
-    ])
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_model_times_out_and_nothing_survives() {
-    let repo = git_repo(&[("a.txt", "x\n")]);
-    let fixture = TempDir::new("opencode-fixture").unwrap();
-    let pid_file = fixture.path().join("opencode-sleep-timeout.pid");
-    let w = World::granting(leak_then_hang(&pid_file), &[fixture.path()]).await;
-    let ran = run(
-        &w.engine,
-        &w.request(
-            repo.path(),
-            "Start a sleeper",
-            json!({"max_runtime_seconds": 20}),
-        ),
-    )
-    .await;
-    let sleeper = std::fs::read_to_string(&pid_file)
+    // the sleeper is started by a setsid, as OpenCode's bash children are
+    let leak = Leak::<Opencode>::new("timeout").await;
+    let ran = leak.time_out(json!({"max_runtime_seconds": 20})).await;
+    let sleeper = std::fs::read_to_string(&leak.pid_file)
         .ok()
         .and_then(|s| s.trim().parse::<i32>().ok());
-    let _ = std::fs::remove_file(&pid_file);
-    assert_eq!(ran.result.status, Status::Timeout, "{}", dump(&ran));
-    assert_eq!(ran.issue_kinds(), vec!["timeout"]);
+    let _ = std::fs::remove_file(&leak.pid_file);
     assert!(wait_gone(ran.droid_pid(), GONE).await, "opencode survived");
     if let Some(sleeper) = sleeper {
         assert!(wait_gone(sleeper, GONE).await, "the setsid sleep survived");
     }
-    assert_eq!(w.leftovers().await, Vec::<i32>::new());
+    assert_eq!(leftovers(&leak.world).await, Vec::<i32>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_stops_opencode_and_its_children() {
-    let repo = git_repo(&[("a.txt", "x\n")]);
-    let fixture = TempDir::new("opencode-fixture").unwrap();
-    let pid_file = fixture.path().join("opencode-sleep-cancel.pid");
-    let w = World::granting(leak_then_hang(&pid_file), &[fixture.path()]).await;
-    let cancel = CancellationToken::new();
+    let leak = Leak::<Opencode>::new("cancel").await;
+    let w = &leak.world;
+    let pid_file = &leak.pid_file;
     // cancel once the model hangs in turn 1: OpenCode reports a tool only when it has finished,
     // so by then the bash call of turn 0 is in its output
-    let trigger = async {
-        let pid = read_pid_file(&pid_file, Duration::from_secs(100)).await;
-        let until = tokio::time::Instant::now() + Duration::from_secs(100);
-        while !w.agent_requests().iter().any(|r| r["turn"] == 1) {
-            assert!(tokio::time::Instant::now() < until, "turn 1 never came");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        cancel.cancel();
-        pid
-    };
-    let request = w.request(
-        repo.path(),
-        "Start a sleeper",
-        json!({"max_runtime_seconds": 110}),
-    );
-    let (sleeper, ran) = tokio::join!(trigger, run_with(&w.engine, &request, cancel.clone()));
-    let _ = std::fs::remove_file(&pid_file);
-    assert_eq!(ran.result.status, Status::Cancelled, "{}", dump(&ran));
-    assert_eq!(ran.issue_kinds(), vec!["cancelled"]);
-    assert!(wait_gone(ran.droid_pid(), GONE).await, "opencode survived");
-    assert!(wait_gone(sleeper, GONE).await, "the setsid sleep survived");
+    let (sleeper, ran) = leak
+        .cancel(json!({"max_runtime_seconds": 110}), |cancel| async move {
+            let pid = read_pid_file(pid_file, Duration::from_secs(100)).await;
+            let until = tokio::time::Instant::now() + Duration::from_secs(100);
+            while !w.turns().iter().any(|r| r["turn"] == 1) {
+                assert!(tokio::time::Instant::now() < until, "turn 1 never came");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            cancel.cancel();
+            pid
+        })
+        .await;
+    let _ = std::fs::remove_file(&leak.pid_file);
+    shared::assert_gone::<Opencode>(&ran, sleeper, GONE).await;
     assert_eq!(
         ran.commands(),
-        vec![(
-            "agent",
-            format!(
-                "setsid sleep 600 > /dev/null 2>&1 < /dev/null & echo $! > {}",
-                pid_file.display()
-            ),
-            Some(0)
-        )]
+        vec![("agent", shared::leak_command(&leak.pid_file), Some(0))]
     );
-    assert_eq!(w.leftovers().await, Vec::<i32>::new());
+    assert_eq!(leftovers(w).await, Vec::<i32>::new());
 }
 
 /// The server (config `max_autonomy`) caps a request asking for `high` at read_only: OpenCode is
@@ -363,7 +233,7 @@ async fn cancellation_stops_opencode_and_its_children() {
 async fn a_lying_agent_capped_at_read_only_changes_nothing() {
     let repo = git_repo(&[("a.txt", "x\n")]);
     let r = repo.path();
-    let w = World::with_cap(
+    let w = World::capped(
         json!([
             {"tool": [{"name": "write", "args": {"filePath": p(r, "claimed.txt"), "content": "x\n"}}]},
             {"tool": [bash("touch bash-made.txt")]},
@@ -399,7 +269,7 @@ async fn a_lying_agent_capped_at_read_only_changes_nothing() {
         vec![("verify", "test -f claimed.txt".to_owned(), Some(1))]
     );
     // not even offered
-    for req in w.agent_requests() {
+    for req in w.turns() {
         let tools = tool_names(&req);
         for t in ["write", "edit", "bash"] {
             assert!(!tools.contains(&t.to_owned()), "{t} offered: {tools:?}");
@@ -416,7 +286,7 @@ async fn a_lying_agent_capped_at_read_only_changes_nothing() {
 async fn a_session_continues_through_the_binary() {
     let w = World::new(json!([])).await;
     // the repository lives in the OpenCode HOME, which is the binary's HOME (allowed_roots)
-    let repo: PathBuf = w.home.path().join("repo");
+    let repo: PathBuf = w.home_path().join("repo");
     git_repo_at(&repo, &[("a.txt", "a\n")]);
     w.model.set_script(json!([
         {"text": "First answer."},
@@ -433,22 +303,22 @@ async fn a_session_continues_through_the_binary() {
         "continue: create b.txt",
         json!({"session_id": session, "suggested_commands": ["test -f b.txt"]}),
     );
-    let file = w.home.path().join("request.json");
+    let file = w.home_path().join("request.json");
     std::fs::write(&file, req.to_string()).unwrap();
     let env: Vec<(OsString, OsString)> = vec![
-        ("HOME".into(), w.home.path().into()),
+        ("HOME".into(), w.home_path().into()),
         ("PATH".into(), path_var()),
         ("LANG".into(), "C.UTF-8".into()),
         (
             "DROID_EXECUTOR_OPENCODE_BIN".into(),
             agent_cli("opencode").into(),
         ),
-        (RUN_TAG.into(), w.tag.clone().into()),
+        (RUN_TAG.into(), w.tag().into()),
     ];
     let out = droid_executor(
         &["run", "--json", "--request", &file.display().to_string()],
         &env,
-        w.home.path(),
+        w.home_path(),
     )
     .await;
     let second = out.result();
@@ -466,27 +336,18 @@ async fn a_session_continues_through_the_binary() {
     );
     assert_eq!(second.tests.passed, Some(true));
     // the continued session carried the first exchange to the model
-    let last = w.agent_requests().pop().unwrap();
-    let sent = last["body"]["messages"].to_string();
+    let sent = w.sent().pop().unwrap();
     assert!(sent.contains("Say hello"), "{sent}");
     assert!(sent.contains("First answer."), "{sent}");
     assert!(sent.contains("continue: create b.txt"), "{sent}");
-    assert_eq!(w.leftovers().await, Vec::<i32>::new());
+    assert_eq!(leftovers(&w).await, Vec::<i32>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_session_is_a_clear_error() {
     let repo = git_repo(&[("a.txt", "x\n")]);
-    let w = World::new(json!([{"text": "never reached"}])).await;
-    let ran = run(
-        &w.engine,
-        &w.request(
-            repo.path(),
-            "continue",
-            json!({"session_id": "ses_doesnotexist"}),
-        ),
-    )
-    .await;
+    let w = World::new(json!([Opencode::answer("never reached")])).await;
+    let ran = shared::unknown_session(&w, repo.path(), "ses_doesnotexist").await;
     assert_eq!(ran.result.status, Status::Failed, "{}", dump(&ran));
     assert_eq!(ran.issue_kinds(), vec!["agent_error"]);
     assert_eq!(
@@ -494,5 +355,5 @@ async fn an_unknown_session_is_a_clear_error() {
         "opencode has no session with the request's session_id"
     );
     assert_eq!(ran.result.summary, "opencode failed: Session not found");
-    assert_eq!(w.agent_requests(), Vec::<Value>::new());
+    assert_eq!(w.turns(), Vec::<Value>::new());
 }

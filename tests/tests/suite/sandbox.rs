@@ -13,9 +13,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use droid_contract::{Autonomy, IssueType, SandboxKind, Status};
+use droid_contract::{IssueType, SandboxKind, Status};
+use droid_exec::Engine;
 use droid_exec::config::SandboxMode;
-use droid_exec::{Engine, EngineConfig};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tests::droid_bin::{droid_executor_bin, real_droid};
@@ -24,7 +24,7 @@ use tests::scripted_model::ScriptedModel;
 use tests::temp_dir::TempDir;
 
 use super::binary::droid_executor;
-use super::common::{git, git_repo, request, run};
+use super::common::{engine_config, git, git_repo, request, run};
 
 /// A directory outside the system temp dir, removed on drop (a failing test's too, from the
 /// moment it exists; a dead test binary's by the next one): `home/` (droid's settings), `repo/`
@@ -102,32 +102,11 @@ enum Tree {
 /// An engine on the real droid under `mode`, holding droid's tree as `tree` says.
 fn engine(o: &Outside, scratch: &Path, mode: SandboxMode, tree: Tree) -> Engine {
     let supervised = tree != Tree::Direct;
-    Engine::new(EngineConfig {
-        droid_bin: Some(real_droid()),
-        droid_source: "test".into(),
-        droid_warnings: Vec::new(),
-        agents: Vec::new(),
-        env: o.env(),
-        allowed_roots: Vec::new(),
-        max_autonomy: Autonomy::High,
-        default_timeout: Duration::from_secs(60),
-        default_model: None,
-        verify: true,
-        sandbox: mode,
-        sandbox_writable: Vec::new(),
-        excerpt_bytes: 4096,
-        kill_grace: Duration::from_secs(5),
-        scratch_root: scratch.to_path_buf(),
-        store_dir: None,
-        max_concurrent: 4,
-        task_ttl: Duration::from_secs(24 * 3600),
-        supervisor: supervised.then(droid_executor_bin),
-        cgroups: tree == Tree::Cgroup,
-        limits: Default::default(),
-        redact: Vec::new(),
-        worktrees: Default::default(),
-        client_env: Default::default(),
-    })
+    let mut cfg = engine_config(Some(real_droid()), o.env(), scratch);
+    cfg.sandbox = mode;
+    cfg.supervisor = supervised.then(droid_executor_bin);
+    cfg.cgroups = tree == Tree::Cgroup;
+    Engine::new(cfg)
 }
 
 fn create(path: &Path, content: &str) -> Value {

@@ -56,11 +56,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use droid_contract::{Autonomy, ChangeType, ProviderId, Status};
-use droid_exec::config::{AgentProgram, SandboxMode};
-use droid_exec::{Engine, EngineConfig};
+use droid_exec::Engine;
+use droid_exec::config::SandboxMode;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use tests::agent_bin::agent_cli;
 use tests::claude_home::ClaudeHome;
 use tests::codex_home::CodexHome;
 use tests::gemini_home::GeminiHome;
@@ -69,6 +68,7 @@ use tests::scripted_model::ScriptedModel;
 use tests::temp_dir::TempDir;
 
 use super::common::{Ran, git_repo, request, run};
+use super::provider_world::agent_config;
 
 /// A HOME outside the system temp dir: a copy of a provider test HOME (its configuration) under
 /// `CARGO_TARGET_TMPDIR`, removed on drop.
@@ -176,36 +176,10 @@ impl World {
         let repo = git_repo(&[("a.txt", "hello\n")]);
         model.set_script(script(&home.path, repo.path()));
         let scratch = TempDir::new("sandbox-scratch").unwrap();
-        let engine = Engine::new(EngineConfig {
-            droid_bin: None,
-            droid_source: "test".into(),
-            droid_warnings: Vec::new(),
-            agents: vec![AgentProgram {
-                provider,
-                program: Some(agent_cli(provider.as_str())),
-                source: "test".into(),
-            }],
-            env,
-            allowed_roots: Vec::new(),
-            max_autonomy: Autonomy::High,
-            default_timeout: Duration::from_secs(90),
-            default_model: None,
-            verify: true,
-            excerpt_bytes: 4096,
-            kill_grace: Duration::from_secs(5),
-            scratch_root: scratch.path().to_path_buf(),
-            store_dir: None,
-            max_concurrent: 4,
-            task_ttl: Duration::from_secs(24 * 3600),
-            supervisor: None,
-            cgroups: true,
-            limits: Default::default(),
-            redact: Vec::new(),
-            worktrees: Default::default(),
-            client_env: Default::default(),
-            sandbox: SandboxMode::Landlock,
-            sandbox_writable: Vec::new(),
-        });
+        let mut cfg = agent_config(provider, env, scratch.path(), Autonomy::High);
+        cfg.default_timeout = Duration::from_secs(90);
+        cfg.sandbox = SandboxMode::Landlock;
+        let engine = Engine::new(cfg);
         World {
             _model: model,
             home,

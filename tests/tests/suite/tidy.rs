@@ -343,3 +343,251 @@ fn every_engine_folder_and_crate_is_in_the_code_map() {
         "not in docs/architecture.md's code map"
     );
 }
+
+/// The engine's layers, lowest first (docs/architecture.md#code-map): helpers (the files at the
+/// engine's root named in [`ENGINE_HELPERS`]) ← `process/` ← `snapshot/` ← `worktree/` ← `run/` ←
+/// `tasks/` and `session/`. For each folder or helper file, the engine's modules its non-test code
+/// must not name (`crate::<module>`): a folder never reaches up.
+const ONE_WAY: &[(&str, &[&str])] = &[
+    (
+        "process",
+        &[
+            "run",
+            "snapshot",
+            "worktree",
+            "tasks",
+            "session",
+            "providers",
+            "config",
+            "run_slots",
+        ],
+    ),
+    (
+        "snapshot",
+        &[
+            "run",
+            "worktree",
+            "tasks",
+            "session",
+            "providers",
+            "config",
+            "run_slots",
+        ],
+    ),
+    (
+        "providers",
+        &["run", "snapshot", "worktree", "tasks", "session"],
+    ),
+    (
+        "worktree",
+        &["run", "tasks", "session", "providers", "config"],
+    ),
+    ("run", &["tasks", "session"]),
+];
+
+/// The engine's root files below every folder: they name no folder of the engine.
+const ENGINE_HELPERS: &[&str] = &[
+    "error.rs",
+    "excerpt.rs",
+    "fnv.rs",
+    "lock.rs",
+    "no_follow.rs",
+    "real_path.rs",
+    "run_slots.rs",
+    "state_file.rs",
+    "task_key.rs",
+    "timestamp.rs",
+];
+
+/// The folders of the engine (`droid-exec/src/<folder>/`).
+const ENGINE_FOLDERS: &[&str] = &[
+    "process",
+    "snapshot",
+    "providers",
+    "worktree",
+    "run",
+    "tasks",
+    "session",
+];
+
+/// The production part of a Rust file: up to its `#[cfg(test)]` module, comment lines dropped.
+/// Test-only files (`tests.rs`, `props.rs`) have none.
+fn production_lines(path: &Path) -> Vec<(usize, String)> {
+    let name = path.file_name().unwrap().to_string_lossy();
+    if name == "tests.rs" || name == "props.rs" {
+        return Vec::new();
+    }
+    let text = std::fs::read_to_string(path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let next = lines.get(i + 1).map_or("", |l| l.trim_start());
+        if line.trim() == "#[cfg(test)]" && next.starts_with("mod ") && !next.ends_with(';') {
+            break;
+        }
+        let trimmed = line.trim_start();
+        if !trimmed.starts_with("//") {
+            out.push((i + 1, (*line).to_owned()));
+        }
+    }
+    out
+}
+
+/// Every `.rs` file below `dir`.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Where `lines` name one of `modules` of the crate (`crate::<m>::`, `crate::<m>;`, `crate::<m>}`…).
+fn named_modules(file: &str, lines: &[(usize, String)], modules: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (n, line) in lines {
+        for m in modules {
+            let needle = format!("crate::{m}");
+            let mut rest = line.as_str();
+            while let Some(i) = rest.find(&needle) {
+                let after = rest[i + needle.len()..].chars().next();
+                if !after.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                    found.push(format!("{file}:{n}: names crate::{m}: {}", line.trim()));
+                }
+                rest = &rest[i + needle.len()..];
+            }
+        }
+    }
+    found
+}
+
+/// The engine's folders import one way, helpers below all of them ([`ONE_WAY`]): `run/` knows no
+/// task store (it publishes to an `EventSink`, takes its slot from `run_slots.rs`), the
+/// snapshot and the process primitives know no run, no provider and no task.
+#[test]
+fn the_engine_layers_import_one_way() {
+    let root = workspace_root();
+    let engine = root.join("droid-exec/src");
+    let mut found = Vec::new();
+    for (folder, forbidden) in ONE_WAY {
+        for path in rust_files(&engine.join(folder)) {
+            let file = path.strip_prefix(&root).unwrap().display().to_string();
+            found.extend(named_modules(&file, &production_lines(&path), forbidden));
+        }
+    }
+    for helper in ENGINE_HELPERS {
+        let path = engine.join(helper);
+        assert!(
+            path.is_file(),
+            "{} is gone: update ENGINE_HELPERS",
+            path.display()
+        );
+        let file = path.strip_prefix(&root).unwrap().display().to_string();
+        found.extend(named_modules(
+            &file,
+            &production_lines(&path),
+            ENGINE_FOLDERS,
+        ));
+    }
+    assert_eq!(
+        found,
+        Vec::<String>::new(),
+        "an engine layer reaches up (docs/architecture.md#code-map)"
+    );
+}
+
+/// `unsafe` is allowed only in the spawn module (`process/spawn.rs`, `process/spawn/`), and the
+/// one production `Command::new` (clippy's `disallowed-methods`) only in `process/spawn.rs`
+/// (docs/architecture.md#house-rules). Tests, xtask and the test crate may run third-party tools.
+#[test]
+fn unsafe_and_command_new_live_only_in_the_spawn_module() {
+    let root = workspace_root();
+    let mut found = Vec::new();
+    let sources = [
+        "droid-contract/src",
+        "droid-exec/src",
+        "bridge-http/src",
+        "mcp-stdio/src",
+        "acp-stdio/src",
+        "client-setup/src",
+        "wrapper-cli/src",
+    ];
+    for path in sources.iter().flat_map(|dir| rust_files(&root.join(dir))) {
+        let file = path.strip_prefix(&root).unwrap().display().to_string();
+        let in_spawn = file == "droid-exec/src/process/spawn.rs"
+            || file.starts_with("droid-exec/src/process/spawn/");
+        for (n, line) in production_lines(&path) {
+            if line.contains("allow(unsafe_code)") && !in_spawn {
+                found.push(format!("{file}:{n}: {}", line.trim()));
+            }
+            if line.contains("clippy::disallowed_methods")
+                && file != "droid-exec/src/process/spawn.rs"
+            {
+                found.push(format!("{file}:{n}: {}", line.trim()));
+            }
+        }
+    }
+    assert_eq!(found, Vec::<String>::new(), "outside the spawn module");
+}
+
+/// The CLI's subcommand modules (`wrapper-cli/src/`, dispatched from `cli.rs`).
+const CLI_SUBCOMMANDS: &[&str] = &[
+    "acp",
+    "ask",
+    "bridge",
+    "cancel",
+    "config_cmd",
+    "doctor",
+    "mcp",
+    "pend",
+    "ping",
+    "run",
+    "serve",
+    "setup",
+    "tasks",
+    "worker",
+];
+
+/// The CLI imports downwards (docs/architecture.md#code-map): `cli.rs` dispatches to the
+/// subcommands, no subcommand names another or `cli.rs` (what two share lives in a module below
+/// them), and those modules below name no subcommand.
+#[test]
+fn the_cli_subcommands_import_one_way() {
+    let root = workspace_root();
+    let src = root.join("wrapper-cli/src");
+    let mut found = Vec::new();
+    for path in rust_files(&src) {
+        let file = path.strip_prefix(&root).unwrap().display().to_string();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if name == "main" || name == "cli" {
+            continue;
+        }
+        let mut forbidden: Vec<&str> = CLI_SUBCOMMANDS
+            .iter()
+            .copied()
+            .filter(|m| *m != name)
+            .collect();
+        forbidden.push("cli");
+        found.extend(named_modules(&file, &production_lines(&path), &forbidden));
+    }
+    for m in CLI_SUBCOMMANDS {
+        assert!(
+            src.join(format!("{m}.rs")).is_file(),
+            "wrapper-cli/src/{m}.rs is gone: update CLI_SUBCOMMANDS"
+        );
+    }
+    assert_eq!(
+        found,
+        Vec::<String>::new(),
+        "a CLI module reaches sideways or up (docs/architecture.md#code-map)"
+    );
+}

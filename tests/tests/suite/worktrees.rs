@@ -472,7 +472,7 @@ async fn setup_commands_run_before_the_agent_and_worktree_copy_brings_untracked_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn read_only_runs_share_their_repository_and_the_kernel_keeps_it_read_only() {
-    if droid_exec::run::sandbox::kernel_abi().is_none() {
+    if droid_exec::process::sandbox::kernel_abi().is_none() {
         panic!(
             "this test needs Landlock (Linux 5.13 or later with `landlock` in the lsm= boot list): \
              read-only runs share their repository only where the kernel keeps them from writing"

@@ -10,9 +10,9 @@
 
 use droid_contract::{Issue, IssueType};
 
+use crate::excerpt::head_str;
 use crate::providers::AgentEvent;
 use crate::providers::findings::{Findings, rate_limit_text, rate_limited};
-use crate::run::excerpt::head_str;
 
 use super::events::{API_RETRY, PERMISSION_DENIED};
 

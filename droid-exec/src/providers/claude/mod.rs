@@ -48,7 +48,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::run::sandbox::{env_path, under};
+use crate::process::sandbox::{env_path, under};
 
 use droid_contract::{Autonomy, ProviderId};
 
@@ -82,10 +82,6 @@ pub struct Claude;
 impl Provider for Claude {
     fn id(&self) -> ProviderId {
         ProviderId::Claude
-    }
-
-    fn package(&self) -> (&'static str, &'static str) {
-        ("@anthropic-ai/claude-code", "2.1.330")
     }
 
     fn prompt_input(&self) -> PromptInput {

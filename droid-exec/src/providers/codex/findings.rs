@@ -25,9 +25,9 @@
 
 use droid_contract::{Issue, IssueType};
 
+use crate::excerpt::head_str;
 use crate::providers::AgentEvent;
 use crate::providers::findings::{Findings, rate_limit_text, rate_limited};
-use crate::run::excerpt::head_str;
 
 /// stderr lines Codex prints on healthy runs.
 const NOISE: [&str; 2] = [

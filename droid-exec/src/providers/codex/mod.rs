@@ -20,7 +20,7 @@
 //!   and gets its sandbox through `-c sandbox_mode="…"`.
 //! - **Autonomy under the run's confinement** (Landlock, every level): Codex's own sandbox is
 //!   off (`--dangerously-bypass-approvals-and-sandbox`) and the kernel keeps the level: at
-//!   `read_only` the repository is read-only to the run ([`crate::run::sandbox`]), above it the
+//!   `read_only` the repository is read-only to the run ([`crate::process::sandbox`]), above it the
 //!   repository and the run's temporary directory are writable. Measured with Codex 0.169.0: its
 //!   bubblewrap sandbox cannot start inside a Landlock domain (`bwrap: setting up uid map:
 //!   Permission denied`; mounts are denied to a Landlock-confined process), and its legacy
@@ -50,7 +50,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::run::sandbox::env_path;
+use crate::process::sandbox::env_path;
 
 use droid_contract::{Autonomy, ProviderId};
 
@@ -82,10 +82,6 @@ pub struct Codex;
 impl Provider for Codex {
     fn id(&self) -> ProviderId {
         ProviderId::Codex
-    }
-
-    fn package(&self) -> (&'static str, &'static str) {
-        ("@openai/codex", "0.169.0")
     }
 
     fn prompt_input(&self) -> PromptInput {

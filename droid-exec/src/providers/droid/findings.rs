@@ -3,9 +3,9 @@
 
 use droid_contract::{Issue, IssueType};
 
+use crate::excerpt::head_str;
 use crate::providers::findings::{Findings, rate_limit_text, rate_limited};
 use crate::providers::{AgentEvent, Provider as _};
-use crate::run::excerpt::head_str;
 
 /// droid's abort text when a tool call needs more autonomy than the run has.
 const PERMISSION_ABORT: &str = "insufficient permission to proceed";

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::OFlag;
 use nix::sys::stat::{FileStat, Mode, fstat};
 
-use crate::run::no_follow::{self, Kind};
+use crate::no_follow::{self, Kind};
 
 /// The launcher package.
 pub(crate) const LAUNCHER: &str = "@factory/cli";

@@ -8,7 +8,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::run::sandbox::{env_path, under};
+use crate::process::sandbox::{env_path, under};
 
 use droid_contract::{Autonomy, ProviderId, Usage};
 use serde::Deserialize;
@@ -220,10 +220,6 @@ const ENV: EnvNames = EnvNames {
 impl Provider for Droid {
     fn id(&self) -> ProviderId {
         ProviderId::Droid
-    }
-
-    fn package(&self) -> (&'static str, &'static str) {
-        ("@factory/cli", "0.225.2")
     }
 
     /// The platform package, pinned: the launcher `@factory/cli` alone may come without the

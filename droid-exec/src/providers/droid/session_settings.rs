@@ -21,9 +21,9 @@ use std::path::Path;
 use droid_contract::Usage;
 use serde_json::Value;
 
+use crate::no_follow;
 use crate::providers::droid::custom_models::airgap;
 use crate::providers::{ModelUsed, RunFacts};
-use crate::run::no_follow;
 
 /// Bytes of the file read, at most.
 const SETTINGS_MAX: u64 = 256 * 1024;

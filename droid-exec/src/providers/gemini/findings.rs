@@ -16,9 +16,9 @@
 
 use droid_contract::{Issue, IssueType};
 
+use crate::excerpt::head_str;
 use crate::providers::AgentEvent;
 use crate::providers::findings::{Findings, rate_limit_text, rate_limited};
-use crate::run::excerpt::head_str;
 
 /// Tools Gemini's headless mode withholds below `yolo` (`write_file`, `replace` in `default`;
 /// `run_shell_command` in `default` and `auto_edit`, unless allowed).

@@ -42,7 +42,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::run::sandbox::{env_path, under};
+use crate::process::sandbox::{env_path, under};
 
 use droid_contract::{Autonomy, ProviderId};
 
@@ -79,10 +79,6 @@ pub struct Gemini;
 impl Provider for Gemini {
     fn id(&self) -> ProviderId {
         ProviderId::Gemini
-    }
-
-    fn package(&self) -> (&'static str, &'static str) {
-        ("@google/gemini-cli", "0.61.0")
     }
 
     fn prompt_input(&self) -> PromptInput {

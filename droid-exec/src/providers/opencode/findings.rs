@@ -5,9 +5,9 @@
 use droid_contract::{Issue, IssueType};
 
 use super::events::{DENIED_BY_RULE, GOVERNED_TOOLS, REJECTED, UNAVAILABLE_TOOL};
+use crate::excerpt::head_str;
 use crate::providers::AgentEvent;
 use crate::providers::findings::{Findings, rate_limit_text, rate_limited};
-use crate::run::excerpt::head_str;
 
 /// OpenCode's stderr line when `run` auto-rejects a permission `ask`.
 const STDERR_REJECTING: &str = "auto-rejecting";

@@ -54,7 +54,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::run::sandbox::env_path;
+use crate::process::sandbox::env_path;
 
 use droid_contract::{Autonomy, ProviderId};
 
@@ -115,10 +115,6 @@ pub struct Opencode;
 impl Provider for Opencode {
     fn id(&self) -> ProviderId {
         ProviderId::Opencode
-    }
-
-    fn package(&self) -> (&'static str, &'static str) {
-        ("opencode-ai", "1.18.33")
     }
 
     fn prompt_input(&self) -> PromptInput {
