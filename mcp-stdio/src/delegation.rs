@@ -191,9 +191,10 @@ fn ask_properties() -> Map<String, Value> {
 }
 
 /// The request's `fallback`, compact (the request's rules check each agent): agents, each
-/// `"codex"` / `"claude:opus"` or `{"provider", "model"}`.
+/// `"codex"` or `"claude:opus"` (the request also takes `{"provider", "model"}`; no type arrays
+/// here, see `portable.rs`).
 fn fallback_schema() -> Value {
-    json!({"type": "array", "maxItems": MAX_FALLBACK, "items": {"type": ["string", "object"]}})
+    json!({"type": "array", "maxItems": MAX_FALLBACK, "items": {"type": "string"}})
 }
 
 /// `{"type": "object", "properties": …, "required": …, "additionalProperties": false}`.

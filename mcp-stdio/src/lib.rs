@@ -19,7 +19,7 @@
 //! - bounded: at most 16 running and 64 queued tool calls per session (beyond: `-32000`
 //!   busy), a result's `structuredContent` at most 24 KiB (cut with a note naming the stored
 //!   task that holds all of it), input schemas without prose (the model-facing part of the
-//!   default `tools/list`, names, descriptions and input schemas, under 8 KB: ~7.9 KB);
+//!   default `tools/list`, names, descriptions and input schemas, under 9 KB: ~8.6 KB);
 //! - toolsets ([`droid_exec::toolset`], setting `toolsets`, `mcp --toolsets`): the droid tools
 //!   and one `ask`/`pend`/`ping`/`cancel` family taking a `provider` by default, seed 002's
 //!   per-provider names opt-in ([`tools::Catalog`]);

@@ -189,7 +189,7 @@ fn build_definitions(tasks: bool) -> Vec<Value> {
                 // there for validation
                 let s = crate::portable::portable(s);
                 tool[key] = if key == "inputSchema" {
-                    crate::portable::compact(&s)
+                    agents_as_strings(crate::portable::compact(&s))
                 } else {
                     crate::portable::terse(&s)
                 };
@@ -207,6 +207,22 @@ fn build_definitions(tasks: bool) -> Vec<Value> {
     all
 }
 
+/// The request's lists of agents (`fallback`, `best_of`) as a model writes them: strings,
+/// `"codex"` or `"claude:opus"`. The request also takes `{"provider", "model"}` objects (its
+/// published schema says so), but an `anyOf` of both costs every model request ~470 bytes.
+fn agents_as_strings(mut schema: Value) -> Value {
+    for key in ["fallback", "best_of"] {
+        if let Some(items) = schema
+            .get_mut("properties")
+            .and_then(|p| p.get_mut(key))
+            .and_then(|l| l.get_mut("items"))
+        {
+            *items = json!({"type": "string"});
+        }
+    }
+    schema
+}
+
 fn base_definitions() -> Vec<Value> {
     let request = droid_contract::request_schema();
     let result = droid_contract::result_schema();
@@ -216,7 +232,7 @@ fn base_definitions() -> Vec<Value> {
         json!({
             "name": "execute_droid_task",
             "title": "Run a coding task with droid (wait for the result)",
-            "description": "Hand one decided, well-specified coding task to droid (or provider codex, claude, gemini, opencode) and wait for the verified result: files_changed from the repository, suggested_commands re-run, status (success, partial, failed, timeout, cancelled, error), issues with actions. Read status and issues: partial is not isError. context.repo_root: absolute. isolation worktree: then droid_apply or droid_discard. More agents: fallback (next if one cannot run), best_of (2-5 at once in worktrees, judged by suggested_commands; droid_apply the winner), max_tokens. Clients often stop waiting after 60 s (runs: max_runtime_seconds, 600): for longer, droid_submit and droid_pend.",
+            "description": "Hand one decided, well-specified coding task to droid (or provider codex, claude, gemini, opencode) and wait for the verified result: files_changed from the repository, suggested_commands re-run, status (success, partial, failed, timeout, cancelled, error), issues with actions. Read status and issues: partial is not isError. context.repo_root: absolute. isolation worktree: then droid_apply or droid_discard. More agents: fallback (codex, claude:opus: next if one cannot run), best_of (2-5 at once, judged by suggested_commands; droid_apply the winner), max_tokens. Clients often stop waiting after 60 s (runs: max_runtime_seconds, 600): for longer, droid_submit and droid_pend.",
             "inputSchema": request,
             "outputSchema": result,
             "annotations": {"title": "Run a coding task with droid", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
@@ -903,8 +919,11 @@ mod tests {
     /// The budget of the model-facing part of the default `tools/list` (issue 32): 25 tools
     /// took 20.5 KB, about 5k tokens, and look-alike per-provider names crowded the right tool
     /// out of Codex's tool search. The default is the seven droid tools and one shared
-    /// delegation family; a new tool or longer prose must find its bytes elsewhere.
-    const DEFAULT_MODEL_FACING_BUDGET: usize = 8 * 1000;
+    /// delegation family; a new tool or longer prose must find its bytes elsewhere. It was
+    /// 8 KB until the request gained `fallback`, `best_of`, `keep_all` and `max_tokens`: with
+    /// their lists of agents written as strings (`agents_as_strings`) and the description cut,
+    /// they cost ~640 bytes over the two request tools and `ask` (8.6 KB in all).
+    const DEFAULT_MODEL_FACING_BUDGET: usize = 9 * 1000;
 
     /// Every toolset on (`all`): the whole answer stays under 56 KiB (it was 48 KiB with the
     /// per-provider families alone, their prose-carrying request schema included).
