@@ -8,6 +8,7 @@
 //! to one agent CLI lives in `crate::providers`. A run knows no task store: it takes a run slot
 //! from `crate::run_slots` and publishes its events to an [`event::EventSink`].
 
+pub(crate) mod assemble;
 pub(crate) mod budget;
 pub mod classify;
 pub(crate) mod engine;
