@@ -18,21 +18,21 @@ use crate::text::{Instructions, ListItem, Objective, Runtime, ShellCommand, Task
 use crate::violation::{Violation, Violations};
 
 /// Most constraints or acceptance criteria in one request.
-pub const MAX_LIST_ITEMS: usize = 100;
+pub(crate) const MAX_LIST_ITEMS: usize = 100;
 /// Most suggested commands in one request.
-pub const MAX_COMMANDS: usize = 50;
+pub(crate) const MAX_COMMANDS: usize = 50;
 /// Most files of interest in one request.
-pub const MAX_FILES: usize = 1_000;
+pub(crate) const MAX_FILES: usize = 1_000;
 /// Longest `notes_for_human`, in characters.
-pub const NOTES_MAX: usize = 100_000;
+pub(crate) const NOTES_MAX: usize = 100_000;
 /// Most extra writable directories in one request.
-pub const MAX_WRITABLE: usize = 20;
+pub(crate) const MAX_WRITABLE: usize = 20;
 /// Most untracked paths copied into a worktree (`worktree_copy`).
-pub const MAX_WORKTREE_COPY: usize = 100;
+pub(crate) const MAX_WORKTREE_COPY: usize = 100;
 /// Longest `model` / `session_id` value, in characters.
-pub const NAME_MAX: usize = 256;
+pub(crate) const NAME_MAX: usize = 256;
 /// Reasoning efforts droid 0.225.2 accepts (`droid exec -r`).
-pub const REASONING_EFFORTS: &[&str] = &[
+pub(crate) const REASONING_EFFORTS: &[&str] = &[
     "none", "dynamic", "off", "minimal", "low", "medium", "high", "xhigh", "max",
 ];
 

@@ -4,17 +4,17 @@
 use serde::{Deserialize, Serialize};
 
 /// Longest objective, in characters.
-pub const OBJECTIVE_MAX: usize = 50_000;
+pub(crate) const OBJECTIVE_MAX: usize = 50_000;
 /// Longest instructions, in characters.
 pub const INSTRUCTIONS_MAX: usize = 100_000;
 /// Longest constraint or acceptance criterion, in characters.
-pub const LIST_ITEM_MAX: usize = 2_000;
+pub(crate) const LIST_ITEM_MAX: usize = 2_000;
 /// Longest suggested command, in characters.
-pub const COMMAND_MAX: usize = 4_000;
+pub(crate) const COMMAND_MAX: usize = 4_000;
 /// Longest task id, in characters.
-pub const TASK_ID_MAX: usize = 128;
+pub(crate) const TASK_ID_MAX: usize = 128;
 /// Longest allowed `max_runtime_seconds` (one day).
-pub const RUNTIME_MAX: u32 = 86_400;
+pub(crate) const RUNTIME_MAX: u32 = 86_400;
 
 fn chars(s: &str) -> usize {
     s.chars().count()

@@ -17,7 +17,7 @@ use crate::error::EngineError;
 
 /// A held lock; released when dropped (or when the process dies).
 #[derive(Debug)]
-pub struct Held {
+pub(crate) struct Held {
     _lock: Flock<File>,
 }
 
@@ -53,7 +53,7 @@ fn lock(path: &Path, arg: FlockArg) -> Result<Option<Held>, EngineError> {
 ///
 /// # Errors
 /// [`EngineError::Io`] when the file cannot be opened or locked for another reason.
-pub fn try_exclusive(path: &Path) -> Result<Option<Held>, EngineError> {
+pub(crate) fn try_exclusive(path: &Path) -> Result<Option<Held>, EngineError> {
     lock(path, FlockArg::LockExclusiveNonblock)
 }
 
@@ -61,7 +61,7 @@ pub fn try_exclusive(path: &Path) -> Result<Option<Held>, EngineError> {
 ///
 /// # Errors
 /// As [`try_exclusive`].
-pub fn try_shared(path: &Path) -> Result<Option<Held>, EngineError> {
+pub(crate) fn try_shared(path: &Path) -> Result<Option<Held>, EngineError> {
     lock(path, FlockArg::LockSharedNonblock)
 }
 
@@ -70,7 +70,7 @@ pub fn try_shared(path: &Path) -> Result<Option<Held>, EngineError> {
 ///
 /// # Errors
 /// [`EngineError::Io`] when the file cannot be opened or locked.
-pub fn exclusive(path: &Path) -> Result<Held, EngineError> {
+pub(crate) fn exclusive(path: &Path) -> Result<Held, EngineError> {
     lock(path, FlockArg::LockExclusive)?.ok_or_else(|| EngineError::Io {
         action: "lock",
         path: path.to_path_buf(),
@@ -84,7 +84,7 @@ pub fn exclusive(path: &Path) -> Result<Held, EngineError> {
 /// [`EngineError::Io`] when the file exists but cannot be opened or tested;
 /// [`EngineError::Corrupt`] when it is not a regular file (a FIFO is never waited on, a link
 /// never followed: the type is checked on the opened descriptor).
-pub fn is_held(path: &Path) -> Result<bool, EngineError> {
+pub(crate) fn is_held(path: &Path) -> Result<bool, EngineError> {
     let Some(file) = open_to_test(path)? else {
         return Ok(false);
     };
@@ -96,7 +96,7 @@ pub fn is_held(path: &Path) -> Result<bool, EngineError> {
 ///
 /// # Errors
 /// As [`is_held`].
-pub fn is_used(path: &Path) -> Result<bool, EngineError> {
+pub(crate) fn is_used(path: &Path) -> Result<bool, EngineError> {
     let Some(file) = open_to_test(path)? else {
         return Ok(false);
     };

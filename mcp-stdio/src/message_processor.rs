@@ -88,13 +88,13 @@ pub const FLUSH: Duration = Duration::from_millis(200);
 /// Tool calls (and 2025-11-25 `tasks/*` requests) of one session that run at once. A run of
 /// droid holds one for its whole length, and the engine runs at most `max_concurrent` (4) runs
 /// at a time anyway: 16 leaves room for pings, pends and cancels beside them.
-pub const MAX_RUNNING_CALLS: usize = 16;
+pub(crate) const MAX_RUNNING_CALLS: usize = 16;
 
 /// Calls that wait for one of the [`MAX_RUNNING_CALLS`] slots, in arrival order; a call beyond
 /// them is refused at once with [`SERVER_BUSY`] ("server busy", naming both limits). What a
 /// session can have in flight is bounded, so a client that fires thousands of calls gets quick
 /// errors instead of a server that grows without bound (processes, memory, descriptors).
-pub const MAX_QUEUED_CALLS: usize = 64;
+pub(crate) const MAX_QUEUED_CALLS: usize = 64;
 
 /// How often expired tasks are cleaned while the server runs.
 const JANITOR_EVERY: Duration = Duration::from_secs(3600);

@@ -12,4 +12,4 @@ mod best_of;
 mod fallback;
 mod judge;
 mod route;
-pub mod tally;
+pub(crate) mod tally;

@@ -172,7 +172,7 @@ pub(super) fn os_args(args: &[&str]) -> Vec<OsString> {
 }
 
 /// The oldest git the snapshot can use: `git rev-parse --path-format=absolute` came in 2.31.
-pub const GIT_MIN: (u32, u32) = (2, 31);
+pub(crate) const GIT_MIN: (u32, u32) = (2, 31);
 
 /// git's version as `(major, minor)` and the text of `git --version` (run in `cwd` with `env`),
 /// or why it could not be had.

@@ -71,7 +71,7 @@ mod walk;
 mod tests;
 
 pub(crate) use diff_tree::parse_diff_tree;
-pub use git::GIT_MIN;
+pub(crate) use git::GIT_MIN;
 pub(crate) use git::{GitRun, filter_names, git, git_version, neutral_filters, with_vars};
 pub(crate) use take::{Changes, IndexFlags, Snapshot};
 pub(crate) use walk::SnapshotLimits;

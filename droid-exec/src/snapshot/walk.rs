@@ -45,10 +45,10 @@ impl Default for SnapshotLimits {
 }
 
 /// The default [`SnapshotLimits::max_files`].
-pub const WALK_MAX_FILES: usize = 1_000_000;
+pub(super) const WALK_MAX_FILES: usize = 1_000_000;
 
 /// The default [`SnapshotLimits::max_time`].
-pub const WALK_MAX_TIME: Duration = Duration::from_secs(10);
+pub(super) const WALK_MAX_TIME: Duration = Duration::from_secs(10);
 
 /// The files found by walking the root.
 #[derive(Debug)]

@@ -17,13 +17,13 @@ use super::common::git;
 
 /// Any one run of the binary; the real droid against a local model takes about a second (a
 /// `tasks wait --timeout 90` must fit).
-pub const CLI_LIMIT: Duration = Duration::from_secs(120);
+pub(super) const CLI_LIMIT: Duration = Duration::from_secs(120);
 /// A `PATH` without droid on it.
-pub const NO_DROID_PATH: &str = "/usr/bin:/bin";
+pub(super) const NO_DROID_PATH: &str = "/usr/bin:/bin";
 
 /// `droid-executor ARGS` with exactly `env`, in `cwd`, stdin from /dev/null, output piped.
 #[allow(clippy::disallowed_methods)] // the suite runs the binary it tests
-pub fn command<S: AsRef<OsStr>>(
+pub(super) fn command<S: AsRef<OsStr>>(
     args: &[S],
     env: &[(OsString, OsString)],
     cwd: &Path,
@@ -42,7 +42,7 @@ pub fn command<S: AsRef<OsStr>>(
 
 /// What one run of the binary gave.
 #[derive(Debug)]
-pub struct Out {
+pub(super) struct Out {
     pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
@@ -50,7 +50,7 @@ pub struct Out {
 
 impl Out {
     /// stdout as an ExecutionResult.
-    pub fn result(&self) -> ExecutionResult {
+    pub(super) fn result(&self) -> ExecutionResult {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
             panic!(
                 "stdout is not an ExecutionResult ({e}):\n{}\nstderr:\n{}",
@@ -59,7 +59,7 @@ impl Out {
         })
     }
 
-    pub fn issue_kinds(&self) -> Vec<&'static str> {
+    pub(super) fn issue_kinds(&self) -> Vec<&'static str> {
         self.result()
             .issues
             .iter()
@@ -68,7 +68,7 @@ impl Out {
     }
 }
 
-pub async fn finish(child: Child) -> Out {
+pub(super) async fn finish(child: Child) -> Out {
     let out = tokio::time::timeout(CLI_LIMIT, child.wait_with_output())
         .await
         .expect("droid-executor did not finish")
@@ -80,7 +80,7 @@ pub async fn finish(child: Child) -> Out {
     }
 }
 
-pub async fn droid_executor<S: AsRef<OsStr>>(
+pub(super) async fn droid_executor<S: AsRef<OsStr>>(
     args: &[S],
     env: &[(OsString, OsString)],
     cwd: &Path,
@@ -89,7 +89,7 @@ pub async fn droid_executor<S: AsRef<OsStr>>(
 }
 
 /// A git repository at `dir` with `files` committed.
-pub fn git_repo_at(dir: &Path, files: &[(&str, &str)]) {
+pub(super) fn git_repo_at(dir: &Path, files: &[(&str, &str)]) {
     std::fs::create_dir_all(dir).unwrap();
     for (name, content) in files {
         std::fs::write(dir.join(name), content).unwrap();
@@ -99,7 +99,7 @@ pub fn git_repo_at(dir: &Path, files: &[(&str, &str)]) {
     git(dir, &["commit", "-qm", "initial", "--allow-empty"]);
 }
 
-pub fn path_var() -> OsString {
+pub(super) fn path_var() -> OsString {
     std::env::var_os("PATH").unwrap_or_else(|| NO_DROID_PATH.into())
 }
 
@@ -111,13 +111,13 @@ const FIXTURE_DIR: &str = "fixture";
 /// the scenario file `scenario.json` beside the repository, never in it. What the fake droid
 /// writes for the test (its record, pid files) goes to [`FakeHome::fixture`], the one directory
 /// besides the repository the config grants runs (`sandbox_writable`).
-pub struct FakeHome {
+pub(super) struct FakeHome {
     dir: TempDir,
 }
 
 impl FakeHome {
     /// A new HOME in a temp dir named after `prefix`.
-    pub fn new(prefix: &str, extra: &[&str]) -> FakeHome {
+    pub(super) fn new(prefix: &str, extra: &[&str]) -> FakeHome {
         let dir = TempDir::new(prefix).unwrap();
         let config = dir.path().join(".config/droid-executor");
         std::fs::create_dir_all(&config).unwrap();
@@ -141,40 +141,40 @@ impl FakeHome {
     }
 
     /// The HOME directory.
-    pub fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         self.dir.path()
     }
 
     /// A path in HOME, outside the repository.
-    pub fn file(&self, name: &str) -> PathBuf {
+    pub(super) fn file(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
     /// A path in the directory runs may write besides the repository: where the fake droid
     /// leaves what the test reads (its record, pid files).
-    pub fn fixture(&self, name: &str) -> PathBuf {
+    pub(super) fn fixture(&self, name: &str) -> PathBuf {
         self.dir.path().join(FIXTURE_DIR).join(name)
     }
 
     /// The repository.
-    pub fn repo(&self) -> PathBuf {
+    pub(super) fn repo(&self) -> PathBuf {
         self.dir.path().join("repo")
     }
 
     /// Write the scenario file `<name>.json`; its path.
-    pub fn scenario(&self, name: &str, steps: &Value) -> PathBuf {
+    pub(super) fn scenario(&self, name: &str, steps: &Value) -> PathBuf {
         let path = self.file(&format!("{name}.json"));
         std::fs::write(&path, json!({ "steps": steps }).to_string()).unwrap();
         path
     }
 
     /// Make `steps` the scenario `env` names.
-    pub fn play(&self, steps: &Value) {
+    pub(super) fn play(&self, steps: &Value) {
         self.scenario("scenario", steps);
     }
 
     /// HOME, PATH, `DROID_CLI_CMD` = the fake droid, and its scenario variable.
-    pub fn env(&self) -> Vec<(OsString, OsString)> {
+    pub(super) fn env(&self) -> Vec<(OsString, OsString)> {
         vec![
             ("HOME".into(), self.dir.path().into()),
             ("PATH".into(), path_var()),

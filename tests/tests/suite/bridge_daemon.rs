@@ -35,13 +35,13 @@ const MARKER_VAR: &str = "DROID_EXECUTOR_RUN_ID";
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
 /// A port on 127.0.0.1 that was free a moment ago: bound, read, released.
-pub fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     let l = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     l.local_addr().unwrap().port()
 }
 
 /// The pid in a line `… (pid N)…`.
-pub fn pid_in(text: &str) -> i32 {
+pub(super) fn pid_in(text: &str) -> i32 {
     text.split("(pid ")
         .nth(1)
         .and_then(|rest| rest.split(')').next())

@@ -19,7 +19,7 @@ use tokio::process::{Child, ChildStderr};
 use super::binary::{CLI_LIMIT, command};
 
 /// A running bridge.
-pub struct ServeProc {
+pub(super) struct ServeProc {
     child: Child,
     pub addr: SocketAddr,
     stderr: Option<BufReader<ChildStderr>>,
@@ -30,7 +30,11 @@ pub struct ServeProc {
 impl ServeProc {
     /// `droid-executor serve --port 0 ARGS` with exactly `env`, in `cwd`; returns once it
     /// listens.
-    pub async fn start(args: &[&str], env: &[(OsString, OsString)], cwd: &Path) -> ServeProc {
+    pub(super) async fn start(
+        args: &[&str],
+        env: &[(OsString, OsString)],
+        cwd: &Path,
+    ) -> ServeProc {
         let mut all: Vec<&str> = vec!["serve", "--port", "0"];
         all.extend_from_slice(args);
         let mut cmd = command(&all, env, cwd);
@@ -63,28 +67,28 @@ impl ServeProc {
     }
 
     /// `http://127.0.0.1:PORT` + `path`.
-    pub fn url(&self, path: &str) -> String {
+    pub(super) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
     /// The server's pid.
-    pub fn pid(&self) -> i32 {
+    pub(super) fn pid(&self) -> i32 {
         i32::try_from(self.child.id().expect("running")).expect("pid fits")
     }
 
     /// Send `sig` to the server.
-    pub fn signal(&self, sig: Signal) {
+    pub(super) fn signal(&self, sig: Signal) {
         kill(Pid::from_raw(self.pid()), sig).expect("signal serve");
     }
 
     /// SIGTERM, then wait for the exit; its exit code and the rest of its stderr.
-    pub async fn stop(mut self) -> (Option<i32>, String) {
+    pub(super) async fn stop(mut self) -> (Option<i32>, String) {
         self.signal(Signal::SIGTERM);
         self.wait().await
     }
 
     /// Wait for the exit; its exit code and the whole stderr.
-    pub async fn wait(&mut self) -> (Option<i32>, String) {
+    pub(super) async fn wait(&mut self) -> (Option<i32>, String) {
         let mut rest = String::new();
         if let Some(mut s) = self.stderr.take() {
             let _ = tokio::time::timeout(CLI_LIMIT, async {
@@ -115,14 +119,14 @@ impl Drop for ServeProc {
 /// The bridge daemon on one port of one task store. Dropping it SIGKILLs the daemon (its
 /// process group: it leads its own session) named by the pid file or seen by the test, when that
 /// pid still runs `droid-executor serve`; a passing test has stopped it already.
-pub struct DaemonGuard {
+pub(super) struct DaemonGuard {
     pid_file: PathBuf,
     seen: Mutex<Vec<i32>>,
 }
 
 impl DaemonGuard {
     /// The daemon of `port` whose files are in `store`.
-    pub fn new(store: &Path, port: u16) -> DaemonGuard {
+    pub(super) fn new(store: &Path, port: u16) -> DaemonGuard {
         DaemonGuard {
             pid_file: store.join(format!("bridge-{port}.pid")),
             seen: Mutex::new(Vec::new()),
@@ -130,19 +134,19 @@ impl DaemonGuard {
     }
 
     /// The pid file.
-    pub fn pid_file(&self) -> &Path {
+    pub(super) fn pid_file(&self) -> &Path {
         &self.pid_file
     }
 
     /// The pid the pid file holds.
-    pub fn pid(&self) -> Option<i32> {
+    pub(super) fn pid(&self) -> Option<i32> {
         std::fs::read_to_string(&self.pid_file)
             .ok()
             .and_then(|s| s.trim().parse().ok())
     }
 
     /// Remember `pid` for the clean-up (a daemon whose pid file is not written yet).
-    pub fn saw(&self, pid: i32) {
+    pub(super) fn saw(&self, pid: i32) {
         self.seen
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -151,7 +155,7 @@ impl DaemonGuard {
 }
 
 /// Whether `pid` runs `droid-executor serve` (a reused pid is left alone).
-pub fn runs_serve(pid: i32) -> bool {
+pub(super) fn runs_serve(pid: i32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
         let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
         args.first().is_some_and(|a| a.ends_with(b"droid-executor"))

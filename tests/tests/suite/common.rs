@@ -12,10 +12,10 @@ use tests::temp_dir::TempDir;
 use tokio_util::sync::CancellationToken;
 
 /// Every run in the suites is bounded by this, well above any max_runtime a test sets.
-pub const RUN_LIMIT: Duration = Duration::from_secs(120);
+pub(super) const RUN_LIMIT: Duration = Duration::from_secs(120);
 
 /// An engine driving `droid` with exactly `env`, any repo_root allowed, autonomy up to high.
-pub fn engine(droid: PathBuf, env: Vec<(OsString, OsString)>, scratch: &Path) -> Engine {
+pub(super) fn engine(droid: PathBuf, env: Vec<(OsString, OsString)>, scratch: &Path) -> Engine {
     Engine::new(engine_config(Some(droid), env, scratch))
 }
 
@@ -23,7 +23,7 @@ pub fn engine(droid: PathBuf, env: Vec<(OsString, OsString)>, scratch: &Path) ->
 /// any repo_root allowed, autonomy up to high, a 60 s default timeout, verification on, the
 /// run's confinement as configured by default, scratch directories under `scratch`, no task
 /// store. A suite changes what its test is about.
-pub fn engine_config(
+pub(super) fn engine_config(
     droid_bin: Option<PathBuf>,
     env: Vec<(OsString, OsString)>,
     scratch: &Path,
@@ -57,7 +57,7 @@ pub fn engine_config(
 }
 
 /// A git repository with `files` committed, in a temp dir.
-pub fn git_repo(files: &[(&str, &str)]) -> TempDir {
+pub(super) fn git_repo(files: &[(&str, &str)]) -> TempDir {
     let dir = TempDir::new("e2e-repo").unwrap();
     for (name, content) in files {
         let p = dir.path().join(name);
@@ -72,7 +72,7 @@ pub fn git_repo(files: &[(&str, &str)]) -> TempDir {
 
 /// Run git in `dir` with a fixed identity; panics with its stderr on failure.
 #[allow(clippy::disallowed_methods)] // test set-up runs git directly
-pub fn git(dir: &Path, args: &[&str]) -> String {
+pub(super) fn git(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
         .args([
             "-c",
@@ -93,7 +93,7 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 /// A request for `repo` with `extra` fields merged in.
-pub fn request(repo: &Path, objective: &str, extra: Value) -> Value {
+pub(super) fn request(repo: &Path, objective: &str, extra: Value) -> Value {
     let mut v = serde_json::json!({
         "objective": objective,
         "context": {"repo_root": repo.display().to_string()},
@@ -105,7 +105,7 @@ pub fn request(repo: &Path, objective: &str, extra: Value) -> Value {
 }
 
 /// What a run produced: its result and every event published.
-pub struct Ran {
+pub(super) struct Ran {
     pub result: ExecutionResult,
     pub events: Vec<RunEvent>,
     pub elapsed: Duration,
@@ -113,7 +113,7 @@ pub struct Ran {
 
 impl Ran {
     /// The pid droid was started with.
-    pub fn droid_pid(&self) -> i32 {
+    pub(super) fn droid_pid(&self) -> i32 {
         self.events
             .iter()
             .find_map(|e| match e {
@@ -124,12 +124,12 @@ impl Ran {
     }
 
     /// The issue types, in order.
-    pub fn issue_kinds(&self) -> Vec<&'static str> {
+    pub(super) fn issue_kinds(&self) -> Vec<&'static str> {
         self.result.issues.iter().map(|i| i.kind.as_str()).collect()
     }
 
     /// (source, command, exit code) of every command.
-    pub fn commands(&self) -> Vec<(&'static str, String, Option<i32>)> {
+    pub(super) fn commands(&self) -> Vec<(&'static str, String, Option<i32>)> {
         self.result
             .commands_run
             .iter()
@@ -146,7 +146,7 @@ impl Ran {
 }
 
 /// Run `request` on `engine`, collecting events; `cancel` may be triggered by the caller.
-pub async fn run_with(engine: &Engine, request: &Value, cancel: CancellationToken) -> Ran {
+pub(super) async fn run_with(engine: &Engine, request: &Value, cancel: CancellationToken) -> Ran {
     let (tx, mut rx) = tokio::sync::mpsc::channel(EVENT_CHANNEL_CAPACITY);
     let collector = tokio::spawn(async move {
         let mut all = Vec::new();
@@ -172,12 +172,12 @@ pub async fn run_with(engine: &Engine, request: &Value, cancel: CancellationToke
 }
 
 /// Run `request` to its end.
-pub async fn run(engine: &Engine, request: &Value) -> Ran {
+pub(super) async fn run(engine: &Engine, request: &Value) -> Ran {
     run_with(engine, request, CancellationToken::new()).await
 }
 
 /// Poll until `path` exists and holds a pid.
-pub async fn read_pid_file(path: &Path, timeout: Duration) -> i32 {
+pub(super) async fn read_pid_file(path: &Path, timeout: Duration) -> i32 {
     let until = tokio::time::Instant::now() + timeout;
     loop {
         if let Ok(s) = std::fs::read_to_string(path)
@@ -198,7 +198,7 @@ pub async fn read_pid_file(path: &Path, timeout: Duration) -> i32 {
 /// `--version` says so, and `rev-parse --path-format=absolute …` prints the option back before
 /// the rest of its answer, as git before 2.31 does with an option it does not know; everything
 /// else runs the real git (found on this process's `PATH`, which follows).
-pub fn path_with_old_git(dir: &Path) -> OsString {
+pub(super) fn path_with_old_git(dir: &Path) -> OsString {
     use std::os::unix::fs::PermissionsExt as _;
     let path = std::env::var_os("PATH").unwrap_or_default();
     let real = std::env::split_paths(&path)

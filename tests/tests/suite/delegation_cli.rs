@@ -39,7 +39,7 @@ pub(super) struct World {
 }
 
 impl World {
-    pub async fn new(script: Value) -> World {
+    pub(super) async fn new(script: Value) -> World {
         let model = ScriptedModel::start(script).await.unwrap();
         let home = CodexHome::new(&model.base_url()).unwrap();
         git_repo_at(&home.path().join("repo"), &[("a.txt", "a\n")]);
@@ -56,7 +56,7 @@ impl World {
         World { model, home }
     }
 
-    pub fn repo(&self) -> PathBuf {
+    pub(super) fn repo(&self) -> PathBuf {
         self.home.path().join("repo")
     }
 
@@ -76,7 +76,7 @@ impl World {
     }
 
     /// `droid-executor ARGS` in the repository.
-    pub async fn cli(&self, args: &[&str]) -> Out {
+    pub(super) async fn cli(&self, args: &[&str]) -> Out {
         droid_executor(args, &self.home.env(), &self.repo()).await
     }
 
