@@ -270,14 +270,32 @@ async fn model_400_is_failed_model_error_at_once() {
 /// How droid 0.225.2 ends a run once it gives up on the model (recorded with a model server
 /// answering 500, 429 and garbage on every request, after 245 s, 90 s and 97 s): its own
 /// `agent_loop` error with the model's failure, then `Exec failed`, exit 1.
-const GIVING_UP: [(&str, &str); 3] = [
+const GIVING_UP: [(&str, &str); 2] = [
     ("http500-stream-json", "500 mock error 500"),
-    ("http429-stream-json", "429 Rate limit exceeded"),
     (
         "malformed-sse-stream-json",
         "Your request to the LLM failed due to network issues. Please try again later.",
     ),
 ];
+
+/// droid's last words after its retries of a model answering 429 (its recording).
+const GIVING_UP_RATE_LIMITED: (&str, &str) = ("http429-stream-json", "429 Rate limit exceeded");
+
+/// The fake droid's steps: droid's init, the prompt, its model error `message` and its exit.
+fn giving_up(message: &str) -> Value {
+    let session = "d4ce0b03-43d7-45e5-8836-a19560371f5f";
+    json!([
+        {"emit": {"type": "system", "subtype": "init", "session_id": session,
+                  "model": "custom:Mock-0"}},
+        {"emit": {"type": "message", "role": "user", "id": "m-1", "text": "say hi",
+                  "timestamp": 1_795_320_901_652_u64, "session_id": session}},
+        {"emit": {"type": "error", "source": "agent_loop", "message": message,
+                  "timestamp": 1_795_321_145_714_u64, "session_id": session}},
+        {"emit": {"type": "error", "source": "cli", "message": "Exec failed",
+                  "timestamp": 1_795_321_145_738_u64, "session_id": session}},
+        {"exit": 1},
+    ])
+}
 
 /// When droid does give up on the model (given a budget longer than its minutes of retries), its
 /// report is a model error; the fake droid replays the recorded endings.
@@ -285,18 +303,7 @@ const GIVING_UP: [(&str, &str); 3] = [
 async fn droid_giving_up_on_the_model_is_failed_model_error() {
     let mut rows = Vec::new();
     for (recording, message) in GIVING_UP {
-        let session = "d4ce0b03-43d7-45e5-8836-a19560371f5f";
-        let steps = json!([
-            {"emit": {"type": "system", "subtype": "init", "session_id": session,
-                      "model": "custom:Mock-0"}},
-            {"emit": {"type": "message", "role": "user", "id": "m-1", "text": "say hi",
-                      "timestamp": 1_795_320_901_652_u64, "session_id": session}},
-            {"emit": {"type": "error", "source": "agent_loop", "message": message,
-                      "timestamp": 1_795_321_145_714_u64, "session_id": session}},
-            {"emit": {"type": "error", "source": "cli", "message": "Exec failed",
-                      "timestamp": 1_795_321_145_738_u64, "session_id": session}},
-            {"exit": 1},
-        ]);
+        let steps = giving_up(message);
         for front in Front::ALL {
             let fh = FaultHome::new("fault-model-gave-up", &steps, "");
             let d = drive(front, &fh, &fh.request(json!({}))).await;
@@ -320,6 +327,42 @@ async fn droid_giving_up_on_the_model_is_failed_model_error() {
                 format!("replays the ending of {recording}"),
             ));
         }
+    }
+    record(rows);
+}
+
+/// When droid gives up on a model that keeps answering 429 (after its own 5 tries over ~90 s),
+/// its report is `rate_limited`: another agent (`fallback`) may get through where a plain model
+/// error would not; the fake droid replays the recorded ending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn droid_giving_up_on_a_rate_limit_is_failed_rate_limited() {
+    let (recording, message) = GIVING_UP_RATE_LIMITED;
+    let mut rows = Vec::new();
+    for front in Front::ALL {
+        let fh = FaultHome::new("fault-model-rate-limited", &giving_up(message), "");
+        let d = drive(front, &fh, &fh.request(json!({}))).await;
+        assert_outcome(&d, Status::Failed, &["rate_limited"], DROID_VERSION);
+        let ctx = || format!("{recording} via {:?}: {:#?}", d.front, d.result);
+        assert_eq!(
+            d.result.summary,
+            format!("droid failed: {message}"),
+            "{}",
+            ctx()
+        );
+        assert_eq!(
+            d.result.issues[0].description,
+            format!(
+                "droid's model provider refused for a rate limit, a spent quota or overload: \
+                 {message}"
+            ),
+            "{}",
+            ctx()
+        );
+        rows.push(Observed::of(
+            &d,
+            "fake",
+            format!("replays the ending of {recording}"),
+        ));
     }
     record(rows);
 }
