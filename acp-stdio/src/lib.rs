@@ -25,6 +25,7 @@
 
 pub mod agent;
 pub mod commands;
+pub mod connection;
 pub mod failure;
 pub mod jsonrpc;
 pub mod modes;

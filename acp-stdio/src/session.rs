@@ -12,81 +12,33 @@ mod command;
 mod params;
 mod permission;
 mod replay;
+pub(crate) mod state;
 mod turn;
 
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use droid_contract::{Autonomy, ProviderId, ShellCommand};
+use droid_contract::{Autonomy, ProviderId};
 use droid_exec::session::history;
 use droid_exec::session::measure::TurnMeter;
 use droid_exec::session::options::{OptionsStore, SavedOptions};
-use droid_exec::session::tools::Risk;
-use droid_exec::session::{DroidSession, McpServer, SessionError, SessionEvent, SessionSpec};
+use droid_exec::session::{DroidSession, SessionError, SessionSpec};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::Agent;
 use crate::commands;
+use crate::connection::Agent;
 use crate::jsonrpc::{self, RpcError};
 use crate::modes::{self, EFFORTS, Mode};
 use crate::prompt;
 use params::{NewParams, new_params, str_param};
+pub use state::Session;
+use state::{Live, Settings};
 
 /// droid's autonomy level in every session: it asks, we decide.
 const DROID_AUTONOMY: &str = "off";
 /// Prompts that may wait for a session's running turn.
 const MAX_WAITING_PROMPTS: usize = 8;
-
-/// What the client chose for the session (and may change while it is open).
-#[derive(Debug)]
-struct Settings {
-    mode: Mode,
-    model: String,
-    models: Vec<(String, String)>,
-    effort: String,
-    /// `(class, risk)` the user allowed always.
-    always: HashSet<(&'static str, Risk)>,
-}
-
-/// droid's handle and its events, held by the running turn.
-#[derive(Debug)]
-struct Live {
-    droid: Arc<DroidSession>,
-    events: mpsc::Receiver<SessionEvent>,
-}
-
-/// One open session.
-#[derive(Debug)]
-pub struct Session {
-    id: String,
-    root: PathBuf,
-    cap: Autonomy,
-    verify: Vec<ShellCommand>,
-    /// The client's MCP servers, given to droid again when it restarts.
-    mcp_servers: Vec<McpServer>,
-    /// Where the session's options are kept (`None`: no task store, nothing kept).
-    store: Option<OptionsStore>,
-    /// What is kept (written through on every change).
-    saved: std::sync::Mutex<SavedOptions>,
-    /// The models that take images.
-    image_models: Vec<String>,
-    settings: std::sync::Mutex<Settings>,
-    /// droid's handle, for requests made while a turn holds [`Session::live`].
-    droid: std::sync::Mutex<Arc<DroidSession>>,
-    /// Held by the running turn (one at a time; the next prompt waits).
-    live: tokio::sync::Mutex<Live>,
-    meter: tokio::sync::Mutex<TurnMeter>,
-    turn: std::sync::Mutex<Option<CancellationToken>>,
-    closed: CancellationToken,
-    turns: std::sync::atomic::AtomicU64,
-    /// Prompts waiting for the running turn to end.
-    waiting: std::sync::atomic::AtomicUsize,
-    /// This session's place among the connection's [`crate::agent::MAX_SESSIONS`].
-    _slot: tokio::sync::OwnedSemaphorePermit,
-}
 
 /// The error a session that cannot open gets.
 fn open_error(e: &SessionError) -> RpcError {
@@ -123,7 +75,7 @@ async fn open(
             jsonrpc::INVALID_REQUEST,
             format!(
                 "{} sessions are open on this connection, the most it runs at once (each is a droid process); close one with session/close",
-                crate::agent::MAX_SESSIONS
+                crate::connection::MAX_SESSIONS
             ),
         )
     })?;

@@ -54,6 +54,7 @@ mod request_body;
 mod routes;
 mod server;
 mod state;
+mod streams;
 mod task_routes;
 mod token;
 mod worktree_routes;

@@ -9,10 +9,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::BridgeConfig;
 use crate::conns::Conns;
-use crate::events::Streams;
 use crate::mcp::McpServer;
 use crate::mcp_sessions::McpSessions;
 use crate::metrics::Metrics;
+use crate::streams::Streams;
 
 /// The bridge's state, shared by every connection.
 #[derive(Debug)]

@@ -34,7 +34,7 @@ use droid_exec::config::EnvMap;
 use droid_exec::health::{Check, Level};
 
 use crate::jsonc::{self, Change};
-use crate::register::{SERVER_NAME, read_optional};
+use crate::registration::{SERVER_NAME, read_optional};
 
 /// droid's user settings: `$HOME/.factory/settings.json`.
 ///

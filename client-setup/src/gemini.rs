@@ -24,7 +24,7 @@ use droid_exec::EngineError;
 use droid_exec::client_env::{CLIENT_VAR, gemini_drops};
 use droid_exec::config::EnvMap;
 
-use crate::register::{Registration, SERVER_NAME};
+use crate::registration::{Registration, SERVER_NAME};
 
 /// Gemini CLI's user settings file.
 ///

@@ -19,6 +19,7 @@ pub mod gemini;
 pub mod jsonc;
 pub mod opencode;
 pub mod register;
+pub mod registration;
 mod replace_file;
 pub mod skill;
 pub mod skill_check;

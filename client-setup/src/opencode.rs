@@ -16,7 +16,7 @@ use droid_exec::EngineError;
 use droid_exec::client_env::CLIENT_VAR;
 use droid_exec::config::EnvMap;
 
-use crate::register::{Registration, SERVER_NAME};
+use crate::registration::{Registration, SERVER_NAME};
 
 /// OpenCode's global config file.
 ///

@@ -43,30 +43,13 @@ use serde_json::{Value, json};
 use droid_exec::EngineError;
 use droid_exec::client_env::CLIENT_VAR;
 use droid_exec::config::{EngineConfig, EnvMap};
-use droid_exec::process::spawn::{SpawnSpec, capture};
+use droid_exec::process::capture::capture;
+use droid_exec::process::spawn::SpawnSpec;
 use droid_exec::state_file::write_atomic;
 
 use crate::jsonc;
-
-/// The name the server is registered under.
-pub const SERVER_NAME: &str = "droid-executor";
-
-/// What the registered entry says: the front-end knows its tools and budget.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Registration<'a> {
-    /// The program started as `<program> mcp`.
-    pub program: &'a Path,
-    /// The server's tool names (Codex approvals, Claude Code permission rules, droid's levels).
-    pub tools: &'a [&'a str],
-    /// Variables the server or an enabled provider reads, passed by name where the client
-    /// filters its environment (Codex `env_vars`, Gemini `env`): `client_env::pass_names`.
-    pub env_vars: Vec<String>,
-    /// How long the client may wait for one tool call (Codex `tool_timeout_sec`, Gemini's and
-    /// OpenCode's `timeout`).
-    pub tool_timeout_secs: u64,
-    /// Claude Code: add the permission rules to `~/.claude/settings.json` (else only say them).
-    pub allow_tools: bool,
-}
+use crate::registration::read_optional;
+pub use crate::registration::{Registration, SERVER_NAME};
 
 /// One step of registering.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,32 +142,6 @@ fn home(env: &EnvMap) -> Result<PathBuf, EngineError> {
             name: "HOME".into(),
             message: "is not set; cannot find the client's configuration".into(),
         })
-}
-
-/// The largest client configuration read (`~/.claude.json` keeps per-project history and can
-/// reach megabytes; a file past this, or `/dev/zero`, is refused rather than read without end).
-const CLIENT_CONFIG_LIMIT: usize = 64 * 1024 * 1024;
-
-pub(crate) fn read_optional(path: &Path) -> Result<Option<String>, EngineError> {
-    let what = format!("the client configuration {}", path.display());
-    match droid_exec::input::read_input(
-        droid_exec::input::Input::Path(path),
-        &what,
-        CLIENT_CONFIG_LIMIT,
-        "64 MiB; edit the file by hand",
-    ) {
-        Ok(bytes) => String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|e| EngineError::Config {
-                path: path.to_path_buf(),
-                message: format!("it is not UTF-8 text ({e})"),
-            }),
-        Err(EngineError::Input { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            Ok(None)
-        }
-        Err(EngineError::Input { source, .. }) => Err(EngineError::io("read", path)(source)),
-        Err(e) => Err(e),
-    }
 }
 
 /// A JSON file's object (an absent file is `{}`).

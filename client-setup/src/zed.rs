@@ -153,7 +153,7 @@ impl std::fmt::Display for ZedPlan {
 /// top level is not an object, or whose `agent_servers` is not an object; [`EngineError::Io`] when
 /// it cannot be read.
 pub fn plan(path: &Path, entry: &ZedEntry<'_>) -> Result<ZedPlan, EngineError> {
-    let existing = crate::register::read_optional(path)?;
+    let existing = crate::registration::read_optional(path)?;
     let (content, action) = edit(existing.as_deref(), entry).map_err(|e| EngineError::Config {
         path: path.to_path_buf(),
         message: format!(

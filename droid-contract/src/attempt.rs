@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::issue::IssueType;
 use crate::provider::ProviderId;
-use crate::result::Usage;
 use crate::status::Status;
+use crate::usage::Usage;
 use crate::worktree::WorktreeInfo;
 
 /// Most agents in `fallback`.

@@ -151,8 +151,9 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
+    use crate::file_change::{ChangeType, FileChange};
     use crate::issue::{Issue, IssueType};
-    use crate::result::{ChangeType, CommandRun, CommandSource, FileChange};
+    use crate::result::{CommandRun, CommandSource};
     use crate::status::Status;
 
     fn big(commands: usize, logs: usize, files: usize, issues: usize) -> ExecutionResult {

@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 mod attempt;
+mod file_change;
 mod fit;
 mod isolation;
 mod issue;
@@ -28,6 +29,7 @@ mod schema;
 mod status;
 mod task;
 mod text;
+mod usage;
 mod violation;
 mod worktree;
 
@@ -35,6 +37,7 @@ pub use attempt::{
     AgentChoice, Attempt, CheckOutcome, Diffstat, MAX_BEST_OF, MAX_FALLBACK, MAX_TOKEN_BUDGET,
     MIN_BEST_OF, MIN_TOKEN_BUDGET, warrants_fallback,
 };
+pub use file_change::{ChangeType, FileChange};
 pub use fit::{EXCERPT_KEEP, Omitted, SUMMARY_MAX, TEXT_KEEP};
 pub use isolation::Isolation;
 pub use issue::{Issue, IssueType};
@@ -42,8 +45,8 @@ pub use paths::{PathFacts, PathKind, RelPath, RepoRoot, normalize};
 pub use provider::{PROVIDERS, ProviderId, ProviderInfo};
 pub use request::{Autonomy, Context, ExecutionMode, ExecutionRequest, HostCheck};
 pub use result::{
-    AgentInfo, ChangeType, CommandRun, CommandSource, DroidInfo, ExecutionResult, FileChange,
-    SandboxInfo, SandboxKind, Tests, Usage,
+    AgentInfo, CommandRun, CommandSource, DroidInfo, ExecutionResult, SandboxInfo, SandboxKind,
+    Tests,
 };
 pub use schema::{request_schema, result_schema, task_record_schema, worktree_answer_schema};
 pub use status::{ReportedStatus, RunEnd, Status, StatusFacts, Verdict, cannot_run, decide};
@@ -51,5 +54,6 @@ pub use task::{TaskRecord, TaskState};
 pub use text::{
     INSTRUCTIONS_MAX, Instructions, ListItem, Objective, Runtime, ShellCommand, TaskId,
 };
+pub use usage::Usage;
 pub use violation::{Violation, Violations};
 pub use worktree::{WorktreeAction, WorktreeAnswer, WorktreeInfo, WorktreeOutcome, WorktreeState};

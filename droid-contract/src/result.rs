@@ -12,46 +12,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::attempt::Attempt;
+use crate::file_change::FileChange;
 use crate::issue::{Issue, IssueType};
 use crate::provider::ProviderId;
 use crate::status::Status;
+use crate::usage::Usage;
 use crate::violation::Violations;
 use crate::worktree::WorktreeInfo;
-
-/// How a file changed, from the repository's point of view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ChangeType {
-    /// New file.
-    Added,
-    /// Content or mode changed.
-    Modified,
-    /// Removed.
-    Deleted,
-    /// Moved (with `old_path`), possibly also modified.
-    Renamed,
-}
-
-/// One changed file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct FileChange {
-    /// Path relative to repo_root.
-    pub path: String,
-    /// How it changed.
-    pub change_type: ChangeType,
-    /// The previous path of a renamed file.
-    #[serde(default)]
-    pub old_path: Option<String>,
-    /// What droid said it did to this file.
-    #[serde(default)]
-    pub highlights: Vec<String>,
-    /// Lines added (`null` for binary files or when the repository is not a git repository).
-    #[serde(default)]
-    pub lines_added: Option<u64>,
-    /// Lines removed (same rules as `lines_added`).
-    #[serde(default)]
-    pub lines_removed: Option<u64>,
-}
 
 /// Who ran a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -93,59 +60,6 @@ pub struct Tests {
     pub details: String,
     /// The verification commands, in the order run.
     pub commands: Vec<String>,
-}
-
-/// Token usage as droid reports it (cumulative over a resumed session).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Usage {
-    /// Prompt tokens.
-    #[serde(default)]
-    pub input_tokens: u64,
-    /// Completion tokens.
-    #[serde(default)]
-    pub output_tokens: u64,
-    /// Tokens read from the prompt cache.
-    #[serde(default)]
-    pub cache_read_input_tokens: u64,
-    /// Tokens written to the prompt cache.
-    #[serde(default)]
-    pub cache_creation_input_tokens: u64,
-    /// Factory credits spent.
-    #[serde(default)]
-    pub factory_credits: u64,
-    /// Average time to first token, when any model call succeeded.
-    #[serde(default)]
-    pub ttft_ms: Option<f64>,
-}
-
-impl Usage {
-    /// What a token budget (`max_tokens`) counts: input plus output tokens. Cache reads and
-    /// writes are counted apart and not charged (each provider reports them beside its input;
-    /// docs/protocol.md#token-budget).
-    pub fn budget_tokens(&self) -> u64 {
-        self.input_tokens.saturating_add(self.output_tokens)
-    }
-
-    /// This usage plus `other` (the total of two attempts): counts add up, `ttft_ms` is the
-    /// mean of those known.
-    #[must_use]
-    pub fn plus(&self, other: &Self) -> Self {
-        Self {
-            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
-            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
-            cache_read_input_tokens: self
-                .cache_read_input_tokens
-                .saturating_add(other.cache_read_input_tokens),
-            cache_creation_input_tokens: self
-                .cache_creation_input_tokens
-                .saturating_add(other.cache_creation_input_tokens),
-            factory_credits: self.factory_credits.saturating_add(other.factory_credits),
-            ttft_ms: match (self.ttft_ms, other.ttft_ms) {
-                (Some(a), Some(b)) => Some(f64::midpoint(a, b)),
-                (a, b) => a.or(b),
-            },
-        }
-    }
 }
 
 /// What clients read as `droid` before there were other providers: the same facts as

@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::file_change::FileChange;
 use crate::issue::Issue;
-use crate::result::FileChange;
 
 /// What became of a worktree task's change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]

@@ -729,7 +729,7 @@ pub fn location_check(cwd: &Path, home: Option<&Path>, writable: &[std::path::Pa
 
 /// How a run's tasks and memory are bounded here ([`crate::process::limits`]).
 pub fn limits_check(cgroups: bool, limits: crate::process::limits::RunLimits) -> Check {
-    let here = crate::process::limits::process_limits(cgroups, limits);
+    let here = crate::process::cgroup::process_limits(cgroups, limits);
     let ok = here.complete();
     Check {
         name: "limits",

@@ -38,12 +38,12 @@ use droid_exec::pend::NotPendable;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::answer::{
+    MAX_WAIT_SECONDS, bad_arguments, engine_error, only_keys, record_answer_with, tool_result,
+};
 use crate::logging::Level as LogLevel;
 use crate::relay::Relay;
 use crate::server::Server;
-use crate::tools::{
-    MAX_WAIT_SECONDS, bad_arguments, engine_error, only_keys, record_answer_with, tool_result,
-};
 
 /// Longest `message` of an ask, in characters: the contract's bound on `instructions`, which
 /// holds the whole message (its first line, cut to 500 characters, is the objective).

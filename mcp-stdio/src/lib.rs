@@ -42,12 +42,15 @@
 //!   `server/discover` probe is answered without side effects); expired tasks are cleaned after
 //!   `initialize` or the first modern `tools/call`, then hourly.
 
+mod answer;
+pub mod catalog;
 pub mod delegation;
 pub mod discover;
 pub mod era;
 pub mod jsonrpc;
 pub mod logging;
 mod message_processor;
+pub mod outbox;
 pub mod portable;
 pub mod progress;
 pub mod relay;

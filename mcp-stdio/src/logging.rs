@@ -21,7 +21,7 @@ use droid_exec::RunEvent;
 use serde_json::{Value, json};
 
 use crate::jsonrpc::notification;
-use crate::server::Outbox;
+use crate::outbox::Outbox;
 
 /// The `logger` of every message.
 pub const LOGGER: &str = "droid-executor";

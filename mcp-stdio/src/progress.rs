@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::jsonrpc::notification;
-use crate::server::Outbox;
+use crate::outbox::Outbox;
 
 /// Longest time without a progress notification during a call that asked for progress (the
 /// issue asks for at least one every 15 s; watchers that poll add at most their poll period).

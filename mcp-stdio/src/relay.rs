@@ -7,7 +7,7 @@
 //!
 //! Two guarantees:
 //! - nothing after a cancel: once the request's token fires the relay forwards nothing more
-//!   (and what it queued before is withdrawn at the writer, see [`crate::server::Outbox`]);
+//!   (and what it queued before is withdrawn at the writer, see [`crate::outbox::Outbox`]);
 //! - nothing after the response: [`relayed`] returns only when every event of the run has been
 //!   relayed, so a caller that answers after it answers after the last notification (the outbox
 //!   is one ordered queue). There is no timeout that could let progress slip behind the response.
@@ -23,8 +23,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::logging::{Level, LogSink, event_message};
+use crate::outbox::Outbox;
 use crate::progress::ProgressSink;
-use crate::server::{Outbox, Server};
+use crate::server::Server;
 
 /// One request's progress and log sinks (either may be absent), silenced by its cancellation.
 #[derive(Debug)]
@@ -201,8 +202,8 @@ mod tests {
 
     use super::*;
     use crate::jsonrpc::result;
+    use crate::outbox::{Inbox, Outbox};
     use crate::progress::HEARTBEAT;
-    use crate::server::{Inbox, Outbox};
 
     /// A server whose engine can start nothing (the relay only needs it for droid's version).
     fn server() -> Arc<Server> {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use droid_contract::{WorktreeAnswer, WorktreeOutcome};
 use serde_json::{Map, Value, json};
 
+use crate::answer::{bad_arguments, engine_error, only_keys, tool_result};
 use crate::server::Server;
-use crate::tools::{bad_arguments, engine_error, only_keys, tool_result};
 
 /// The answer's schema, kept small (`tools/list` goes into the model's context): the fields
 /// and their kinds; the contract's full schema is `schemas/worktree-answer.schema.json`.

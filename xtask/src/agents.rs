@@ -15,6 +15,9 @@ use anyhow::{Result, bail};
 
 use crate::{droid, interop};
 
+/// The custom model droid is told about.
+pub(crate) const MODEL: &str = "custom:Demo-0";
+
 /// One of the five providers: the contract's own enum and table ([`droid_contract::PROVIDERS`]:
 /// names, packages, versions, the variables naming each program); what the demo and the
 /// benchmark add to a row is [`AgentCli`].
@@ -67,7 +70,7 @@ impl AgentCli for Agent {
     /// the scripted model answers whatever is asked).
     fn model(self) -> Option<&'static str> {
         match self {
-            Agent::Droid => Some(crate::sandbox::MODEL),
+            Agent::Droid => Some(MODEL),
             // a slug of Codex's catalog: Codex offers `apply_patch` only for a model it knows
             Agent::Codex => Some("gpt-5.5"),
             Agent::Claude => None,
@@ -123,7 +126,7 @@ impl AgentCli for Agent {
                     &mut a,
                     &["exec", "--output-format", "stream-json", "--auto", "low"],
                 );
-                push(&mut a, &["-m", crate::sandbox::MODEL, "--cwd"]);
+                push(&mut a, &["-m", MODEL, "--cwd"]);
                 a.push(repo.into());
                 a.push("-f".into());
                 a.push(prompt_file.into());

@@ -30,6 +30,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use crate::agents::{self, Agent, AgentCli};
+use crate::bench_completion::read_stamp;
 use crate::sandbox::Sandbox;
 use crate::sh::{build_bins, git_commit_all, output};
 
@@ -357,21 +358,9 @@ fn stamped(stamp: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// A relay's stamp: the wall-clock time it holds (ns since the Unix epoch).
-pub(crate) fn read_stamp(path: &Path) -> Result<std::time::SystemTime> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("the relay wrote no stamp at {}", path.display()))?;
-    let ns: u64 = text
-        .trim()
-        .parse()
-        .with_context(|| format!("the relay's stamp {text:?} is not a number"))?;
-    Ok(std::time::UNIX_EPOCH + Duration::from_nanos(ns))
-}
-
 /// The longest any one MCP answer may take before the benchmark gives up.
 const ANSWER_LIMIT: Duration = Duration::from_secs(60);
 
-/// The nearest-rank percentile `p` (0-100) of sorted `v`.
 /// The fake droid installed as npm installs the real one: `<dir>/droid-package/bin/droid` (a
 /// copy of `bins/fake-droid`) beside the `package.json` of `@factory/cli-linux-x64` at the
 /// version the fake prints. The engine reads a droid's version from that file, as it does for

@@ -29,9 +29,10 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
+use crate::agents::MODEL;
 use crate::droid;
 use crate::figures::{ms, percentile};
-use crate::sandbox::{MODEL, Sandbox};
+use crate::sandbox::Sandbox;
 use crate::sh::{build_bins, git_commit_all};
 
 const USAGE: &str = "usage: cargo xtask bench completion [--runs N] [--real] [--executor PATH]";
@@ -172,7 +173,7 @@ impl World {
         }
         cmd.arg("--repo").arg(&self.repo).arg(OBJECTIVE);
         let timed = time_line(cmd, |l| l == "}")?;
-        let at = crate::bench::read_stamp(&self.stamp)?;
+        let at = read_stamp(&self.stamp)?;
         timed.line_at.duration_since(at).with_context(|| {
             "the result was read before the relay stamped droid's completion line".to_owned()
         })
@@ -448,4 +449,15 @@ pub(crate) fn measure(
         completion_to_result_quartiles: quartiles(&mut cr),
         completion_to_result_ms: median(&mut cr),
     })
+}
+
+/// A relay's stamp: the wall-clock time it holds (ns since the Unix epoch).
+pub(crate) fn read_stamp(path: &Path) -> Result<std::time::SystemTime> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("the relay wrote no stamp at {}", path.display()))?;
+    let ns: u64 = text
+        .trim()
+        .parse()
+        .with_context(|| format!("the relay's stamp {text:?} is not a number"))?;
+    Ok(std::time::UNIX_EPOCH + Duration::from_nanos(ns))
 }

@@ -22,10 +22,11 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
+use crate::agents::MODEL;
 use crate::agents::{self, Agent, AgentCli};
 use crate::doc_blocks::{self, Block};
 use crate::droid;
-use crate::sandbox::{MODEL, Sandbox};
+use crate::sandbox::Sandbox;
 use crate::sh::{build_bins, output, workspace_root};
 
 pub(crate) const OBJECTIVE: &str =

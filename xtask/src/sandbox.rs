@@ -27,9 +27,6 @@ use serde_json::json;
 use crate::agents::{Agent, AgentCli, CODEX_KEY_VAR};
 use crate::sh::{git_commit_all, output, workspace_root};
 
-/// The custom model droid is told about.
-pub(crate) const MODEL: &str = "custom:Demo-0";
-
 pub(crate) struct Sandbox {
     pub dir: PathBuf,
     pub home: PathBuf,

@@ -5,8 +5,8 @@ use droid_contract::Autonomy;
 use serde_json::{Value, json};
 
 use super::Session;
-use crate::agent::Agent;
 use crate::commands::Command;
+use crate::connection::Agent;
 use crate::jsonrpc::RpcError;
 use crate::modes::{self, EFFORTS, Mode};
 use crate::updates;

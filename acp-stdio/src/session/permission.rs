@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Session;
 use super::turn::Call;
-use crate::agent::Agent;
+use crate::connection::Agent;
 use crate::modes::Mode;
 use crate::updates;
 

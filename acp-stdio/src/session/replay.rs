@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::Session;
 use super::turn::{NOTE_PREFIX, result_text};
-use crate::agent::Agent;
+use crate::connection::Agent;
 use crate::updates;
 
 impl Session {

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{Live, Session};
-use crate::agent::Agent;
+use crate::connection::Agent;
 use crate::failure::{self, Failure};
 use crate::jsonrpc::{self, RpcError};
 use crate::prompt;

@@ -212,7 +212,7 @@ impl Engine {
             result.summary
         );
         logs.append(&mut result.logs);
-        logs.truncate(crate::run::engine::MAX_LOGS);
+        logs.truncate(crate::run::assemble::MAX_LOGS);
         result.logs = logs;
         result.attempts = attempts;
         result.usage = usage;

@@ -50,7 +50,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 
 use crate::error::EngineError;
-use crate::process::limits::{Controllers, RunLimits};
+use crate::process::limits::{Controllers, ProcessLimits, RunLimits};
 use crate::process::spawn::{SpawnSpec, spawn};
 
 /// The start of every host's name; the reaper refuses to touch anything else.
@@ -357,6 +357,24 @@ fn write_limits(dir: &Path, controllers: Controllers, limits: RunLimits) -> std:
         write("memory.max", n)?;
     }
     Ok(())
+}
+
+/// How a run's processes would be bounded under `limits` here: with cgroups on (`cgroups`,
+/// the setting), what this process's cgroup passes down to the host it would make; as root or
+/// not. Makes nothing, changes nothing.
+pub fn process_limits(cgroups: bool, limits: RunLimits) -> ProcessLimits {
+    let offered = if cgroups {
+        offered_controllers()
+    } else {
+        Err("cgroups = false".to_owned())
+    };
+    let root = nix::unistd::geteuid().is_root();
+    match offered {
+        Ok((leaf, own)) => crate::process::limits::describe(limits, leaf, root, Ok(&own)),
+        Err(why) => {
+            crate::process::limits::describe(limits, Controllers::default(), root, Err(why))
+        }
+    }
 }
 
 /// The controllers among `pids` and `memory` a host made beside this process would have: its

@@ -22,7 +22,7 @@
 //!   to root (`CAP_SYS_RESOURCE`, `CAP_SYS_ADMIN`), so as root nothing is set and a run without
 //!   the `pids` controller has no task limit.
 //!
-//! [`process_limits`] says which applies on this machine (`doctor`).
+//! [`crate::process::cgroup::process_limits`] says which applies on this machine (`doctor`).
 
 use std::fmt;
 
@@ -226,23 +226,7 @@ impl fmt::Display for ProcessLimits {
     }
 }
 
-/// How a run's processes would be bounded under `limits` here: with cgroups on (`cgroups`,
-/// the setting), what this process's cgroup passes down to the host it would make; as root or
-/// not. Makes nothing, changes nothing.
-pub fn process_limits(cgroups: bool, limits: RunLimits) -> ProcessLimits {
-    let offered = if cgroups {
-        crate::process::cgroup::offered_controllers()
-    } else {
-        Err("cgroups = false".to_owned())
-    };
-    let root = nix::unistd::geteuid().is_root();
-    match offered {
-        Ok((leaf, own)) => describe(limits, leaf, root, Ok(&own)),
-        Err(why) => describe(limits, Controllers::default(), root, Err(why)),
-    }
-}
-
-/// [`process_limits`] for a leaf with `leaf`'s controllers, as root or not; `cgroup`: the
+/// [`crate::process::cgroup::process_limits`] for a leaf with `leaf`'s controllers, as root or not; `cgroup`: the
 /// front-end's own cgroup, which passes the controllers down to the host, or why there is no
 /// leaf at all.
 pub(crate) fn describe(

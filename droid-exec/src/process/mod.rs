@@ -8,6 +8,7 @@
 //! Must not know a run, a provider, a task or a snapshot: what to start, and under which rules,
 //! comes from the caller.
 
+pub mod capture;
 pub mod cgroup;
 pub(crate) mod child;
 pub mod guard;
@@ -17,4 +18,5 @@ pub(crate) mod reap;
 pub mod sandbox;
 pub(crate) mod scratch;
 pub mod spawn;
+pub mod spawn_spec;
 pub mod sweep;

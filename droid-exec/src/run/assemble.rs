@@ -19,13 +19,15 @@ use crate::process::sandbox;
 use crate::providers::{AgentEvent, Provider, RunFacts};
 use crate::run::budget;
 use crate::run::classify::{agent_commands, inside_repo, tool_files};
-use crate::run::engine::MAX_LOGS;
 use crate::run::guarded_tree::Restored;
 use crate::run::redact::Redactor;
 use crate::run::report;
 use crate::run::supervise::Supervised;
 use crate::run::verify::Verified;
 use crate::snapshot::Changes;
+
+/// Most log lines in one result.
+pub(crate) const MAX_LOGS: usize = 200;
 
 /// Longest log line.
 const LOG_LINE_MAX: usize = 2000;

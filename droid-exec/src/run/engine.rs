@@ -20,6 +20,7 @@ use crate::config::EngineConfig;
 use crate::error::EngineError;
 use crate::excerpt::head_str;
 use crate::host::FsFacts;
+use crate::process::capture::capture;
 use crate::process::cgroup::{Host, Leaf};
 use crate::process::child::RunChild;
 use crate::process::guard::{self, TreeControl};
@@ -27,7 +28,7 @@ use crate::process::reap::{Reapers, Reaping};
 use crate::process::sandbox::{self, Writable};
 use crate::process::scratch::{Scratch, ScratchPool, unique_id};
 use crate::process::spawn::leaf::{IntoError, spawn_into};
-use crate::process::spawn::{SpawnSpec, capture, spawn_confined};
+use crate::process::spawn::{SpawnSpec, spawn_confined};
 use crate::process::sweep::MARKER_VAR;
 use crate::providers::{self, Invocation, PromptInput, Provider};
 use crate::run::assemble::{Assembly, assemble};
@@ -66,8 +67,6 @@ static VERSIONS: std::sync::OnceLock<
 /// The longest `droid --version` may take (a start of droid takes 50-100 ms; a loaded machine
 /// or a cold disk cache can take seconds).
 const VERSION_LIMIT: Duration = Duration::from_secs(10);
-/// Most log lines in one result.
-pub(crate) const MAX_LOGS: usize = 200;
 
 /// Runs execution requests. Cheap to share behind an `Arc`; runs are independent.
 #[derive(Debug)]

@@ -23,10 +23,11 @@ use tokio_util::sync::CancellationToken;
 
 use std::sync::Arc;
 
+use crate::process::capture::capture_confined;
 use crate::process::cgroup::{END_BUDGET, Host};
 use crate::process::limits::{Controllers, Rlimits, RunLimits};
 use crate::process::sandbox::Confinement;
-use crate::process::spawn::{SpawnSpec, capture_confined};
+use crate::process::spawn::SpawnSpec;
 use crate::process::sweep::MARKER_VAR;
 use crate::run::redact::{Redactor, is_credential};
 

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use crate::error::EngineError;
 use crate::excerpt::head_str;
-use crate::process::spawn::{SpawnSpec, capture};
+use crate::process::capture::capture;
+use crate::process::spawn::SpawnSpec;
 use crate::process::sweep::MARKER_VAR;
 
 /// How long one git command may take.

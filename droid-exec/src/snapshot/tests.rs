@@ -15,7 +15,8 @@ use std::time::{Duration, SystemTime};
 
 use droid_contract::{ChangeType, FileChange};
 
-use crate::process::spawn::{SpawnSpec, capture};
+use crate::process::capture::capture;
+use crate::process::spawn::SpawnSpec;
 
 use super::diff_tree::*;
 use super::git::*;

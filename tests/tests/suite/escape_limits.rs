@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use droid_exec::Engine;
 use droid_exec::config::RunLimits;
-use droid_exec::process::limits::{Bound, ProcessLimits, process_limits};
+use droid_exec::process::cgroup::process_limits;
+use droid_exec::process::limits::{Bound, ProcessLimits};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tests::droid_bin::droid_executor_bin;

@@ -30,7 +30,7 @@ use tokio::net::unix::pipe;
 
 use crate::error::EngineError;
 use crate::process::sandbox::Confinement;
-use crate::process::spawn::SpawnSpec;
+use crate::process::spawn_spec::SpawnSpec;
 
 /// `clone3`'s flags (`linux/sched.h`).
 const CLONE_PIDFD: u64 = 0x1000;
@@ -291,7 +291,7 @@ fn resolve(spec: &SpawnSpec) -> Option<std::path::PathBuf> {
         .iter()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.as_os_str());
-    crate::process::spawn::resolve_program(&spec.program, path)
+    crate::process::spawn_spec::resolve_program(&spec.program, path)
 }
 
 /// What the child needs between the clone and `execve`, all prepared by the parent.
