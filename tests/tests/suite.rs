@@ -73,4 +73,5 @@ mod tasks_fake_droid;
 mod tasks_real_droid;
 mod tasks_store;
 mod tidy;
+mod tidy_imports;
 mod worktrees;

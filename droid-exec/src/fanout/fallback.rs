@@ -9,8 +9,9 @@
 //!   agent is gone, and the next attempt makes a new one for the same task;
 //! - in place, the next attempt runs in place only when the failed one changed nothing;
 //!   otherwise it runs in a worktree (a task of the store: the caller's, or one of its own when
-//!   the caller's run is not a task), made from the repository as it is then, and the result
-//!   says why and which files the failed attempt left changed. With no store the fallback
+//!   the caller's run is not a task), made from the repository as it was before the failed
+//!   attempt's agent started (recorded by that attempt's run: `crate::worktree::pin`), and the
+//!   result says why and which files the failed attempt left changed. With no store the fallback
 //!   stops there, and the result says why.
 //!
 //! Each attempt is one [`Engine::run_once`] with the request's time and token budgets, under a
@@ -40,6 +41,7 @@ use crate::run::event::{Phase, RunEvent};
 use crate::run::supervise::Publisher;
 use crate::task_key::TaskKey;
 use crate::worktree::layout::Layout;
+use crate::worktree::pin::{self, PinnedBase};
 use crate::worktree::record::{Record, id_of_branch};
 use crate::worktree::remove::remove;
 use droid_contract::WorktreeState;
@@ -105,6 +107,7 @@ impl Engine {
         let mut attempts: Vec<Attempt> = Vec::new();
         let mut logs: Vec<String> = Vec::new();
         let mut mode = Mode::AsAsked;
+        let mut pinned: Option<PinnedBase> = None;
         let mut last = None;
         for (i, choice) in choices.iter().enumerate() {
             let mut one = req.clone();
@@ -122,17 +125,17 @@ impl Engine {
                 one.isolation = Some(Isolation::Worktree);
             }
             let t0 = Instant::now();
-            let result = self
-                .attempt(
-                    &one,
-                    &format!("{marker}-attempt{i}"),
-                    seq,
-                    &cancel,
-                    &publish,
-                    task,
-                    mode,
-                )
-                .await;
+            let attempt_marker = format!("{marker}-attempt{i}");
+            let run = self.attempt(&one, &attempt_marker, seq, &cancel, &publish, task, mode);
+            // an attempt in place records the repository as it was before its agent started:
+            // the next attempts' worktree starts there if this one changes files
+            let result = if mode == Mode::AsAsked {
+                let (result, recorded) = pin::recording(run).await;
+                pinned = recorded;
+                result
+            } else {
+                pin::using(pinned.clone(), run).await
+            };
             let mut a = attempt_of(choice, &result, t0.elapsed());
             if mode == Mode::OwnTask {
                 a.task_id.clone_from(&result.task_id);
@@ -145,7 +148,7 @@ impl Engine {
                 last = Some(result);
                 break;
             };
-            let base = self.clean_base(&result, task, mode).await;
+            let base = self.clean_base(&result, task, mode, pinned.is_some()).await;
             let why = match base {
                 Base::Same => None,
                 Base::Isolated(why) => {
@@ -255,11 +258,14 @@ impl Engine {
     }
 
     /// Make the next attempt's base clean after `failed` (see the module docs).
+    /// `pinned`: the repository was recorded before the failed attempt (a worktree of the
+    /// next one starts there, without the failed attempt's changes).
     async fn clean_base(
         &self,
         failed: &ExecutionResult,
         task: Option<&TaskKey>,
         mode: Mode,
+        pinned: bool,
     ) -> Base {
         let cfg = self.config();
         if let Some(info) = &failed.worktree {
@@ -319,9 +325,15 @@ impl Engine {
                  or set store_dir (or isolation \"worktree\") so the next agent runs apart",
             ));
         }
+        let from = if pinned {
+            "as it was before the failed attempt (without its changes)"
+        } else {
+            "as it is now (it could not be recorded before the failed attempt: its changes are \
+             in the worktree too)"
+        };
         Base::Isolated(format!(
             "fallback: {left}; the next agents run in a worktree (isolation \"worktree\"), made \
-             from the repository as it is now, and their change waits there to be applied"
+             from the repository {from}, and their change waits there to be applied"
         ))
     }
 }

@@ -40,6 +40,7 @@ use crate::run::redact::Redactor;
 use crate::run::state_guard::StateGuard;
 use crate::run::supervise::{Limits, Publisher, supervise};
 use crate::snapshot::{Snapshot, SnapshotLimits};
+use crate::worktree::pin;
 
 /// The variable naming the task store; inside a run it names the run's own ([`RUN_STORE_DIR`]).
 const RUN_STORE_VAR: &str = "DROID_EXECUTOR_STORE_DIR";
@@ -578,6 +579,20 @@ impl Engine {
         // a worktree's change is measured from its commits, not by snapshots
         let before = match lease {
             Some(_) => None,
+            None if pin::wanted() => {
+                // an attempt of a fallback: the repository as it is now is also where a later
+                // attempt's worktree starts if this one changes files (`crate::worktree::pin`)
+                let pin_index = scratch.path().join("pin.index");
+                let (before, pinned) = tokio::join!(
+                    Snapshot::take(root, &cfg.env, scratch.path(), &limits, None),
+                    pin::take(root, &cfg.env, &pin_index)
+                );
+                match pinned {
+                    Ok(base) => pin::record(base),
+                    Err(e) => tracing::warn!("the repository's base could not be pinned: {e}"),
+                }
+                Some(before)
+            }
             None => Some(Snapshot::take(root, &cfg.env, scratch.path(), &limits, None).await),
         };
         let git_fallback = before

@@ -22,6 +22,7 @@ use crate::worktree::base::{base_commit, proven_head_tree, state_tree};
 use crate::worktree::copy_in::{Copied, copy_in};
 use crate::worktree::git::Git;
 use crate::worktree::layout::{Layout, checkout_name};
+use crate::worktree::pin;
 use crate::worktree::record::{Record, branch_of};
 use crate::worktree::repository::Repository;
 
@@ -61,12 +62,23 @@ pub(crate) async fn create(
         .mode(0o700)
         .create(&tmp)
         .map_err(EngineError::io("create directory", &tmp))?;
-    // a tree that is HEAD's, proven in-process, needs no staging
-    let tree = match proven_head_tree(&repo, env).await {
-        Some(tree) => tree,
-        None => state_tree(&repo, &git, &tmp.join("base.index")).await?,
+    // a base pinned before an earlier attempt changed the tree in place (fallback), else the
+    // tree as it is now; a tree that is HEAD's, proven in-process, needs no staging
+    let (tree, base) = match pin::pinned_for(&repo.top) {
+        Some(pinned) => {
+            let tree = pinned.tree().to_owned();
+            let base = base_commit(&pinned.repository(&repo), &git, &tree, id.as_str()).await?;
+            (tree, base)
+        }
+        None => {
+            let tree = match proven_head_tree(&repo, env).await {
+                Some(tree) => tree,
+                None => state_tree(&repo, &git, &tmp.join("base.index")).await?,
+            };
+            let base = base_commit(&repo, &git, &tree, id.as_str()).await?;
+            (tree, base)
+        }
     };
-    let base = base_commit(&repo, &git, &tree, id.as_str()).await?;
     let checkout = layout.dir(id).join(checkout_name(&repo.top));
     let branch = branch_of(id);
     let mut record = Record {

@@ -20,6 +20,7 @@ pub(crate) mod create;
 pub(crate) mod git;
 pub(crate) mod layout;
 pub(crate) mod lease;
+pub(crate) mod pin;
 pub(crate) mod record;
 pub(crate) mod remove;
 pub(crate) mod repository;

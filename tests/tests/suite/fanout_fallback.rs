@@ -7,9 +7,11 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use droid_contract::{ExecutionResult, IssueType, ProviderId, Status, Usage, WorktreeState};
+use droid_contract::{
+    ExecutionResult, IssueType, ProviderId, Status, Usage, WorktreeOutcome, WorktreeState,
+};
 use droid_exec::config::AgentProgram;
-use droid_exec::{EVENT_CHANNEL_CAPACITY, Engine, EngineConfig, RunEvent};
+use droid_exec::{EVENT_CHANNEL_CAPACITY, Engine, EngineConfig, RunEvent, Tasks};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tests::agent_bin::agent_cli;
@@ -433,6 +435,40 @@ async fn a_failed_attempt_that_changed_files_in_place_sends_the_next_to_a_worktr
     );
     assert!(!repo.path().join("b.txt").exists());
     assert!(git(repo.path(), &["branch", "--list", "droid-executor/*"]).contains(own));
+    // Codex started from a clean base: the repository as it was before droid's attempt
+    assert!(
+        r.logs
+            .iter()
+            .any(|l| l.contains("as it was before the failed attempt")),
+        "{:#?}",
+        r.logs
+    );
+    assert_eq!(
+        std::fs::read_to_string(std::path::Path::new(&wt.path).join("a.txt")).unwrap(),
+        "a\n",
+        "the worktree starts without the failed attempt's change"
+    );
+    assert_eq!(
+        git(
+            std::path::Path::new(&wt.path),
+            &["diff", "--name-only", &wt.base, &wt.head]
+        )
+        .trim(),
+        "b.txt"
+    );
+    // applying brings Codex's change in beside droid's half-done one, which stays as it was
+    let applied = Tasks::open(engine.config())
+        .unwrap()
+        .apply(own, false)
+        .await
+        .unwrap();
+    assert_eq!(applied.outcome, WorktreeOutcome::Applied, "{applied:#?}");
+    assert!(repo.path().join("b.txt").is_file());
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("a.txt")).unwrap(),
+        "half done\n"
+    );
+    std::fs::remove_file(repo.path().join("b.txt")).unwrap();
 
     // with no store the next agent has nowhere clean to run: the fallback stops, and says why
     std::fs::write(repo.path().join("a.txt"), "a\n").unwrap();
