@@ -23,6 +23,7 @@
 //! [`Engine::run_once`]: crate::run::engine::Engine::run_once
 
 use std::future::Future;
+use std::path::Path;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
@@ -32,9 +33,12 @@ use droid_contract::{
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::config::EngineConfig;
 use crate::excerpt::head_str;
 use crate::fanout::attempt::{attempt_of, deciding_issue};
 use crate::lock;
+use crate::process::sandbox;
+use crate::providers::{self, Invocation};
 use crate::run::assemble::MAX_LOGS;
 use crate::run::engine::Engine;
 use crate::run::event::{Phase, RunEvent};
@@ -104,6 +108,13 @@ impl Engine {
         })
         .chain(req.fallback.iter().cloned())
         .collect();
+        if let Some(mut refused) = refused_by_a_later_agent(req, &choices, self.config()) {
+            refused.task_id = req.task_id.as_ref().map(|t| t.as_str().to_owned());
+            publish.send(RunEvent::Completed {
+                status: refused.status,
+            });
+            return refused;
+        }
         let mut attempts: Vec<Attempt> = Vec::new();
         let mut logs: Vec<String> = Vec::new();
         let mut mode = Mode::AsAsked;
@@ -381,4 +392,57 @@ async fn discard_worktree(
             record.write(&path).map_err(|e| e.to_string())
         }
     }
+}
+
+/// The request refused whole, before anything runs, when an agent of `fallback` could not take
+/// it (a `reasoning_effort` or a model it has no equivalent for): found only when that agent's
+/// turn came, the fallback would end there in an `error` after the first agent's failure,
+/// which it could have been told at once. The request's own agent is checked by its run.
+fn refused_by_a_later_agent(
+    req: &ExecutionRequest,
+    choices: &[AgentChoice],
+    cfg: &EngineConfig,
+) -> Option<ExecutionResult> {
+    let here = Path::new(".");
+    choices.iter().enumerate().skip(1).find_map(|(i, choice)| {
+        let provider = providers::provider(choice.provider);
+        let probe = Invocation {
+            cwd: here,
+            prompt_file: here,
+            run_dir: here,
+            autonomy: req.effective_autonomy(cfg.max_autonomy),
+            model: choice.model.as_deref(),
+            reasoning_effort: req.reasoning_effort.as_deref(),
+            session_id: None,
+            as_root: nix::unistd::geteuid().is_root(),
+            confined: sandbox::confines(cfg.sandbox, sandbox::kernel_abi()),
+            env: &[],
+        };
+        let u = provider.args(&probe).err()?;
+        let at = format!("$.fallback[{}]", i - 1);
+        Some(ExecutionResult::error(
+            None,
+            format!(
+                "{at} ({}) cannot run this request: {}: {}; nothing ran",
+                choice.label(),
+                u.field,
+                u.message
+            ),
+            vec![Issue::new(
+                IssueType::ValidationError,
+                format!(
+                    "{at}: {} cannot take {}: {}",
+                    choice.label(),
+                    u.field,
+                    u.message
+                ),
+                format!(
+                    "change or drop {} so that every agent of fallback can take it, or drop {} \
+                     from fallback",
+                    u.field,
+                    choice.label()
+                ),
+            )],
+        ))
+    })
 }

@@ -7,7 +7,9 @@
 //! 3. a smaller measured diff: fewer lines added and removed, then fewer files;
 //! 4. a shorter wall time (the agent's run and its verification, not the wait for a slot).
 //!
-//! What is still tied goes to the candidate named first in `best_of`.
+//! What is still tied goes to the candidate named first in `best_of`. Between rules 1 and 2,
+//! a candidate whose agent ran beats one that never did (status `error`): one that never
+//! started has no failing test and no diff, and would win rules 2 and 3 with nothing to apply.
 
 use std::cmp::Ordering;
 
@@ -24,6 +26,7 @@ pub(crate) fn winner(attempts: &[Attempt]) -> Option<usize> {
 pub(crate) fn rank(a: &Attempt, b: &Attempt) -> Ordering {
     passed(b)
         .cmp(&passed(a))
+        .then_with(|| ran(b).cmp(&ran(a)))
         .then_with(|| a.issues.len().cmp(&b.issues.len()))
         .then_with(|| lines(a).cmp(&lines(b)))
         .then_with(|| a.diffstat.files.cmp(&b.diffstat.files))
@@ -33,6 +36,12 @@ pub(crate) fn rank(a: &Attempt, b: &Attempt) -> Ordering {
 /// Its status is `success` and every verification command exited 0.
 fn passed(a: &Attempt) -> bool {
     a.status == Status::Success && a.checks.iter().all(|c| c.exit_code == Some(0))
+}
+
+/// Its agent ran: anything but status `error` (nothing ran: not installed, refused, no
+/// worktree).
+fn ran(a: &Attempt) -> bool {
+    a.status != Status::Error
 }
 
 /// Lines added and removed.
@@ -46,6 +55,8 @@ fn lines(a: &Attempt) -> u64 {
 pub(crate) fn why(won: &Attempt, lost: &Attempt) -> &'static str {
     if passed(won) != passed(lost) {
         "its verification passed"
+    } else if ran(won) != ran(lost) {
+        "its agent ran (the other never started)"
     } else if won.issues.len() != lost.issues.len() {
         "fewer issues"
     } else if lines(won) != lines(lost) || won.diffstat.files != lost.diffstat.files {
@@ -115,6 +126,26 @@ mod tests {
     }
 
     #[test]
+    fn an_agent_that_ran_and_failed_beats_one_that_never_started() {
+        // never started: one issue, no diff, no time; ran and failed its check: one issue, a diff
+        let mut missing = attempt(ProviderId::Claude, Status::Error);
+        missing.issues = vec![IssueType::DroidNotFound];
+        missing.diffstat = Diffstat::default();
+        missing.duration_ms = 0;
+        missing.checks.clear();
+        let mut ran = attempt(ProviderId::Codex, Status::Partial);
+        ran.issues = vec![IssueType::TestFailure];
+        assert_eq!(winner(&[missing.clone(), ran.clone()]), Some(1));
+        assert_eq!(
+            why(&ran, &missing),
+            "its agent ran (the other never started)"
+        );
+        // a pass still beats everything
+        let passed = attempt(ProviderId::Droid, Status::Success);
+        assert_eq!(winner(&[ran, missing, passed]), Some(2));
+    }
+
+    #[test]
     fn then_fewer_issues() {
         let mut two = attempt(ProviderId::Claude, Status::Failed);
         two.issues = vec![IssueType::TestFailure, IssueType::AgentError];
@@ -178,7 +209,7 @@ mod tests {
         failed.issues = vec![IssueType::TestFailure];
         let mut timeout = attempt(ProviderId::Claude, Status::Timeout);
         timeout.issues = vec![IssueType::Timeout, IssueType::TestFailure];
-        // equal issue counts: the smaller diff (none) wins; the two-issue run is last
-        assert_eq!(winner(&[timeout, failed, error]), Some(2));
+        // the two that ran beat the one that never started; of them, fewer issues wins
+        assert_eq!(winner(&[timeout, failed, error]), Some(1));
     }
 }

@@ -624,6 +624,33 @@ async fn the_cli_refuses_unreadable_agents_clearly() {
             .contains("is the request's own agent (droid); a fallback must be another"),
         "{r:#?}"
     );
+    // an agent of fallback that could not take the request refuses it at once, before the
+    // first agent runs, naming where it is in fallback and the field
+    let out = droid_executor(
+        &[
+            "run",
+            "--json",
+            "--reasoning-effort",
+            "high",
+            "--fallback",
+            "codex,gemini",
+            "Do it",
+        ],
+        &home.env(),
+        &home.repo(),
+    )
+    .await;
+    let r = out.result();
+    assert_eq!(r.status, Status::Error, "{out:#?}");
+    assert!(r.attempts.is_empty(), "nothing ran: {r:#?}");
+    assert_eq!(r.issues[0].kind, IssueType::ValidationError, "{r:#?}");
+    assert!(
+        r.issues[0]
+            .description
+            .starts_with("$.fallback[1]: gemini cannot take reasoning_effort: "),
+        "{r:#?}"
+    );
+    assert_eq!(out.code, Some(2), "{out:#?}");
 }
 
 /// `execute_droid_task` over MCP carries `fallback`: Claude Code is not installed, the next

@@ -186,11 +186,7 @@ fn expand(s: &str) -> Vec<String> {
     let inner = s.get(open + 1..close).unwrap_or("");
     let (mut parts, mut depth, mut cur) = (Vec::new(), 0, String::new());
     for c in inner.chars() {
-        match c {
-            '{' => depth += 1,
-            '}' => depth -= 1,
-            _ => {}
-        }
+        depth += i32::from(c == '{') - i32::from(c == '}');
         if c == ',' && depth == 0 {
             parts.push(std::mem::take(&mut cur));
         } else {
@@ -198,17 +194,11 @@ fn expand(s: &str) -> Vec<String> {
         }
     }
     parts.extend((!cur.is_empty()).then_some(cur));
-    let mut out = Vec::new();
-    for part in parts {
-        for q in expand(&part) {
-            out.push(if q == "self" {
-                prefix.trim_end_matches(':').to_owned()
-            } else {
-                format!("{prefix}{q}")
-            });
-        }
-    }
-    out
+    let full = |q: String| match q.as_str() {
+        "self" => prefix.trim_end_matches(':').to_owned(),
+        _ => format!("{prefix}{q}"),
+    };
+    parts.iter().flat_map(|p| expand(p)).map(full).collect()
 }
 
 /// Where `[pub[(…)] ]` at `i` ends (the whitespace after it included), if it is there.
@@ -340,23 +330,6 @@ fn resolve(
     }
 }
 
-/// The module of `path` (an `.rs` file below `src`), and whether it is a folder's module file.
-fn module_of(src: &Path, path: &Path) -> (Module, bool) {
-    let rel = path.strip_prefix(src).unwrap().with_extension("");
-    let mut module: Module = rel
-        .iter()
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect();
-    let folder = matches!(
-        module.last().map(String::as_str),
-        Some("mod" | "lib" | "main")
-    );
-    if folder {
-        module.pop();
-    }
-    (module, folder)
-}
-
 /// Reads the crate whose sources are in `src` and builds its [`Graph`]. A crate with both
 /// `lib.rs` and `main.rs` is read as one root (the last file in path order of a module wins).
 fn analyse(src: &Path) -> Graph {
@@ -367,10 +340,19 @@ fn analyse(src: &Path) -> Graph {
             let path = entry.path();
             if entry.file_type().unwrap().is_dir() {
                 stack.push(path);
-            } else if path.to_string_lossy().ends_with(".rs") {
-                let (module, folder) = module_of(src, &path);
-                if folder && !module.is_empty() {
-                    graph.folders.insert(module.clone());
+            } else if let Some(rel) = path.strip_prefix(src).unwrap().to_str()
+                && let Some(rel) = rel.strip_suffix(".rs")
+            {
+                // `a/b.rs` and `a/b/mod.rs` are module `a::b`, `lib.rs` and `main.rs` the root
+                let mut module: Module = rel.split('/').map(str::to_owned).collect();
+                if matches!(
+                    module.last().map(String::as_str),
+                    Some("mod" | "lib" | "main")
+                ) {
+                    module.pop();
+                    graph
+                        .folders
+                        .extend((!module.is_empty()).then(|| module.clone()));
                 }
                 graph.files.insert(module, path);
             }
@@ -394,17 +376,17 @@ fn analyse(src: &Path) -> Graph {
     }
     code.retain(|m, _| !test_only.iter().any(|t| m.starts_with(t)));
     graph.modules = code.keys().cloned().collect();
-    let mut uses = BTreeMap::new();
+    let (mut uses, mut edges) = (BTreeMap::new(), BTreeMap::<_, BTreeSet<_>>::new());
     let mut reexports: BTreeMap<Module, BTreeMap<String, Module>> = BTreeMap::new();
     for (module, text) in code {
         let (items, body) = use_items(&strip_cfg_test(text));
         for (_, path) in items.iter().filter(|(public, _)| *public) {
             if let Some(to) = absolute(&module, path, &graph.files).filter(|p| !p.is_empty()) {
-                let name = to[to.len() - 1].clone();
+                let last = to[to.len() - 1].clone();
                 reexports
                     .entry(module.clone())
                     .or_default()
-                    .insert(name, to);
+                    .insert(last, to);
             }
         }
         let mut paths: Vec<String> = items.into_iter().map(|(_, p)| p).collect();
@@ -417,14 +399,11 @@ fn analyse(src: &Path) -> Graph {
                 .and_then(|to| resolve(&to, &graph.files, &reexports, 0))
                 .filter(|t| *t != module && graph.modules.contains(t));
             if let Some(target) = target {
-                graph
-                    .edges
-                    .entry(module.clone())
-                    .or_default()
-                    .insert(target);
+                edges.entry(module.clone()).or_default().insert(target);
             }
         }
     }
+    graph.edges = edges;
     graph
 }
 
@@ -490,8 +469,8 @@ fn name(module: &[String]) -> String {
     }
 }
 
-/// What the test reports of a crate, in cycles.py's words: its size, and each circle's files,
-/// top folders and the edges inside it.
+/// What the test reports of a crate: its size, and each circle's files, their top folders and
+/// the edges inside it.
 fn describe(src: &str, graph: &Graph, found: &[Vec<Module>]) -> String {
     let edges: usize = graph.edges.values().map(BTreeSet::len).sum();
     let mut out = format!(
@@ -504,23 +483,23 @@ fn describe(src: &str, graph: &Graph, found: &[Vec<Module>]) -> String {
             Some(top) if m.len() > 1 || graph.folders.contains(m) => top.clone(),
             _ => "(root)".to_owned(),
         };
-        let tops: BTreeSet<String> = circle.iter().map(folder).collect();
-        let mut names: Vec<String> = circle.iter().map(|m| name(m)).collect();
-        names.sort();
-        let tops: Vec<String> = tops.into_iter().collect();
-        out += &format!(
-            "  [{} files; folders: {}] {}\n",
-            circle.len(),
-            tops.join(", "),
-            names.join(" ")
-        );
+        let tops: Vec<String> = circle
+            .iter()
+            .map(folder)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let names: BTreeSet<String> = circle.iter().map(|m| name(m)).collect();
+        let names: Vec<String> = names.into_iter().collect();
+        let (len, tops, names) = (circle.len(), tops.join(", "), names.join(" "));
+        out += &format!("  [{len} files; folders: {tops}] {names}\n");
         for m in circle {
-            let mut to: Vec<String> = graph.edges[m]
+            let to: BTreeSet<String> = graph.edges[m]
                 .iter()
                 .filter(|t| circle.contains(t))
                 .map(|t| name(t))
                 .collect();
-            to.sort();
+            let to: Vec<String> = to.into_iter().collect();
             out += &format!("      {} -> {}\n", name(m), to.join(", "));
         }
     }
@@ -569,37 +548,31 @@ fn no_crate_has_a_circle_of_imports_between_its_files() {
     );
 }
 
-/// The circles of a crate made of `files` (path below `src`, text), each as its file names.
-fn circles_of(files: &[(&str, &str)]) -> Vec<Vec<String>> {
+/// The report of a crate made of `files` (path below `src`, text) as the test gives it.
+fn report_of(files: &[(&str, &str)]) -> String {
     let dir = TempDir::new("tidy-imports").unwrap();
     for (path, text) in files {
         let path = dir.path().join(path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     }
-    let found = circles(&analyse(dir.path()));
-    found
-        .iter()
-        .map(|c| c.iter().map(|m| name(m)).collect())
-        .collect()
+    let graph = analyse(dir.path());
+    describe("src", &graph, &circles(&graph))
 }
 
-/// Two files that name each other's types are a circle; the report names both edges.
+/// The report of a crate whose one edge (`a` -> `b`) goes one way.
+const ONE_WAY: &str = "src: 2 files, 1 edges, 0 circle(s)\n";
+
+/// `a.rs`, which names a type of `b.rs`.
+const A: (&str, &str) = ("a.rs", "use crate::b::X;\npub struct Y;\n");
+
+/// Two files that name each other (a `use`, an inline path) are a circle; the report names both
+/// edges.
 #[test]
 fn a_two_file_circle_is_found() {
-    let files = [
-        ("lib.rs", "mod a;\nmod b;\n"),
-        ("a.rs", "use crate::b::X;\npub struct Y;\n"),
-        ("b.rs", "pub struct X;\nfn f() -> crate::a::Y { todo!() }\n"),
-    ];
-    assert_eq!(circles_of(&files), [["a", "b"]]);
-    let dir = TempDir::new("tidy-imports").unwrap();
-    for (path, text) in files {
-        std::fs::write(dir.path().join(path), text).unwrap();
-    }
-    let graph = analyse(dir.path());
+    let b = ("b.rs", "pub struct X;\nfn f() -> crate::a::Y { todo!() }\n");
     assert_eq!(
-        describe("src", &graph, &circles(&graph)),
+        report_of(&[("lib.rs", "mod a;\nmod b;\n"), A, b]),
         "src: 3 files, 2 edges, 1 circle(s)\n  [2 files; folders: (root)] a b\n      \
          a -> b\n      b -> a\n"
     );
@@ -608,16 +581,15 @@ fn a_two_file_circle_is_found() {
 /// An edge back in a `#[cfg(test)]` module, inline or in its own file, is not counted.
 #[test]
 fn test_code_is_left_out() {
-    let a = ("a.rs", "use crate::b::X;\npub struct Y;\n");
     let b =
         "pub struct X;\n#[cfg(test)]\nmod tests {\n    use crate::a::Y;\n    fn f() { {} }\n}\n";
-    assert_eq!(circles_of(&[a, ("b.rs", b)]), Vec::<Vec<String>>::new());
-    let b = "pub struct X;\n#[cfg(test)]\npub(crate) mod props;\n";
-    let props = ("b/props.rs", "use crate::a::Y;\n");
-    assert_eq!(
-        circles_of(&[a, ("b.rs", b), props]),
-        Vec::<Vec<String>>::new()
+    assert_eq!(report_of(&[A, ("b.rs", b)]), ONE_WAY);
+    let b = (
+        "b.rs",
+        "pub struct X;\n#[cfg(test)]\npub(crate) mod props;\n",
     );
+    let props = ("b/props.rs", "use crate::a::Y;\n");
+    assert_eq!(report_of(&[A, b, props]), ONE_WAY);
 }
 
 /// A path in a comment, a string, a raw string or next to a char literal is not code.
@@ -629,14 +601,14 @@ fn comments_and_strings_are_not_code() {
         "const R: &str = r#\"crate::a::Y \" crate::a::Y\"#;\n",
         "const C: [char; 2] = ['\"', '\\''];\nfn f<'a>(x: &'a str) {}\n",
     );
-    let files = [("a.rs", "use crate::b::X;\npub struct Y;\n"), ("b.rs", b)];
-    assert_eq!(circles_of(&files), Vec::<Vec<String>>::new());
+    assert_eq!(report_of(&[A, ("b.rs", b)]), ONE_WAY);
     let stripped = strip_comments_and_strings(b);
     assert!(!stripped.contains("crate::a"), "{stripped}");
     assert!(stripped.contains("fn f<'a>(x: &'a str)"), "{stripped}");
 }
 
-/// A path through a `pub use` re-export leads to the file that defines the item.
+/// A path through a `pub use` re-export leads to the file that defines the item: `a` names
+/// `c::Z`, which is `b`'s.
 #[test]
 fn a_reexport_is_followed() {
     let files = [
@@ -645,7 +617,11 @@ fn a_reexport_is_followed() {
         ("c.rs", "pub use crate::b::Z;\n"),
         ("b.rs", "pub struct Z;\nfn f(_: super::a::Y) {}\n"),
     ];
-    assert_eq!(circles_of(&files), [["a", "b"]]);
+    assert_eq!(
+        report_of(&files),
+        "src: 4 files, 3 edges, 1 circle(s)\n  [2 files; folders: (root)] a b\n      \
+         a -> b\n      b -> a\n"
+    );
 }
 
 /// `super::` in `x/y.rs` names `x`, whether its file is `x.rs` or `x/mod.rs`; `self::` in `x`
@@ -653,31 +629,54 @@ fn a_reexport_is_followed() {
 #[test]
 fn super_and_self_resolve_to_the_parent_and_child_files() {
     let y = ("x/y.rs", "use super::P;\npub struct Q;\n");
-    for parent in ["x.rs", "x/mod.rs"] {
+    for (parent, folders) in [("x.rs", "(root), x"), ("x/mod.rs", "x")] {
         let x = (parent, "mod y;\npub struct P;\nfn f(_: self::y::Q) {}\n");
-        assert_eq!(circles_of(&[("lib.rs", "mod x;\n"), x, y]), [["x", "x/y"]]);
+        assert_eq!(
+            report_of(&[("lib.rs", "mod x;\n"), x, y]),
+            format!(
+                "src: 3 files, 2 edges, 1 circle(s)\n  [2 files; folders: {folders}] x x/y\n      \
+                 x -> x/y\n      x/y -> x\n"
+            )
+        );
     }
 }
 
 /// A nested `use` group is expanded (aliases dropped, `self` the group's module).
 #[test]
 fn use_groups_are_expanded() {
-    assert_eq!(
-        expand_use("crate::m::{p::{Q, R as Arr}, S,\n self}"),
-        [
-            "crate::m::p::Q",
-            "crate::m::p::R",
-            "crate::m::S",
-            "crate::m"
-        ]
-    );
+    let tree = "crate::m::{p::{Q, R as Arr}, S,\n self}";
+    let paths = [
+        "crate::m::p::Q",
+        "crate::m::p::R",
+        "crate::m::S",
+        "crate::m",
+    ];
+    assert_eq!(expand_use(tree), paths);
     let files = [
         ("a.rs", "use crate::m::{p::{Q, R}, S};\npub struct Y;\n"),
         ("m.rs", "pub mod p;\npub struct S;\n"),
-        (
-            "m/p.rs",
-            "pub struct Q;\npub struct R;\nfn f(_: crate::a::Y) {}\n",
-        ),
+        ("m/p.rs", "pub struct Q;\nfn f(_: crate::a::Y) {}\n"),
     ];
-    assert_eq!(circles_of(&files), [["a", "m/p"]]);
+    assert_eq!(
+        report_of(&files),
+        "src: 3 files, 3 edges, 1 circle(s)\n  [2 files; folders: (root), m] a m/p\n      \
+         a -> m/p\n      m/p -> a\n"
+    );
+}
+
+#[test]
+fn zz_dump_temp() {
+    let Ok(dirs) = std::env::var("TIDY_DUMP") else {
+        return;
+    };
+    for d in dirs.split(' ').filter(|d| !d.is_empty()) {
+        let g = analyse(&workspace_root().join(d));
+        let f = circles(&g);
+        print!("{}", describe(d, &g, &f));
+        for (m, ts) in &g.edges {
+            let mut t: Vec<String> = ts.iter().map(|x| name(x)).collect();
+            t.sort();
+            println!("    E {} -> {}", name(m), t.join(", "));
+        }
+    }
 }
