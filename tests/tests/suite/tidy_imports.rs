@@ -76,7 +76,7 @@ fn char_literal(s: &[char], i: usize) -> Option<usize> {
         _ => None,
     };
     // a `\u{…}` escape counts only when it is short (twelve chars at most)
-    if simple.is_none() && !escape.is_some_and(|len| len <= 12) {
+    if simple.is_none() && escape.is_none_or(|len| len > 12) {
         return None;
     }
     escape.or(simple)
@@ -662,21 +662,4 @@ fn use_groups_are_expanded() {
         "src: 3 files, 3 edges, 1 circle(s)\n  [2 files; folders: (root), m] a m/p\n      \
          a -> m/p\n      m/p -> a\n"
     );
-}
-
-#[test]
-fn zz_dump_temp() {
-    let Ok(dirs) = std::env::var("TIDY_DUMP") else {
-        return;
-    };
-    for d in dirs.split(' ').filter(|d| !d.is_empty()) {
-        let g = analyse(&workspace_root().join(d));
-        let f = circles(&g);
-        print!("{}", describe(d, &g, &f));
-        for (m, ts) in &g.edges {
-            let mut t: Vec<String> = ts.iter().map(|x| name(x)).collect();
-            t.sort();
-            println!("    E {} -> {}", name(m), t.join(", "));
-        }
-    }
 }
