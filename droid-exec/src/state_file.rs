@@ -146,6 +146,32 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
     Ok(())
 }
 
+/// Replace `path` with `bytes` atomically for readers (temp file, rename), without an fsync:
+/// for a file that need not outlive a crash of the machine (what it says is void after a
+/// reboot, or made durable later), where two fsyncs would cost more than it is worth.
+pub(crate) fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        TMP_SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io("write", path)(e));
+    }
+    Ok(())
+}
+
 /// Create `path` with `bytes` unless it exists (atomically, via `link(2)`). `Ok(false)` when it
 /// already existed; its content is then left as it was.
 pub(crate) fn create_atomic(path: &Path, bytes: &[u8]) -> Result<bool, EngineError> {

@@ -21,7 +21,7 @@ use crate::run::supervise::Publisher;
 use crate::run_slots::Scheduler;
 use crate::task_key::TaskKey;
 use crate::tasks::event_log::EventLog;
-use crate::tasks::store::{Owner, Store};
+use crate::tasks::store::{Owner, Promise, Store};
 use crate::tasks::worker::{marker, redactor, watch_cancel};
 
 impl Engine {
@@ -106,7 +106,13 @@ impl Engine {
             source: std::io::Error::other(e),
         })?;
         redactor(cfg).apply_value(&mut stored);
-        let key = store.create(seq, req.provider, req.context.repo_root.as_path(), &stored)?;
+        let key = store.create(
+            seq,
+            req.provider,
+            req.context.repo_root.as_path(),
+            &stored,
+            Promise::AtResult,
+        )?;
         let Some(alive) = lock::try_exclusive(&store.lock_path(&key))? else {
             return Err(EngineError::TasksUnavailable(format!(
                 "task {key} was taken by another process"

@@ -49,7 +49,7 @@ use crate::process::spawn::{SpawnSpec, spawn};
 use crate::process::sweep;
 use crate::run_slots::Scheduler;
 use crate::task_key::TaskKey;
-use crate::tasks::store::{DamagedEntry, Meta, Store};
+use crate::tasks::store::{DamagedEntry, Meta, Promise, Store};
 use crate::tasks::worker::{Payload, marker, redactor};
 use crate::timestamp::rfc3339;
 
@@ -201,9 +201,13 @@ impl Tasks {
         })?;
         let mut stored = request.clone();
         redactor(&self.cfg).apply_value(&mut stored);
-        let key = self
-            .store
-            .create(seq, req.provider, req.context.repo_root.as_path(), &stored)?;
+        let key = self.store.create(
+            seq,
+            req.provider,
+            req.context.repo_root.as_path(),
+            &stored,
+            Promise::Durable,
+        )?;
         let dir = self.store.dir(&key);
         let payload = serde_json::to_vec(&Payload {
             config: self.cfg.clone(),
@@ -286,9 +290,13 @@ impl Tasks {
             source: std::io::Error::other(e),
         })?;
         redactor(&self.cfg).apply_value(&mut stored);
-        let key = self
-            .store
-            .create(seq, req.provider, req.context.repo_root.as_path(), &stored)?;
+        let key = self.store.create(
+            seq,
+            req.provider,
+            req.context.repo_root.as_path(),
+            &stored,
+            Promise::Durable,
+        )?;
         if let Err(e) = self.store.commit_result(&key, result) {
             let _ = self.store.remove(&key);
             return Err(e);

@@ -46,7 +46,9 @@ use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
-use crate::state_file::{ReadError, create_atomic, file_kind, read_regular, write_atomic};
+use crate::state_file::{
+    ReadError, create_atomic, file_kind, read_regular, sync_dir, write_atomic, write_unsynced,
+};
 use crate::task_key::TaskKey;
 
 /// Bytes set aside in a task's directory for its result (a result is a few KiB; a larger one
@@ -106,6 +108,17 @@ fn shrunk(r: &ExecutionResult) -> ExecutionResult {
         c.truncated = true;
     }
     s
+}
+
+/// How soon a new task is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Promise {
+    /// Before the caller is told of it: what a 202 or a `droid_submit` answer promises (a
+    /// background task).
+    Durable,
+    /// With its result: a run the caller waits for, kept as a task (for its worktree); a crash
+    /// of the machine before its result ends the run anyway, and then may forget the task.
+    AtResult,
 }
 
 /// Make the entries of `dir` durable, as a promise made to a caller needs: a failing fsync is an
@@ -181,13 +194,15 @@ impl Store {
         sync_dir_strict(&self.root)
     }
 
-    /// A new task directory holding `task.json` and `request.json` (already redacted).
+    /// A new task directory holding `task.json` and `request.json` (already redacted), on disk
+    /// as `promise` says.
     pub(crate) fn create(
         &self,
         seq: u64,
         provider: ProviderId,
         repo_root: &Path,
         request: &serde_json::Value,
+        promise: Promise,
     ) -> Result<TaskKey, EngineError> {
         self.ensure()?;
         let mut attempts = 0;
@@ -221,11 +236,17 @@ impl Store {
         // files are fsynced and so is the task directory after each rename (`write_atomic`),
         // and then `tasks/`, which holds the new directory's own entry (`mkdir` alone is not
         // durable: a crash could forget the directory and everything in it).
-        let written = write_reserve(&dir.join(RESERVE))
-            .and_then(|()| write_atomic(&dir.join("request.json"), &to_json(request)?))
-            .and_then(|()| write_atomic(&dir.join("task.json"), &to_json(&meta)?))
-            .and_then(|()| sync_dir_strict(&dir))
-            .and_then(|()| sync_dir_strict(&self.tasks_dir()));
+        let written = match promise {
+            Promise::Durable => write_reserve(&dir.join(RESERVE), true)
+                .and_then(|()| write_atomic(&dir.join("request.json"), &to_json(request)?))
+                .and_then(|()| write_atomic(&dir.join("task.json"), &to_json(&meta)?))
+                .and_then(|()| sync_dir_strict(&dir))
+                .and_then(|()| sync_dir_strict(&self.tasks_dir())),
+            // made durable with its result (`commit_result` syncs `tasks/` too)
+            Promise::AtResult => write_reserve(&dir.join(RESERVE), false)
+                .and_then(|()| write_unsynced(&dir.join("request.json"), &to_json(request)?))
+                .and_then(|()| write_unsynced(&dir.join("task.json"), &to_json(&meta)?)),
+        };
         if let Err(e) = written {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(e);
@@ -388,6 +409,13 @@ impl Store {
         let path = self.dir(key).join("result.json");
         let reserve = self.dir(key).join(RESERVE);
         let bytes = to_json(result)?;
+        // a task made [`Promise::AtResult`] wrote these unsynced: on disk before its result is
+        // (a clean file's sync costs next to nothing)
+        for record in ["request.json", "task.json"] {
+            if let Ok(f) = File::open(self.dir(key).join(record)) {
+                let _ = f.sync_data();
+            }
+        }
         let committed = match create_atomic(&path, &bytes) {
             Err(e) if is_full(&e) => {
                 let _ = std::fs::remove_file(&reserve);
@@ -399,6 +427,8 @@ impl Store {
             other => other,
         }?;
         let _ = std::fs::remove_file(&reserve);
+        // the task directory's own entry: a task made [`Promise::AtResult`] is durable from here
+        sync_dir(&self.tasks_dir());
         Ok(committed)
     }
 
@@ -423,8 +453,10 @@ impl Store {
         serde_json::from_slice(&text).ok()
     }
 
+    /// Who runs the task now. Not synced: an owner is a live process, which a crash of the
+    /// machine ends anyway (the boot id tells a record from before a reboot).
     pub(crate) fn write_owner(&self, key: &TaskKey, owner: &Owner) -> Result<(), EngineError> {
-        write_atomic(&self.dir(key).join("owner.json"), &to_json(owner)?)
+        write_unsynced(&self.dir(key).join("owner.json"), &to_json(owner)?)
     }
 
     /// Mark the task running (idempotent).
@@ -493,8 +525,9 @@ impl Store {
     }
 }
 
-/// Write [`RESERVE_BYTES`] of real (not sparse) data to a new private file at `path`.
-fn write_reserve(path: &Path) -> Result<(), EngineError> {
+/// Write [`RESERVE_BYTES`] of real (not sparse) data to a new private file at `path`, synced
+/// when `sync` (the blocks are allocated by the write itself: a full disk fails it either way).
+fn write_reserve(path: &Path, sync: bool) -> Result<(), EngineError> {
     let mut f = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -502,7 +535,7 @@ fn write_reserve(path: &Path) -> Result<(), EngineError> {
         .open(path)
         .map_err(io("reserve space in", path))?;
     f.write_all(&vec![0u8; RESERVE_BYTES])
-        .and_then(|()| f.sync_all())
+        .and_then(|()| if sync { f.sync_all() } else { Ok(()) })
         .map_err(io("reserve space in", path))
 }
 
@@ -537,6 +570,7 @@ mod tests {
                 ProviderId::Droid,
                 Path::new("/r"),
                 &serde_json::json!({"objective": "x"}),
+                Promise::Durable,
             )
             .unwrap();
         let dir = store.dir(&key);
@@ -582,6 +616,7 @@ mod tests {
                 ProviderId::Droid,
                 Path::new("/r"),
                 &serde_json::json!({"objective": "x"}),
+                Promise::Durable,
             )
             .unwrap();
         let reserve = store.dir(&key).join(RESERVE);

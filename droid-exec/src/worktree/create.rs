@@ -17,6 +17,7 @@ use droid_contract::ProviderId;
 
 use crate::error::EngineError;
 use crate::no_follow as nf;
+use crate::snapshot::GitRun;
 use crate::task_key::TaskKey;
 use crate::worktree::base::{base_commit, proven_head_tree, state_tree};
 use crate::worktree::copy_in::{Copied, copy_in};
@@ -62,23 +63,6 @@ pub(crate) async fn create(
         .mode(0o700)
         .create(&tmp)
         .map_err(EngineError::io("create directory", &tmp))?;
-    // a base pinned before an earlier attempt changed the tree in place (fallback), else the
-    // tree as it is now; a tree that is HEAD's, proven in-process, needs no staging
-    let (tree, base) = match pin::pinned_for(&repo.top) {
-        Some(pinned) => {
-            let tree = pinned.tree().to_owned();
-            let base = base_commit(&pinned.repository(&repo), &git, &tree, id.as_str()).await?;
-            (tree, base)
-        }
-        None => {
-            let tree = match proven_head_tree(&repo, env).await {
-                Some(tree) => tree,
-                None => state_tree(&repo, &git, &tmp.join("base.index")).await?,
-            };
-            let base = base_commit(&repo, &git, &tree, id.as_str()).await?;
-            (tree, base)
-        }
-    };
     let checkout = layout.dir(id).join(checkout_name(&repo.top));
     let branch = branch_of(id);
     let mut record = Record {
@@ -90,44 +74,78 @@ pub(crate) async fn create(
         admin_dir: PathBuf::new(),
         checkout: checkout.clone(),
         branch: branch.clone(),
-        base: base.clone(),
-        head: base.clone(),
-        head_tree: Some(tree.clone()),
+        base: String::new(),
+        head: String::new(),
+        head_tree: None,
         state: None,
         provider,
         session_id: None,
         tasks: vec![id.to_string()],
         created_at: crate::timestamp::now(),
     };
-    // written before the worktree exists: whoever finds it half-made knows what to remove
-    record.write_quick(&layout.record(id))?;
-    let checkout_arg = checkout.to_string_lossy().into_owned();
-    // git reads every worktree's entry while it adds one, and fails on an entry another add is
-    // still writing (`failed to read …/commondir`): the adds of one repository take turns (a
-    // `best_of` makes its candidates' worktrees at once), each without its checkout, which
-    // is then written outside the turn as `git worktree add` would (`reset --hard`)
-    let add = {
-        let turn = layout.add_lock(&repo.common_dir);
-        let _turn = tokio::task::spawn_blocking(move || crate::lock::exclusive(&turn))
-            .await
-            .map_err(|e| EngineError::Worktree(format!("waiting to add the worktree: {e}")))??;
-        git.with(&[("GIT_DIR", &repo.git_dir)])
-            .run(
-                &repo.top,
-                &[
-                    "worktree",
-                    "add",
-                    "--quiet",
-                    "--no-checkout",
-                    "-b",
-                    &branch,
-                    &checkout_arg,
-                    &base,
-                ],
-                None,
-            )
-            .await?
+    let adding = Adding {
+        layout,
+        git: &git,
+        repo: &repo,
+        branch: &branch,
+        checkout: &checkout,
     };
+    let pinned = pin::pinned_for(&repo.top);
+    let (tree, base, add) = match (pinned, repo.head.clone()) {
+        // the common case, a tree that may be HEAD's: the worktree is added at HEAD while the
+        // tree is proven HEAD's in-process; when it is not, the branch is moved to a commit of
+        // the tree before anything is checked out
+        (None, Some(head)) => {
+            record.base.clone_from(&head);
+            record.head.clone_from(&head);
+            // written before the worktree exists: whoever finds it half-made knows what to
+            // remove
+            record.write_quick(&layout.record(id))?;
+            let (add, proven) = tokio::join!(adding.add(&head), proven_head_tree(&repo, env));
+            let add = add?;
+            match proven {
+                Some(tree) => (tree, head, add),
+                None if !add.success => (String::new(), head, add),
+                None => {
+                    let tree = state_tree(&repo, &git, &tmp.join("base.index")).await?;
+                    let base = base_commit(&repo, &git, &tree, id.as_str()).await?;
+                    if base != head {
+                        let reference = format!("refs/heads/{branch}");
+                        git.with(&[("GIT_DIR", &repo.git_dir)])
+                            .out(&repo.top, &["update-ref", &reference, &base, &head])
+                            .await?;
+                    }
+                    (tree, base, add)
+                }
+            }
+        }
+        // a base pinned before an earlier attempt changed the tree in place (fallback), or a
+        // branch without a commit: the base first, then the worktree at it
+        (pinned, _) => {
+            let (tree, base) = match pinned {
+                Some(pinned) => {
+                    let tree = pinned.tree().to_owned();
+                    let base =
+                        base_commit(&pinned.repository(&repo), &git, &tree, id.as_str()).await?;
+                    (tree, base)
+                }
+                None => {
+                    let tree = state_tree(&repo, &git, &tmp.join("base.index")).await?;
+                    let base = base_commit(&repo, &git, &tree, id.as_str()).await?;
+                    (tree, base)
+                }
+            };
+            record.base.clone_from(&base);
+            record.head.clone_from(&base);
+            record.head_tree = Some(tree.clone());
+            record.write_quick(&layout.record(id))?;
+            let add = adding.add(&base).await?;
+            (tree, base, add)
+        }
+    };
+    record.base.clone_from(&base);
+    record.head = base;
+    record.head_tree = Some(tree);
     if !add.success {
         return Err(EngineError::Worktree(format!(
             "git worktree add failed for {}: {}",
@@ -168,6 +186,49 @@ pub(crate) async fn create(
         copied,
         git,
     })
+}
+
+/// What adding the worktree needs.
+struct Adding<'a> {
+    layout: &'a Layout,
+    git: &'a Git,
+    repo: &'a Repository,
+    branch: &'a str,
+    checkout: &'a Path,
+}
+
+impl Adding<'_> {
+    /// `git worktree add --no-checkout -b <branch> <checkout> <start>`, in the repository's
+    /// turn.
+    ///
+    /// git reads every worktree's entry while it adds one, and fails on an entry another add
+    /// is still writing (`failed to read …/commondir`): the adds of one repository take turns
+    /// (a `best_of` makes its candidates' worktrees at once), each without its checkout, which
+    /// is then written outside the turn as `git worktree add` would (`reset --hard`).
+    async fn add(&self, start: &str) -> Result<GitRun, EngineError> {
+        let turn = self.layout.add_lock(&self.repo.common_dir);
+        let _turn = tokio::task::spawn_blocking(move || crate::lock::exclusive(&turn))
+            .await
+            .map_err(|e| EngineError::Worktree(format!("waiting to add the worktree: {e}")))??;
+        let checkout = self.checkout.to_string_lossy();
+        self.git
+            .with(&[("GIT_DIR", &self.repo.git_dir)])
+            .run(
+                &self.repo.top,
+                &[
+                    "worktree",
+                    "add",
+                    "--quiet",
+                    "--no-checkout",
+                    "-b",
+                    self.branch,
+                    &checkout,
+                    start,
+                ],
+                None,
+            )
+            .await
+    }
 }
 
 /// The worktree's own git directory, from the gitfile `git worktree add` just wrote in
