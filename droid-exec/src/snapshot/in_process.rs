@@ -15,6 +15,7 @@ use super::git::{git, os_args};
 use super::walk::{SnapshotLimits, WALK_MODE};
 use crate::error::EngineError;
 use crate::snapshot::git_dir::{self, Found, GitDirs};
+use crate::snapshot::path_map::PathMap;
 use crate::snapshot::scan_diff;
 use crate::snapshot::stat_scan::{self, Capture, Kept, Plan, Scan, Seen, Tracked};
 
@@ -256,7 +257,7 @@ enum DiffStep {
     /// Old content the assembly needs from the repository first.
     NeedBlobs {
         changes: Vec<(Vec<u8>, scan_diff::Change)>,
-        extra: stat_scan::PathMap<Seen>,
+        extra: PathMap<Seen>,
         needed: Vec<[u8; 20]>,
     },
 }

@@ -62,6 +62,7 @@ mod git_tree;
 pub(crate) mod ignore_rules;
 mod in_process;
 pub(crate) mod line_diff;
+mod path_map;
 pub(crate) mod scan_diff;
 pub(crate) mod stat_scan;
 mod take;

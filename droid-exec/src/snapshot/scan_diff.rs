@@ -19,9 +19,10 @@ use std::path::Path;
 use droid_contract::{ChangeType, FileChange};
 
 use crate::snapshot::line_diff;
+use crate::snapshot::path_map::{PathMap, path_hash};
 use crate::snapshot::stat_scan::{
-    KEEP_FILE_BYTES, Kept, PathMap, Scan, Seen, Tracked, blob_id, blob_id_of_file, display,
-    os_path, path_hash, read_bounded,
+    KEEP_FILE_BYTES, Kept, Scan, Seen, Tracked, blob_id, blob_id_of_file, display, os_path,
+    read_bounded,
 };
 
 /// Files larger than this get no line counts (reading both sides costs more than they tell).

@@ -34,10 +34,8 @@
 //! The walk is bounded by [`SnapshotLimits`] (files and time); past either the record says it is
 //! incomplete and the result carries an issue, never a silently short list.
 
-use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::Metadata;
-use std::hash::{BuildHasherDefault, Hash as _, Hasher};
 use std::os::fd::{AsFd as _, BorrowedFd};
 use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::os::unix::fs::MetadataExt as _;
@@ -50,6 +48,7 @@ use crate::snapshot::SnapshotLimits;
 use crate::snapshot::git_dir;
 use crate::snapshot::git_index::{Index, IndexStat};
 use crate::snapshot::ignore_rules::Rules;
+use crate::snapshot::path_map::{HashesSet, PathMap, path_hash};
 
 /// Files up to this size whose content the index cannot give back are kept whole by the first
 /// record (for the line counts of a later change).
@@ -72,44 +71,6 @@ const MAX_THREADS: usize = 4;
 /// At most this much of directory listings (names and entries) is kept by a first record for
 /// the next one ([`Listing`]); past it, the next record lists the other directories again.
 const LISTINGS_MAX_BYTES: u64 = 64 * 1024 * 1024;
-
-/// A fast hasher for paths (FxHash's multiply-rotate over 8-byte words): a record hashes each
-/// of 100,000 paths several times, and SipHash was a tenth of its time. Not collision-proof
-/// against chosen names; a collision costs time, never a wrong answer (keys are compared).
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct PathHasher(u64);
-
-impl Hasher for PathHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mut h = self.0;
-        let mut words = bytes.chunks_exact(8);
-        for w in &mut words {
-            let word = <[u8; 8]>::try_from(w).map_or(0, u64::from_le_bytes);
-            h = (h.rotate_left(5) ^ word).wrapping_mul(K);
-        }
-        for &b in words.remainder() {
-            h = (h.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
-        }
-        self.0 = h;
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// Maps keyed by paths.
-pub(crate) type PathMap<V> = HashMap<Vec<u8>, V, BuildHasherDefault<PathHasher>>;
-/// A set of path hashes ([`path_hash`]).
-pub(crate) type HashesSet = HashSet<u64, BuildHasherDefault<PathHasher>>;
-
-/// The hash a record keeps of a path it found unchanged.
-pub(crate) fn path_hash(path: &[u8]) -> u64 {
-    let mut h = PathHasher::default();
-    path.hash(&mut h);
-    h.finish()
-}
 
 /// What git's stat check compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1498,158 +1459,4 @@ pub(crate) fn os_path(path: &[u8]) -> OsString {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    struct Dir(PathBuf);
-
-    impl Dir {
-        fn new(name: &str) -> Self {
-            let dir = std::env::temp_dir().join(format!(
-                "droid-exec-stat-scan-{name}-{}",
-                std::process::id()
-            ));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            Self(dir)
-        }
-
-        /// Write `rel` and return its pending entry (content kept whole or by blob id).
-        fn pending(&self, rel: &str, content: &[u8], whole: bool) -> Pending {
-            let path = self.0.join(rel);
-            std::fs::write(&path, content).unwrap();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            Pending {
-                path: rel.as_bytes().to_vec(),
-                stat: Stat::of(&meta),
-                whole,
-            }
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    #[test]
-    fn the_reader_keeps_only_files_still_as_recorded() {
-        let d = Dir::new("late");
-        let same = d.pending("same.txt", b"one\n", true);
-        let hashed = d.pending("hashed.bin", b"blob", false);
-        let grown = d.pending("grown.txt", b"one\n", true);
-        std::fs::write(d.0.join("grown.txt"), b"one\ntwo\n").unwrap();
-        // same size, written again: a new inode (rename over it) tells it apart
-        let replaced = d.pending("replaced.txt", b"aaaa", true);
-        std::fs::write(d.0.join("tmp"), b"bbbb").unwrap();
-        std::fs::rename(d.0.join("tmp"), d.0.join("replaced.txt")).unwrap();
-        // a symlink or a FIFO put in its place is neither followed nor waited on
-        let linked = d.pending("linked.txt", b"l", true);
-        std::fs::remove_file(d.0.join("linked.txt")).unwrap();
-        std::os::unix::fs::symlink(d.0.join("same.txt"), d.0.join("linked.txt")).unwrap();
-        let fifo = d.pending("fifo", b"f", true);
-        std::fs::remove_file(d.0.join("fifo")).unwrap();
-        nix::unistd::mkfifo(&d.0.join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-        let gone = d.pending("gone.txt", b"g", true);
-        std::fs::remove_file(d.0.join("gone.txt")).unwrap();
-        // a directory on the way swapped for a symlink: not followed, even to the very file
-        // recorded (the directory was only renamed)
-        std::fs::create_dir_all(d.0.join("sub")).unwrap();
-        let beneath = d.pending("sub/f.txt", b"s", true);
-        std::fs::rename(d.0.join("sub"), d.0.join("elsewhere")).unwrap();
-        std::os::unix::fs::symlink(d.0.join("elsewhere"), d.0.join("sub")).unwrap();
-        let nested = {
-            std::fs::create_dir_all(d.0.join("a/b")).unwrap();
-            d.pending("a/b/n.txt", b"nested\n", true)
-        };
-
-        let out = read_pending(
-            &d.0,
-            vec![
-                same, hashed, grown, replaced, linked, fifo, gone, beneath, nested,
-            ],
-            &AtomicBool::new(false),
-        );
-
-        assert_eq!(
-            out.kept.get(b"same.txt".as_slice()),
-            Some(&Kept::Bytes(b"one\n".to_vec()))
-        );
-        assert_eq!(
-            out.kept.get(b"hashed.bin".as_slice()),
-            Some(&Kept::Blob(blob_id(b"blob")))
-        );
-        assert_eq!(
-            out.kept.get(b"a/b/n.txt".as_slice()),
-            Some(&Kept::Bytes(b"nested\n".to_vec()))
-        );
-        assert_eq!(out.kept.len(), 3);
-        let mut unread: Vec<&[u8]> = out.unread.keys().map(Vec::as_slice).collect();
-        unread.sort_unstable();
-        assert_eq!(
-            unread,
-            [
-                b"fifo".as_slice(),
-                b"gone.txt",
-                b"grown.txt",
-                b"linked.txt",
-                b"replaced.txt",
-                b"sub/f.txt"
-            ]
-        );
-    }
-
-    #[test]
-    fn a_stopped_reader_reads_nothing_more() {
-        let d = Dir::new("stopped");
-        let files = vec![d.pending("a", b"a", true), d.pending("b", b"b", false)];
-        let out = read_pending(&d.0, files, &AtomicBool::new(true));
-        assert!(out.kept.is_empty());
-        assert_eq!(out.unread.len(), 2);
-    }
-
-    #[test]
-    fn dropping_a_record_stops_its_reader() {
-        let d = Dir::new("drop");
-        let many: Vec<Pending> = (0..=INLINE_FILES)
-            .map(|i| d.pending(&format!("f{i}"), b"x", true))
-            .collect();
-        let late = read_late(&d.0, many);
-        let stop = Arc::clone(&late.reader.lock().unwrap().as_ref().expect("a reader").stop);
-        assert!(!stop.load(Ordering::Relaxed));
-        drop(late);
-        assert!(stop.load(Ordering::Relaxed), "told to stop");
-    }
-
-    #[test]
-    fn little_content_is_read_by_the_record_itself_and_more_by_a_thread() {
-        let d = Dir::new("inline");
-        let few: Vec<Pending> = (0..INLINE_FILES)
-            .map(|i| d.pending(&format!("f{i}"), b"x", true))
-            .collect();
-        let late = read_late(&d.0, few);
-        assert!(late.reader.lock().unwrap().is_none(), "read at once");
-        assert_eq!(late.done.get().map(|l| l.kept.len()), Some(INLINE_FILES));
-
-        let many: Vec<Pending> = (0..=INLINE_FILES)
-            .map(|i| d.pending(&format!("f{i}"), b"x", true))
-            .collect();
-        let scan = Scan {
-            late: read_late(&d.0, many),
-            ..Scan::default()
-        };
-        assert!(scan.reading(), "a thread reads them");
-        scan.settle();
-        scan.settle(); // idempotent
-        assert!(!scan.reading());
-        // all read, or (stopped first) left unread: none lost without saying so
-        for i in 0..=INLINE_FILES {
-            let p = format!("f{i}");
-            assert!(
-                scan.kept(p.as_bytes()).is_some() != scan.unread(p.as_bytes()),
-                "{p} is kept or unread"
-            );
-        }
-    }
-}
+mod tests;
