@@ -21,6 +21,11 @@ static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Write `bytes` to a new private temp file beside `path`, flushed to disk.
 pub(crate) fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, EngineError> {
+    temp_file(path, bytes, true)
+}
+
+/// Write `bytes` to a new private temp file beside `path`, flushed to disk when `sync`.
+fn temp_file(path: &Path, bytes: &[u8], sync: bool) -> Result<PathBuf, EngineError> {
     let name = path
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
@@ -35,7 +40,9 @@ pub(crate) fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, EngineErr
         .mode(0o600)
         .open(&tmp)
         .map_err(io("create", &tmp))?;
-    let written = f.write_all(bytes).and_then(|()| f.sync_all());
+    let written = f
+        .write_all(bytes)
+        .and_then(|()| if sync { f.sync_all() } else { Ok(()) });
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
         return Err(io("write", &tmp)(e));
@@ -150,24 +157,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
 /// for a file that need not outlive a crash of the machine (what it says is void after a
 /// reboot, or made durable later), where two fsyncs would cost more than it is worth.
 pub(crate) fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
-    let name = path
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        TMP_SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(bytes))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = written {
+    let tmp = temp_file(path, bytes, false)?;
+    if let Err(e) = std::fs::rename(&tmp, path) {
         let _ = std::fs::remove_file(&tmp);
-        return Err(io("write", path)(e));
+        return Err(io("rename", path)(e));
     }
     Ok(())
 }
