@@ -10,7 +10,9 @@
 //!    1.2 times).
 //! 2. On the smallest repository: four worktree tasks of a fake agent that sleeps 2 s, submitted
 //!    together (`run --background`) and waited for, against one such task (goal: at most 1.3
-//!    times the time of one); `--runs` times each, alternating, medians.
+//!    times the time of one); `--runs` times each, alternating, medians. Beside it, for
+//!    reference: four `git worktree add`s of the repository at once against one (how the
+//!    machine's cores and disk take four checkouts at once).
 //!
 //! Each timed step starts after a `sync`, so that what the step before wrote is not written
 //! back on the next one's time.
@@ -105,13 +107,19 @@ pub(crate) fn worktree(args: &[&str]) -> Result<()> {
     let world = World::new(&bins, smallest)?;
     world.play(&json!([{"sleep_ms": AGENT_SLEEP_MS}, {"completion": "Slept."}]))?;
     let (mut ones, mut fours) = (Vec::new(), Vec::new());
+    let (mut git_ones, mut git_fours) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         settle()?;
         ones.push(world.parallel(1)?);
         settle()?;
         fours.push(world.parallel(PARALLEL)?);
+        settle()?;
+        git_ones.push(world.git_adds(1)?);
+        settle()?;
+        git_fours.push(world.git_adds(PARALLEL)?);
     }
     let (one, four) = (median(&mut ones), median(&mut fours));
+    let (git_one, git_four) = (median(&mut git_ones), median(&mut git_fours));
     println!(
         "  {PARALLEL} worktree tasks at once (an agent sleeping {:.0} s, {smallest} files): \
          {:.2} s, one alone {:.2} s: {:.2}x",
@@ -119,6 +127,13 @@ pub(crate) fn worktree(args: &[&str]) -> Result<()> {
         four.as_secs_f64(),
         one.as_secs_f64(),
         four.as_secs_f64() / one.as_secs_f64()
+    );
+    println!(
+        "  git alone: {PARALLEL} `git worktree add` at once {:.0} ms, one {:.0} ms: {:.2}x \
+         (how this machine's cores and disk take four checkouts at once)",
+        ms(git_four),
+        ms(git_one),
+        ms(git_four) / ms(git_one)
     );
     Ok(())
 }
@@ -240,20 +255,54 @@ impl World {
 
     fn git_add_remove(&self) -> Result<Duration> {
         let at = self.dir.join("git-worktree");
-        let git = |args: &[&str]| {
-            let mut c = Command::new("git");
-            c.args(["-c", "core.hooksPath=/dev/null"])
-                .args(args)
-                .current_dir(&self.repo);
-            c
-        };
         let path = at.display().to_string();
         let t = Instant::now();
-        output(&mut git(&[
-            "worktree", "add", "--quiet", "--detach", &path, "HEAD",
-        ]))?;
-        output(&mut git(&["worktree", "remove", "--force", &path]))?;
+        output(&mut self.git(&["worktree", "add", "--quiet", "--detach", &path, "HEAD"]))?;
+        output(&mut self.git(&["worktree", "remove", "--force", &path]))?;
         Ok(t.elapsed())
+    }
+
+    /// `n` `git worktree add --detach`s of the repository at once, timed from the first start
+    /// to the last end; the worktrees are removed after (untimed).
+    fn git_adds(&self, n: usize) -> Result<Duration> {
+        let paths: Vec<String> = (0..n)
+            .map(|i| {
+                self.dir
+                    .join(format!("git-at-once-{i}"))
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        let t = Instant::now();
+        let children = paths
+            .iter()
+            .map(|path| {
+                self.git(&["worktree", "add", "--quiet", "--detach", path, "HEAD"])
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .context("starting git worktree add")
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for mut child in children {
+            let status = child.wait()?;
+            if !status.success() {
+                bail!("git worktree add failed: {status}");
+            }
+        }
+        let d = t.elapsed();
+        for path in &paths {
+            output(&mut self.git(&["worktree", "remove", "--force", path]))?;
+        }
+        Ok(d)
+    }
+
+    /// git in the repository, its hooks off.
+    fn git(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("git");
+        c.args(["-c", "core.hooksPath=/dev/null"])
+            .args(args)
+            .current_dir(&self.repo);
+        c
     }
 
     /// `n` worktree tasks submitted together and waited for, then discarded; the time from the
