@@ -21,6 +21,7 @@ use crate::run::supervise::Publisher;
 use crate::run_slots::Scheduler;
 use crate::task_key::TaskKey;
 use crate::tasks::event_log::EventLog;
+use crate::tasks::intake::{Entered, enter};
 use crate::tasks::store::{Owner, Promise, Store};
 use crate::tasks::worker::{marker, redactor, watch_cancel};
 
@@ -93,26 +94,8 @@ impl Engine {
         })?;
         let store = Store::new(&dir);
         let scheduler = Scheduler::new(&dir, cfg.max_concurrent);
-        let seq = tokio::task::spawn_blocking(move || scheduler.next_seq())
-            .await
-            .map_err(|e| EngineError::Io {
-                action: "schedule",
-                path: dir.clone(),
-                source: std::io::Error::other(e.to_string()),
-            })??;
-        let mut stored = serde_json::to_value(req).map_err(|e| EngineError::Io {
-            action: "encode",
-            path: dir.join("request"),
-            source: std::io::Error::other(e),
-        })?;
-        redactor(cfg).apply_value(&mut stored);
-        let key = store.create(
-            seq,
-            req.provider,
-            req.context.repo_root.as_path(),
-            &stored,
-            Promise::AtResult,
-        )?;
+        let Entered { key, seq, .. } =
+            enter(&store, scheduler, cfg, req, Promise::AtResult).await?;
         let Some(alive) = lock::try_exclusive(&store.lock_path(&key))? else {
             return Err(EngineError::TasksUnavailable(format!(
                 "task {key} was taken by another process"

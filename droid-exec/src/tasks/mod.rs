@@ -27,6 +27,7 @@
 pub mod daemon;
 pub(crate) mod event_log;
 pub(crate) mod inline;
+mod intake;
 pub mod listener;
 pub mod store;
 pub mod worker;
@@ -49,8 +50,9 @@ use crate::process::spawn::{SpawnSpec, spawn};
 use crate::process::sweep;
 use crate::run_slots::Scheduler;
 use crate::task_key::TaskKey;
+use crate::tasks::intake::{Entered, enter};
 use crate::tasks::store::{DamagedEntry, Meta, Promise, Store};
-use crate::tasks::worker::{Payload, marker, redactor};
+use crate::tasks::worker::{Payload, marker};
 use crate::timestamp::rfc3339;
 
 /// How long a submit waits for the supervisor to take its task.
@@ -186,28 +188,14 @@ impl Tasks {
                 self.cfg.worktrees.max_worktrees,
             )?;
         }
-        let scheduler = self.scheduler.clone();
-        let seq = tokio::task::spawn_blocking(move || scheduler.next_seq())
-            .await
-            .map_err(|e| EngineError::Io {
-                action: "schedule",
-                path: self.store.root().to_path_buf(),
-                source: std::io::Error::other(e.to_string()),
-            })??;
-        let request = serde_json::to_value(req).map_err(|e| EngineError::Io {
-            action: "encode",
-            path: PathBuf::from("request"),
-            source: std::io::Error::other(e),
-        })?;
-        let mut stored = request.clone();
-        redactor(&self.cfg).apply_value(&mut stored);
-        let key = self.store.create(
-            seq,
-            req.provider,
-            req.context.repo_root.as_path(),
-            &stored,
+        let Entered { key, request, .. } = enter(
+            &self.store,
+            self.scheduler.clone(),
+            &self.cfg,
+            req,
             Promise::Durable,
-        )?;
+        )
+        .await?;
         let dir = self.store.dir(&key);
         let payload = serde_json::to_vec(&Payload {
             config: self.cfg.clone(),
@@ -276,27 +264,14 @@ impl Tasks {
         req: &ExecutionRequest,
         result: &ExecutionResult,
     ) -> Result<TaskKey, EngineError> {
-        let scheduler = self.scheduler.clone();
-        let seq = tokio::task::spawn_blocking(move || scheduler.next_seq())
-            .await
-            .map_err(|e| EngineError::Io {
-                action: "schedule",
-                path: self.store.root().to_path_buf(),
-                source: std::io::Error::other(e.to_string()),
-            })??;
-        let mut stored = serde_json::to_value(req).map_err(|e| EngineError::Io {
-            action: "encode",
-            path: PathBuf::from("request"),
-            source: std::io::Error::other(e),
-        })?;
-        redactor(&self.cfg).apply_value(&mut stored);
-        let key = self.store.create(
-            seq,
-            req.provider,
-            req.context.repo_root.as_path(),
-            &stored,
+        let Entered { key, .. } = enter(
+            &self.store,
+            self.scheduler.clone(),
+            &self.cfg,
+            req,
             Promise::Durable,
-        )?;
+        )
+        .await?;
         if let Err(e) = self.store.commit_result(&key, result) {
             let _ = self.store.remove(&key);
             return Err(e);
