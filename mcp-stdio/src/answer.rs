@@ -2,7 +2,7 @@
 //! its structured content cut to [`RESULT_MAX`] with a note saying where the whole is, and the
 //! answers shared by every tool family (bad arguments, engine errors, a task record, a result).
 
-use droid_contract::{ExecutionResult, Omitted, Status, TaskRecord};
+use droid_contract::{ExecutionResult, Issue, Omitted, Status, TaskRecord};
 use droid_exec::EngineError;
 use serde_json::{Map, Value, json};
 
@@ -84,17 +84,22 @@ pub(crate) fn render_result_noting(r: &ExecutionResult, note: Option<&str>) -> S
         ));
     }
     for i in &r.issues {
-        s.push_str(&format!(
-            "\nissue [{}]: {} -> {}",
-            i.kind.as_str(),
-            i.description,
-            i.suggested_action
-        ));
+        s.push_str(&issue_line(i));
     }
     if let Some(sid) = &r.session_id {
         s.push_str(&format!("\nsession_id: {sid}"));
     }
     shorten(s)
+}
+
+/// An issue as a line of a text answer (with its leading newline).
+pub(crate) fn issue_line(i: &Issue) -> String {
+    format!(
+        "\nissue [{}]: {} -> {}",
+        i.kind.as_str(),
+        i.description,
+        i.suggested_action
+    )
 }
 
 #[cfg(test)]

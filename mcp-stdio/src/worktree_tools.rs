@@ -8,7 +8,7 @@ use std::sync::Arc;
 use droid_contract::{WorktreeAnswer, WorktreeOutcome};
 use serde_json::{Map, Value, json};
 
-use crate::answer::{bad_arguments, engine_error, only_keys, tool_result};
+use crate::answer::{bad_arguments, engine_error, issue_line, only_keys, tool_result};
 use crate::server::Server;
 
 /// The answer's schema, kept small (`tools/list` goes into the model's context): the fields
@@ -76,12 +76,7 @@ fn render(a: &WorktreeAnswer) -> String {
         s.push_str(&format!("\nconflicts: {}", a.conflicts.join(", ")));
     }
     for i in &a.issues {
-        s.push_str(&format!(
-            "\nissue [{}]: {} -> {}",
-            i.kind.as_str(),
-            i.description,
-            i.suggested_action
-        ));
+        s.push_str(&issue_line(i));
     }
     s
 }
